@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# One idempotent installer for everything the testbed needs: used by `make`, by CI and by Vagrant.
+# A second run only checks and exits (a stamp records the hash of what was installed).
+set -euo pipefail
+
+here=$(cd "$(dirname "$0")/.." && pwd)
+cd "$here"
+
+APT_PACKAGES=(mininet iperf3 iproute2 clang llvm libbpf-dev tcpdump iputils-ping
+              python3-venv python3-pip nftables make ethtool)
+VENV=.venv
+SYSTEM_PYTHON=/usr/bin/python3
+stamp="$VENV/.installed"
+want=$(cat scripts/install.sh requirements.txt pyproject.toml | sha256sum | cut -d' ' -f1)
+
+if [ "$(id -u)" -ne 0 ]; then
+    echo "install: needs root to install system packages; run it with sudo" >&2
+    exit 1
+fi
+
+missing=()
+for p in "${APT_PACKAGES[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+    echo "install: apt packages: ${missing[*]}"
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq
+    # --no-install-recommends: Mininet recommends Open vSwitch, which the testbed does not use
+    apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ] && [ -x "$VENV/bin/mrc-testbed" ]; then
+    exit 0
+fi
+
+echo "install: Python venv $VENV (system Python, so Mininet's module is visible)"
+[ -x "$VENV/bin/python" ] || "$SYSTEM_PYTHON" -m venv --system-site-packages "$VENV"
+"$VENV/bin/python" -m pip install -q --disable-pip-version-check -r requirements.txt
+"$VENV/bin/python" -m pip install -q --disable-pip-version-check --no-deps --no-build-isolation -e .
+"$VENV/bin/python" -c "import mininet.net, pyroute2, pydantic" \
+    || { echo "install: the venv cannot import mininet/pyroute2/pydantic" >&2; exit 1; }
+echo "$want" > "$stamp"
+echo "install: done"

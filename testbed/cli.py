@@ -1,0 +1,127 @@
+"""`mrc-testbed`: validate, run, clean, list, schema.
+
+Exit status: 0 fine, 1 internal error, 2 invalid scenario or arguments, 3 machine cannot run
+it (not root, kernel feature missing, another run active), 4 fabric failed verification,
+130 interrupted. Errors print as one message (no traceback unless --debug).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from . import cleanup, features, results, scenario, state
+from .errors import TestbedError
+from .progress import Progress
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="mrc-testbed", description=__doc__.splitlines()[0])
+    p.add_argument("--debug", action="store_true", help="show tracebacks")
+    sub = p.add_subparsers(dest="command", required=True)
+
+    v = sub.add_parser("validate", help="check scenario files, build nothing")
+    v.add_argument("files", nargs="+", type=Path)
+
+    r = sub.add_parser("run", help="build a scenario's fabric, verify every path, then hold")
+    r.add_argument("file", nargs="?", type=Path,
+                   help="scenario file (default: the embedded scenarios/quickstart.yaml)")
+    mode = r.add_mutually_exclusive_group()
+    mode.add_argument("--verify-only", action="store_true",
+                      help="build, print the verification table, tear down")
+    mode.add_argument("--hold", type=float, default=0.0, metavar="SECONDS",
+                      help="keep the fabric up this long after verification")
+    mode.add_argument("--cli", action="store_true", help="open Mininet's CLI after verification")
+    r.add_argument("--results", type=Path, default=results.DEFAULT_BASE,
+                   help="folder for run results (default: %(default)s)")
+    r.add_argument("--quiet", action="store_true", help="only errors")
+
+    sub.add_parser("clean", help="remove what crashed runs left (their namespaces, processes)")
+    ls = sub.add_parser("list", help="runs in the results folder, and runs still active")
+    ls.add_argument("--results", type=Path, default=results.DEFAULT_BASE)
+    sub.add_parser("schema", help="print the scenario JSON Schema")
+    return p
+
+
+def _cmd_validate(args) -> int:
+    for file in args.files:
+        sc, _ = scenario.load(file)
+        print(f"ok: {file}: {scenario.describe(sc)}")
+    return 0
+
+
+def _cmd_run(args) -> int:
+    from .runner import RunOptions, run  # imports Mininet: only when running
+    if args.hold < 0:
+        raise TestbedError("--hold must be 0 or more seconds")
+    sc, text = scenario.load(args.file)
+    progress = Progress(quiet=args.quiet)
+    out = run(sc, text, RunOptions(args.results, args.verify_only, args.hold, args.cli), progress)
+    progress.say(f"done: {out}")
+    return 0
+
+
+def _cmd_clean(_args) -> int:
+    features.require_root()
+    records = state.read_all()
+    if not records:
+        print("nothing to clean: no run of this testbed left anything")
+        return 0
+    for record in records:
+        if record.runner_alive():
+            print(f"{record.run_id}: still running (pid {record.runner_pid}); left alone "
+                  f"(stop it with `kill {record.runner_pid}`: it tears down itself)")
+            continue
+        killed = cleanup.clean_record(record, "crashed: cleaned by `mrc-testbed clean`")
+        print(f"{record.run_id}: removed {len(record.nodes)} namespaces, {killed} processes")
+    return 0
+
+
+def _cmd_list(args) -> int:
+    runs = results.list_runs(args.results)
+    live = {r.run_id: r for r in state.read_all()}
+    if not runs and not live:
+        print(f"no runs in {args.results}/")
+        return 0
+    print(f"{'run':<44}{'status':<13}{'duration':>10}  ended in")
+    for meta in runs:
+        status = meta.get("status", "?")
+        rec = live.get(meta.get("run_id"))
+        if status == "running" and rec is not None and not rec.runner_alive():
+            status = "crashed?"  # until `clean` or the next run confirms it
+        duration = f"{meta['duration_s']:.1f} s" if meta.get("duration_s") is not None else "-"
+        print(f"{Path(meta['dir']).name:<44}{status:<13}{duration:>10}  "
+              f"{meta.get('ended_in_phase') or ''}")
+    return 0
+
+
+def _cmd_schema(_args) -> int:
+    print(json.dumps(scenario.json_schema(), indent=2))
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    handler = {"validate": _cmd_validate, "run": _cmd_run, "clean": _cmd_clean,
+               "list": _cmd_list, "schema": _cmd_schema}[args.command]
+    try:
+        return handler(args)
+    except TestbedError as exc:
+        if args.debug:
+            raise
+        print(f"error: {exc}", file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+    except Exception as exc:  # a bug: say so plainly, traceback on request
+        if args.debug:
+            raise
+        print(f"internal error: {type(exc).__name__}: {exc} (rerun with --debug for the "
+              f"traceback, and please report it)", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

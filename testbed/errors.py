@@ -1,0 +1,45 @@
+"""Errors a user can act on.
+
+Every failure the CLI reports without a traceback is a `TestbedError`: it carries one message
+that names the problem and, where there is one, the fix. Anything else is a bug and is shown
+with its traceback only under `--debug`.
+"""
+from __future__ import annotations
+
+
+class TestbedError(Exception):
+    """A problem the user can fix; `exit_code` tells scripts which kind it was."""
+
+    exit_code = 1
+
+    def __init__(self, message: str, hint: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.hint = hint
+
+    def __str__(self) -> str:
+        return self.message if not self.hint else f"{self.message}\n  fix: {self.hint}"
+
+
+class ScenarioError(TestbedError):
+    """The scenario file (or a command-line value) is invalid; nothing was built."""
+
+    exit_code = 2
+
+
+class EnvironmentProblem(TestbedError):
+    """The machine cannot run the testbed as asked: not root, a kernel feature or tool missing."""
+
+    exit_code = 3
+
+
+class VerificationFailed(TestbedError):
+    """The fabric was built but some paths do not forward as planned."""
+
+    exit_code = 4
+
+
+class Interrupted(TestbedError):
+    """SIGINT or SIGTERM arrived; the run was torn down."""
+
+    exit_code = 130

@@ -1,0 +1,153 @@
+"""The Mininet network that realizes a plan: nodes, veth links, kernel state, and its end.
+
+Mininet gives every node its namespace and shell (so `--cli`, `h0 ping ...` and the usual
+Mininet workflow work), but its per-link shell commands (`ip link add`, `ifconfig` per port)
+would dominate the build. Links are therefore created over netlink straight into both
+namespaces, and each node is then configured over one netlink socket. There is no switch and
+no controller: every router is a Linux namespace with forwarding on.
+"""
+from __future__ import annotations
+
+import os
+import signal
+from typing import Callable
+
+from mininet.link import Intf, Link
+from mininet.net import Mininet
+from mininet.node import Host
+from pyroute2 import IPRoute
+
+from . import cleanup, netns
+from .plan import FabricPlan
+from .progress import Progress
+from .routes import node_configs
+from .rtnl import NodeNetlink
+from .state import RunRegistry
+
+_IPV6_SYSCTLS = {
+    "forwarding": 1,  # hosts too: a host's End SID may be a waypoint
+    "seg6_enabled": 1,  # SRH processing, should a path carry one
+    "accept_dad": 0,  # addresses usable at once: no 1-2 s of tentative state
+    "dad_transmits": 0,
+    "keep_addr_on_down": 1,  # a link_down fault must not erase the plan's addresses
+    "accept_ra": 0,
+    "autoconf": 0,
+    "router_solicitations": 0,
+    "disable_ipv6": 0,
+}
+
+
+def node_sysctls(router: bool) -> dict[str, int]:
+    values = {}
+    for scope in ("all", "default"):
+        for key, value in _IPV6_SYSCTLS.items():
+            values[f"net.ipv6.conf.{scope}.{key}"] = value
+    values["net.ipv6.icmp.ratelimit"] = 0  # every ICMP error visible when debugging a path
+    if router:
+        values["net.ipv6.fib_multipath_hash_policy"] = 1  # L4 hash: RoCEv2's UDP source port
+    return values
+
+
+class NetlinkIntf(Intf):
+    """A Mininet interface configured over netlink by the build, not by `ifconfig`."""
+
+    def config(self, **_params) -> dict:
+        return {}
+
+
+class NetlinkVeth(Link):
+    """A Mininet link whose veth pair is made by one netlink call into both namespaces."""
+
+    def __init__(self, node1: Host, node2: Host, rtnl: IPRoute, mtu: int, macs: tuple[str, str],
+                 **params) -> None:
+        self._rtnl, self._mtu, self._macs = rtnl, mtu, macs
+        for key in ("intf", "addr1", "addr2"):  # Mininet.addLink's defaults: ours win
+            params.pop(key, None)
+        super().__init__(node1, node2, intf=NetlinkIntf, addr1=macs[0], addr2=macs[1], **params)
+
+    def makeIntfPair(self, intfname1, intfname2, addr1=None, addr2=None, node1=None,
+                     node2=None, deleteIntfs=True, **_kw):  # noqa: N802 (Mininet's name)
+        self._rtnl.link("add", ifname=intfname1, kind="veth", net_ns_pid=node1.pid,
+                        address=self._macs[0], mtu=self._mtu,
+                        peer={"ifname": intfname2, "net_ns_pid": node2.pid,
+                              "address": self._macs[1], "mtu": self._mtu})
+
+
+class FabricNetwork:
+    """Build with `build()`, always end with `close()` (idempotent, safe after partial builds)."""
+
+    def __init__(self, plan: FabricPlan, registry: RunRegistry, progress: Progress) -> None:
+        self.plan = plan
+        self.registry = registry
+        self.progress = progress
+        self.net = Mininet(controller=None, build=False, autoSetMacs=False,
+                           autoStaticArp=False, waitConnected=False)
+        self.inodes: set[int] = set()
+        self._netlink: dict[str, NodeNetlink] = {}
+        self._closed = False
+
+    # ---- build phases (the runner times each) ----
+    def add_nodes(self) -> None:
+        names = list(self.plan.nodes)
+        for name in self.progress.bar(names, len(names), "nodes"):
+            node = self.net.addHost(name, ip=None, inNamespace=True)
+            inode = netns.netns_inode(node.pid)
+            self.inodes.add(inode)
+            self.registry.add_node(name, node.pid, inode)
+            netns.write_sysctls(node.pid, node_sysctls(self.plan.nodes[name].role != "host"))
+
+    def add_links(self) -> None:
+        mtu = self.plan.scenario.fabric.mtu
+        with IPRoute() as rtnl:
+            for link in self.progress.bar(self.plan.links, len(self.plan.links), "links"):
+                a, b = link.lower, link.upper
+                self.net.addLink(self.net[a.node], self.net[b.node], cls=NetlinkVeth,
+                                 rtnl=rtnl, mtu=mtu, macs=(a.mac, b.mac),
+                                 intfName1=a.ifname, intfName2=b.ifname)
+
+    def configure(self) -> None:
+        """Addresses, neighbours, routes, End SIDs and shapers, one netlink socket per node."""
+        configs = node_configs(self.plan)
+        mtu = self.plan.scenario.fabric.mtu
+        links = self.plan.link_by_ports
+        for name in self.progress.bar(list(configs), len(configs), "routes"):
+            ports = []
+            for port in self.plan.ports(name):
+                link = links[(name, port.ifname)]
+                ports.append((port, link.rate, link.buffer))
+            self.netlink(name).configure(configs[name], ports, mtu)
+
+    # ---- access ----
+    def pid(self, name: str) -> int:
+        return self.net[name].pid
+
+    def netlink(self, name: str) -> NodeNetlink:
+        if name not in self._netlink:
+            self._netlink[name] = NodeNetlink(self.pid(name))
+        return self._netlink[name]
+
+    def node(self, name: str) -> Host:
+        return self.net[name]
+
+    # ---- the end ----
+    def close(self, on_step: Callable[[str], None] | None = None) -> int:
+        """Tear down: close our sockets (they pin namespaces), kill every process in the
+        run's namespaces, release Mininet's ptys. Returns processes killed."""
+        if self._closed:
+            return 0
+        self._closed = True
+        for handle in self._netlink.values():
+            handle.close()
+        self._netlink.clear()
+        killed = cleanup.kill_namespaces(self.inodes)
+        for node in self.net.hosts:
+            for fd in (node.stdin, node.stdout):
+                try:
+                    fd.close()
+                except OSError:
+                    pass
+            if node.shell is not None and node.shell.poll() is None:
+                os.kill(node.shell.pid, signal.SIGKILL)
+                node.shell.wait()
+        self.registry.close()
+        return killed

@@ -1,0 +1,55 @@
+"""What a person watching a run sees: one line per phase with its duration, a bar on long work.
+
+Bars go to stderr and only when it is a terminal, so logs and CI output stay one line a phase.
+"""
+from __future__ import annotations
+
+import contextlib
+import sys
+import time
+from typing import Iterable, Iterator, TypeVar
+
+from tqdm import tqdm
+
+T = TypeVar("T")
+
+
+class Progress:
+    def __init__(self, stream=None, quiet: bool = False) -> None:
+        self.stream = stream or sys.stderr
+        self.quiet = quiet
+        self.started = time.monotonic()
+        self.durations: dict[str, float] = {}
+        self.current: str | None = None
+
+    def say(self, text: str) -> None:
+        if not self.quiet:
+            print(text, file=self.stream, flush=True)
+
+    @contextlib.contextmanager
+    def phase(self, name: str, detail: str = "") -> Iterator[dict]:
+        """Time a phase; the body may put a result summary into the yielded dict under 'done'."""
+        self.current = name
+        info: dict = {}
+        t0 = time.monotonic()
+        try:
+            yield info
+        finally:
+            elapsed = time.monotonic() - t0
+            self.durations[name] = elapsed
+            self.current = None
+        summary = info.get("done", detail)
+        self.say(f"  {name:<9} {elapsed:6.2f} s  {summary}")
+
+    def bar(self, items: Iterable[T], total: int, label: str) -> Iterable[T]:
+        if self.quiet or not self.stream.isatty() or total < 50:
+            return items
+        return tqdm(items, total=total, desc=f"  {label}", leave=False, file=self.stream,
+                    unit="", dynamic_ncols=True)
+
+    def counter(self, total: int, label: str) -> "tqdm | None":
+        """A bar updated by hand (`update(n)`, `close()`), or None when bars are off."""
+        if self.quiet or not self.stream.isatty() or total < 50:
+            return None
+        return tqdm(total=total, desc=f"  {label}", leave=False, file=self.stream,
+                    dynamic_ncols=True)

@@ -1,0 +1,299 @@
+"""The scenario file: a declarative description of one experiment, validated into typed models.
+
+Why pydantic: every field gets a type, a default and a documented range in one place, the JSON
+Schema for editors comes for free, and errors carry the field path that the user must fix.
+Later parts of the testbed (workload, transports, faults) add sections to `Scenario`.
+"""
+from __future__ import annotations
+
+import difflib
+import re
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from . import limits
+from .errors import ScenarioError
+from .units import Rate, Size, format_rate, format_size
+
+SAFE_NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,39}$"
+PREFIX_PATTERN = r"^[a-z]{1,3}$"
+DEFAULT_SCENARIO = Path(__file__).resolve().parent.parent / "scenarios" / "quickstart.yaml"
+
+
+class StrictModel(BaseModel):
+    """Unknown keys are errors: a typo must not silently fall back to a default."""
+
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+
+
+class LinkClass(StrictModel):
+    """Rate and egress buffer of one class of links, applied at both ends."""
+
+    rate: Rate = Field(100 * 10**6, description="line rate, e.g. '100Mbit'")
+    buffer: Size = Field(100_000, description="egress queue limit in bytes, e.g. '100KB'")
+
+    @field_validator("rate")
+    @classmethod
+    def _rate_in_range(cls, rate: int) -> int:
+        if not limits.MIN_RATE <= rate <= limits.MAX_RATE:
+            raise ValueError(f"{format_rate(rate)} is outside "
+                             f"{format_rate(limits.MIN_RATE)}..{format_rate(limits.MAX_RATE)}")
+        return rate
+
+    @field_validator("buffer")
+    @classmethod
+    def _buffer_in_range(cls, buffer: int) -> int:
+        if not limits.MIN_BUFFER <= buffer <= limits.MAX_BUFFER:
+            raise ValueError(f"{format_size(buffer)} is outside "
+                             f"{format_size(limits.MIN_BUFFER)}..{format_size(limits.MAX_BUFFER)}")
+        return buffer
+
+
+class Fabric(StrictModel):
+    """A two-tier multi-plane Clos: every host has one port per plane; planes never meet."""
+
+    planes: int = Field(2, ge=1, le=limits.MAX_PLANES)
+    leaves_per_plane: int = Field(2, ge=1, le=limits.MAX_LEAVES_PER_PLANE)
+    spines_per_plane: int = Field(2, ge=1, le=limits.MAX_SPINES_PER_PLANE)
+    hosts_per_leaf: int = Field(2, ge=1, le=limits.MAX_HOSTS)
+    hosts: int | None = Field(
+        None, ge=2, le=limits.MAX_HOSTS,
+        description="number of hosts; default fills every leaf (leaves_per_plane x hosts_per_leaf)")
+    host_link: LinkClass = Field(default_factory=LinkClass)
+    fabric_link: LinkClass = Field(default_factory=LinkClass)
+    mtu: int = Field(1500, ge=limits.MIN_MTU, le=limits.MAX_MTU)
+
+    @property
+    def host_count(self) -> int:
+        return self.hosts if self.hosts is not None else self.leaves_per_plane * self.hosts_per_leaf
+
+    @property
+    def node_count(self) -> int:
+        return self.host_count + self.planes * (self.leaves_per_plane + self.spines_per_plane)
+
+    @property
+    def link_count(self) -> int:
+        return self.planes * (self.host_count + self.leaves_per_plane * self.spines_per_plane)
+
+    @model_validator(mode="after")
+    def _consistent(self) -> "Fabric":
+        capacity = self.leaves_per_plane * self.hosts_per_leaf
+        if self.host_count < 2:
+            raise ValueError(
+                f"{self.host_count} host: a fabric needs at least 2 hosts "
+                f"(leaves_per_plane x hosts_per_leaf, or hosts)")
+        if self.host_count > capacity:
+            need = -(-self.host_count // self.hosts_per_leaf)
+            raise ValueError(
+                f"hosts={self.host_count} do not fit on {self.leaves_per_plane} leaves of "
+                f"{self.hosts_per_leaf} hosts; set leaves_per_plane: {need} or lower hosts")
+        if self.leaves_per_plane == 1:
+            raise ValueError(
+                "leaves_per_plane: 1 leaves every spine unused (all hosts meet at their one "
+                "leaf, no path crosses a spine); use 2 or more leaves")
+        used = -(-self.host_count // self.hosts_per_leaf)
+        if used < self.leaves_per_plane:
+            raise ValueError(
+                f"hosts={self.host_count} at {self.hosts_per_leaf} per leaf fill only {used} of "
+                f"{self.leaves_per_plane} leaves; set leaves_per_plane: {used} "
+                f"or hosts: {capacity}")
+        if self.node_count > limits.MAX_NODES:
+            raise ValueError(
+                f"{self.node_count} nodes (hosts + planes x (leaves + spines)) exceed this "
+                f"testbed's limit of {limits.MAX_NODES}; use fewer planes, leaves or hosts")
+        if self.link_count > limits.MAX_LINKS:
+            raise ValueError(
+                f"{self.link_count} links (planes x (hosts + leaves x spines)) exceed this "
+                f"testbed's limit of {limits.MAX_LINKS}; use fewer planes, leaves or spines")
+        return self
+
+
+class Naming(StrictModel):
+    """Prefixes of node names: host `h3`, leaf `p1l0` (plane 1, leaf 0), spine `p1s2`.
+
+    Letters only, so the digits delimit indices and no name can be read two ways; names reach
+    interface names and Mininet's shell commands, hence the narrow character set.
+    """
+
+    host: str = Field("h", pattern=PREFIX_PATTERN)
+    plane: str = Field("p", pattern=PREFIX_PATTERN)
+    leaf: str = Field("l", pattern=PREFIX_PATTERN)
+    spine: str = Field("s", pattern=PREFIX_PATTERN)
+
+    @model_validator(mode="after")
+    def _distinct(self) -> "Naming":
+        values = [self.host, self.plane, self.leaf, self.spine]
+        if len(set(values)) != len(values):
+            raise ValueError(f"host, plane, leaf and spine prefixes must differ, got {values}")
+        return self
+
+    def host_name(self, index: int) -> str:
+        return f"{self.host}{index}"
+
+    def leaf_name(self, plane: int, index: int) -> str:
+        return f"{self.plane}{plane}{self.leaf}{index}"
+
+    def spine_name(self, plane: int, index: int) -> str:
+        return f"{self.plane}{plane}{self.spine}{index}"
+
+
+class Verify(StrictModel):
+    """How the fabric is proven before traffic: probes over every EV, or a covering sample."""
+
+    probes: Literal["auto", "all", "sample"] = Field(
+        "auto", description="auto: every EV up to max_all EVs, else a sample covering every link")
+    max_all: int = Field(100_000, ge=1, le=10_000_000)
+    timeout: float = Field(2.0, gt=0, le=60, description="seconds to wait for one probe round")
+    retries: int = Field(2, ge=0, le=10, description="probe rounds after the first for lost probes")
+
+
+class Scenario(StrictModel):
+    """One experiment. Everything but the name has a default; the name defaults to the file's."""
+
+    name: str = Field(pattern=SAFE_NAME_PATTERN,
+                      description="letters, digits, '_', '.', '-'; used in result folder names")
+    description: str = ""
+    seed: int = Field(1, ge=0, le=2**32 - 1)
+    fabric: Fabric = Field(default_factory=Fabric)
+    naming: Naming = Field(default_factory=Naming)
+    verify: Verify = Field(default_factory=Verify)
+
+    @model_validator(mode="after")
+    def _interface_names_fit(self) -> "Scenario":
+        f, n = self.fabric, self.naming
+        longest = [
+            f"{n.host_name(f.host_count - 1)}-eth{f.planes - 1}",
+            f"{n.leaf_name(f.planes - 1, f.leaves_per_plane - 1)}-eth"
+            f"{f.hosts_per_leaf + f.spines_per_plane - 1}",
+            f"{n.spine_name(f.planes - 1, f.spines_per_plane - 1)}-eth{f.leaves_per_plane - 1}",
+        ]
+        for ifname in longest:
+            if len(ifname) > limits.IFNAMSIZ:
+                raise ValueError(
+                    f"interface name {ifname!r} is longer than Linux's {limits.IFNAMSIZ} "
+                    f"characters; shorten the naming prefixes")
+        return self
+
+
+# ---- loading --------------------------------------------------------------------------------
+
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """PyYAML keeps the last of two equal keys; a repeated key is almost always a mistake."""
+
+
+def _construct_mapping(loader: _UniqueKeyLoader, node: yaml.MappingNode, deep: bool = False) -> dict:
+    seen: dict[Any, Any] = {}
+    for key_node, _ in node.value:
+        key = loader.construct_object(key_node, deep=deep)
+        if key in seen:
+            raise yaml.constructor.ConstructorError(
+                None, None, f"duplicate key {key!r}", key_node.start_mark)
+        seen[key] = True
+    return loader.construct_mapping(node, deep=deep)
+
+
+_UniqueKeyLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
+
+
+def parse(text: str, source: str, default_name: str | None = None) -> Scenario:
+    """Validate scenario text; raise `ScenarioError` listing every problem with its field path."""
+    try:
+        data = yaml.load(text, Loader=_UniqueKeyLoader)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        problem = getattr(exc, "problem", None) or str(exc)
+        raise ScenarioError(f"{source}:{where}: not valid YAML: {problem}",
+                            "fix the YAML syntax at that place") from None
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        raise ScenarioError(f"{source}: the top level must be a mapping of keys, "
+                            f"got {type(data).__name__}")
+    if "name" not in data and default_name is not None:
+        data["name"] = default_name
+    try:
+        return Scenario.model_validate(data)
+    except ValidationError as exc:
+        raise ScenarioError(format_errors(exc, source)) from None
+
+
+def load(path: str | Path | None) -> tuple[Scenario, str]:
+    """The scenario at `path` (the embedded quickstart when None) and its text as run."""
+    file = Path(path) if path is not None else DEFAULT_SCENARIO
+    try:
+        text = file.read_text()
+    except FileNotFoundError:
+        raise ScenarioError(f"{file}: no such scenario file",
+                            "give the path of a YAML file, e.g. scenarios/quickstart.yaml") from None
+    except (IsADirectoryError, PermissionError, UnicodeDecodeError) as exc:
+        raise ScenarioError(f"{file}: cannot read it ({exc.__class__.__name__})") from None
+    return parse(text, str(file), default_name=file.stem), text
+
+
+def format_errors(exc: ValidationError, source: str) -> str:
+    """One line per problem: field path, the bad value, what is allowed."""
+    problems = exc.errors(include_url=False)
+    lines = [f"{source}: invalid scenario ({len(problems)} problem"
+             f"{'s' if len(problems) > 1 else ''}):"]
+    for err in problems:
+        loc = [str(part) for part in err["loc"]]
+        path = ".".join(loc) or "(top level)"
+        if err["type"] == "extra_forbidden":
+            allowed = _allowed_keys(Scenario, err["loc"][:-1])
+            close = difflib.get_close_matches(loc[-1], allowed, n=1)
+            hint = f"; did you mean {close[0]!r}?" if close else ""
+            lines.append(f"  {path}: unknown key{hint} allowed here: {', '.join(allowed)}")
+            continue
+        msg = err["msg"]
+        if err["type"] in ("value_error", "assertion_error"):
+            msg = msg.removeprefix("Value error, ").removeprefix("Assertion failed, ")
+            if isinstance(err["input"], (dict, list)):
+                lines.append(f"  {path}: {msg}")
+            else:
+                lines.append(f"  {path}: {err['input']!r} is not allowed: {msg}")
+            continue
+        if err["type"] == "missing":
+            lines.append(f"  {path}: required, missing")
+            continue
+        if err["type"] == "string_pattern_mismatch":
+            pattern = err.get("ctx", {}).get("pattern", "")
+            msg = f"must match {pattern} ({_pattern_words(pattern)})"
+        lines.append(f"  {path}: {err['input']!r} is not allowed: {msg}")
+    return "\n".join(lines)
+
+
+def _pattern_words(pattern: str) -> str:
+    return {
+        SAFE_NAME_PATTERN: "a letter or digit, then up to 39 letters, digits, '_', '.' or '-'",
+        PREFIX_PATTERN: "1 to 3 lowercase letters",
+    }.get(pattern, "see `mrc-testbed schema`")
+
+
+def _allowed_keys(model: type[BaseModel], loc: tuple) -> list[str]:
+    """Field names of the sub-model at `loc`, for "did you mean" on unknown keys."""
+    for part in loc:
+        field = model.model_fields.get(str(part))
+        annotation = getattr(field, "annotation", None)
+        if not (isinstance(annotation, type) and issubclass(annotation, BaseModel)):
+            return []
+        model = annotation
+    return list(model.model_fields)
+
+
+def json_schema() -> dict:
+    schema = Scenario.model_json_schema()
+    schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
+    schema["title"] = "mrc-testbed scenario"
+    return schema
+
+
+def describe(s: Scenario) -> str:
+    f = s.fabric
+    return (f"{s.name}: {f.planes} planes x ({f.leaves_per_plane} leaves + "
+            f"{f.spines_per_plane} spines), {f.host_count} hosts, {f.node_count} nodes, "
+            f"{f.link_count} links, host links {format_rate(f.host_link.rate)}, "
+            f"fabric links {format_rate(f.fabric_link.rate)}, MTU {f.mtu}")
