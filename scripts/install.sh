@@ -7,7 +7,8 @@ here=$(cd "$(dirname "$0")/.." && pwd)
 cd "$here"
 
 APT_PACKAGES=(mininet iperf3 iproute2 clang llvm libbpf-dev tcpdump iputils-ping
-              python3-venv python3-pip nftables make ethtool)
+              python3-venv python3-pip nftables make ethtool
+              ruby)  # ruby: only to check the Vagrantfile in the tests
 VENV=.venv
 SYSTEM_PYTHON=/usr/bin/python3
 stamp="$VENV/.installed"

@@ -8,6 +8,7 @@ no controller: every router is a Linux namespace with forwarding on.
 """
 from __future__ import annotations
 
+import multiprocessing
 import os
 import signal
 from typing import Callable
@@ -67,10 +68,33 @@ class NetlinkVeth(Link):
 
     def makeIntfPair(self, intfname1, intfname2, addr1=None, addr2=None, node1=None,
                      node2=None, deleteIntfs=True, **_kw):  # noqa: N802 (Mininet's name)
+        # gso_max_segs 1: a switch port queues packets, not 64 KB TSO super-packets (which
+        # would also never fit a byte FIFO smaller than themselves); TCP then sends MTU-sized
+        # segments, as it would through a real switch.
+        common = {"mtu": self._mtu, "gso_max_segs": 1}
         self._rtnl.link("add", ifname=intfname1, kind="veth", net_ns_pid=node1.pid,
-                        address=self._macs[0], mtu=self._mtu,
+                        address=self._macs[0], **common,
                         peer={"ifname": intfname2, "net_ns_pid": node2.pid,
-                              "address": self._macs[1], "mtu": self._mtu})
+                              "address": self._macs[1], **common})
+
+
+def _worker_init() -> None:
+    """Workers leave signals to the runner, which ends the pool and tears down."""
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, signal.SIG_IGN)
+
+
+def _configure_node(job: tuple) -> str | None:
+    pid, cfg, ports, mtu = job
+    try:
+        handle = NodeNetlink(pid)
+        try:
+            handle.configure(cfg, ports, mtu)
+        finally:
+            handle.close()
+    except Exception as exc:  # noqa: BLE001 (sent back to the runner with the node's name)
+        return f"configuring {cfg.name}: {type(exc).__name__}: {exc}"
+    return None
 
 
 class FabricNetwork:
@@ -106,16 +130,25 @@ class FabricNetwork:
                                  intfName1=a.ifname, intfName2=b.ifname)
 
     def configure(self) -> None:
-        """Addresses, neighbours, routes, End SIDs and shapers, one netlink socket per node."""
+        """Addresses, neighbours, routes, End SIDs and shapers, one netlink socket per node.
+
+        The cost is pyroute2's per-message Python work, not the kernel's, so nodes are spread
+        over one forked worker per core (each worker enters the nodes' namespaces itself).
+        """
         configs = node_configs(self.plan)
         mtu = self.plan.scenario.fabric.mtu
         links = self.plan.link_by_ports
-        for name in self.progress.bar(list(configs), len(configs), "routes"):
-            ports = []
-            for port in self.plan.ports(name):
-                link = links[(name, port.ifname)]
-                ports.append((port, link.rate, link.buffer))
-            self.netlink(name).configure(configs[name], ports, mtu)
+        jobs = []
+        for name, cfg in configs.items():
+            ports = [(port, links[(name, port.ifname)].rate, links[(name, port.ifname)].buffer)
+                     for port in self.plan.ports(name)]
+            jobs.append((self.pid(name), cfg, ports, mtu))
+        workers = max(1, min(os.cpu_count() or 1, len(jobs) // 8))
+        with multiprocessing.get_context("fork").Pool(workers, initializer=_worker_init) as pool:
+            for error in self.progress.bar(pool.imap_unordered(_configure_node, jobs, 4),
+                                           len(jobs), "routes"):
+                if error is not None:
+                    raise RuntimeError(error)
 
     # ---- access ----
     def pid(self, name: str) -> int:

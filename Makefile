@@ -1,0 +1,33 @@
+# Two commands do everything on a fresh machine: `sudo make demo` and `sudo make test`.
+VENV   := .venv
+BIN    := $(VENV)/bin
+PYTEST := $(BIN)/python -m pytest
+
+.PHONY: install demo test unit integration bench clean distclean
+
+install:
+	./scripts/install.sh
+
+demo: install
+	$(BIN)/mrc-testbed run --verify-only
+
+test: install
+	$(PYTEST) tests
+
+unit: install
+	$(PYTEST) tests/unit
+
+integration: install
+	$(PYTEST) tests/integration
+
+bench: install
+	$(BIN)/python bench/build.py
+
+# Leftovers of crashed runs (namespaces, processes), found by the names the testbed recorded.
+clean:
+	@if [ -x $(BIN)/mrc-testbed ]; then $(BIN)/mrc-testbed clean; fi
+	find . -name __pycache__ -prune -exec rm -rf {} + 2>/dev/null || true
+	rm -rf .pytest_cache .hypothesis
+
+distclean: clean
+	rm -rf $(VENV) *.egg-info

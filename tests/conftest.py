@@ -1,0 +1,23 @@
+"""Shared test helpers: how to tell whether this process may build fabrics."""
+from __future__ import annotations
+
+import os
+
+import pytest
+
+
+def pytest_collection_modifyitems(config, items):
+    """Integration tests need root and Mininet; elsewhere they skip with the reason."""
+    reason = None
+    if os.geteuid() != 0:
+        reason = "needs root (namespaces); run `sudo make test`"
+    else:
+        try:
+            import mininet.net  # noqa: F401
+        except ImportError:
+            reason = "Mininet is not importable; run `sudo make install`"
+    for item in items:
+        if "integration" in item.nodeid.split("/"):
+            item.add_marker(pytest.mark.root)
+            if reason:
+                item.add_marker(pytest.mark.skip(reason=reason))

@@ -1,0 +1,93 @@
+"""Helpers for tests that build real fabrics: the CLI as a user runs it, a fabric built in this
+process for poking at, and snapshots of what exists on the machine (for leak checks)."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from testbed import scenario as scenario_mod
+from testbed.network import FabricNetwork
+from testbed.plan import make_plan
+from testbed.progress import Progress
+from testbed.state import STATE_DIR, RunRegistry
+
+ROOT = Path(__file__).resolve().parents[2]
+CLI = [sys.executable, "-m", "testbed.cli"]
+
+
+def mininet_processes() -> set[int]:
+    out = set()
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                cmdline = (entry / "cmdline").read_bytes()
+            except OSError:
+                continue
+            if b"mininet:" in cmdline:
+                out.add(int(entry.name))
+    return out
+
+
+def net_namespaces() -> set[int]:
+    """Every network namespace held by a process (named or not)."""
+    out = set()
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                out.add(os.stat(entry / "ns" / "net").st_ino)
+            except OSError:
+                pass
+    return out
+
+
+def root_links() -> set[str]:
+    res = subprocess.run(["ip", "-o", "link", "show"], capture_output=True, text=True, check=True)
+    return {line.split(":")[1].strip().split("@")[0] for line in res.stdout.splitlines()}
+
+
+def registry_entries() -> set[str]:
+    return {p.name for p in STATE_DIR.glob("*.jsonl")} if STATE_DIR.is_dir() else set()
+
+
+def snapshot() -> dict[str, set]:
+    return {"mininet processes": mininet_processes(), "namespaces": net_namespaces(),
+            "root-namespace links": root_links(), "registry entries": registry_entries()}
+
+
+def leftovers(before: dict[str, set], wait: float = 5.0) -> dict[str, set]:
+    """What is there now and was not before; waits a little for the kernel's async cleanup."""
+    deadline = time.monotonic() + wait
+    while True:
+        now = snapshot()
+        extra = {k: now[k] - before[k] for k in now if now[k] - before[k]}
+        if not extra or time.monotonic() > deadline:
+            return extra
+        time.sleep(0.1)
+
+
+def build(text: str, tmp_path: Path) -> FabricNetwork:
+    """A fabric built in this process (for tests that inspect or break it); close() it."""
+    sc = scenario_mod.parse(text, "test")
+    plan = make_plan(sc)
+    registry = RunRegistry(f"test-{os.getpid()}-{time.monotonic_ns()}", tmp_path, sc.name)
+    network = FabricNetwork(plan, registry, Progress(quiet=True))
+    try:
+        network.add_nodes()
+        network.add_links()
+        network.configure()
+    except BaseException:
+        network.close()
+        raise
+    return network
+
+
+def run_cli(*args: str, timeout: float = 120, results: Path | None = None,
+            **kwargs) -> subprocess.CompletedProcess:
+    cmd = list(CLI) + list(args)
+    if results is not None and args and args[0] in ("run", "list"):
+        cmd += ["--results", str(results)]
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=ROOT,
+                          **kwargs)
