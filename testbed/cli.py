@@ -52,6 +52,7 @@ def _cmd_validate(args) -> int:
 
 
 def _cmd_run(args) -> int:
+    features.require_root()
     from .runner import RunOptions, run  # imports Mininet: only when running
     if args.hold < 0:
         raise TestbedError("--hold must be 0 or more seconds")
@@ -112,8 +113,8 @@ def main(argv: list[str] | None = None) -> int:
             raise
         print(f"error: {exc}", file=sys.stderr)
         return exc.exit_code
-    except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
+    except KeyboardInterrupt as exc:  # Interrupted (a signal during a run) or a bare Ctrl-C
+        print(f"error: {exc or 'interrupted'}", file=sys.stderr)
         return 130
     except Exception as exc:  # a bug: say so plainly, traceback on request
         if args.debug:

@@ -39,7 +39,19 @@ class VerificationFailed(TestbedError):
     exit_code = 4
 
 
-class Interrupted(TestbedError):
-    """SIGINT or SIGTERM arrived; the run was torn down."""
+class Interrupted(KeyboardInterrupt):
+    """SIGINT, SIGTERM or SIGHUP arrived; the run tears down.
+
+    A KeyboardInterrupt, not an Exception: libraries on the run's path (asyncio under pyroute2
+    among them) catch and log any Exception raised in their callbacks, which would swallow the
+    signal; KeyboardInterrupt is the one they let through.
+    """
 
     exit_code = 130
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+    def __str__(self) -> str:
+        return self.message

@@ -79,9 +79,12 @@ class NetlinkVeth(Link):
 
 
 def _worker_init() -> None:
-    """Workers leave signals to the runner, which ends the pool and tears down."""
-    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
-        signal.signal(sig, signal.SIG_IGN)
+    """Ctrl-C reaches the whole process group: the runner alone handles it, then ends the pool
+    with SIGTERM, which must kill a worker at once (the runner's own handler is inherited by
+    the fork and would turn it into an exception inside the worker's queue wait)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    signal.signal(signal.SIGHUP, signal.SIG_DFL)
 
 
 def _configure_node(job: tuple) -> str | None:

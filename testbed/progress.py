@@ -1,5 +1,7 @@
 """What a person watching a run sees: one line per phase with its duration, a bar on long work.
 
+Phases and bar steps are also where a pending signal stops the run (interrupts.checkpoint).
+
 Bars go to stderr and only when it is a terminal, so logs and CI output stay one line a phase.
 """
 from __future__ import annotations
@@ -10,6 +12,8 @@ import time
 from typing import Iterable, Iterator, TypeVar
 
 from tqdm import tqdm
+
+from . import interrupts
 
 T = TypeVar("T")
 
@@ -28,24 +32,33 @@ class Progress:
 
     @contextlib.contextmanager
     def phase(self, name: str, detail: str = "") -> Iterator[dict]:
-        """Time a phase; the body may put a result summary into the yielded dict under 'done'."""
+        """Time a phase; the body may put a result summary into the yielded dict under 'done'.
+
+        If the body raises, `current` keeps naming the phase, so the run can record where it
+        stopped."""
+        interrupts.checkpoint()
         self.current = name
         info: dict = {}
         t0 = time.monotonic()
         try:
             yield info
-        finally:
-            elapsed = time.monotonic() - t0
-            self.durations[name] = elapsed
-            self.current = None
-        summary = info.get("done", detail)
-        self.say(f"  {name:<9} {elapsed:6.2f} s  {summary}")
+        except BaseException as exc:
+            self.durations[name] = time.monotonic() - t0
+            self.say(f"  {name:<9} {self.durations[name]:6.2f} s  stopped: "
+                     f"{type(exc).__name__}")
+            raise
+        self.durations[name] = time.monotonic() - t0
+        self.current = None
+        self.say(f"  {name:<9} {self.durations[name]:6.2f} s  {info.get('done', detail)}")
 
-    def bar(self, items: Iterable[T], total: int, label: str) -> Iterable[T]:
-        if self.quiet or not self.stream.isatty() or total < 50:
-            return items
-        return tqdm(items, total=total, desc=f"  {label}", leave=False, file=self.stream,
-                    unit="", dynamic_ncols=True)
+    def bar(self, items: Iterable[T], total: int, label: str) -> Iterator[T]:
+        """Step through long work: a bar on a terminal, and a signal checkpoint per item."""
+        if not (self.quiet or not self.stream.isatty() or total < 50):
+            items = tqdm(items, total=total, desc=f"  {label}", leave=False, file=self.stream,
+                         unit="", dynamic_ncols=True)
+        for item in items:
+            interrupts.checkpoint()
+            yield item
 
     def counter(self, total: int, label: str) -> "tqdm | None":
         """A bar updated by hand (`update(n)`, `close()`), or None when bars are off."""

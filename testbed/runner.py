@@ -2,21 +2,18 @@
 
 Phases: preflight (root, kernel features, leftovers of crashed runs) -> plan (pure) -> nodes ->
 links -> routes -> verify -> hold/CLI -> teardown. SIGINT, SIGTERM and SIGHUP become an
-`Interrupted` exception wherever the run is, so the same `finally` tears down after a normal
+`Interrupted` exception (see interrupts.py), so the same `finally` tears down after a normal
 end, an error or a signal; signals are ignored during teardown so a second Ctrl-C cannot
 leave it half done. The results folder's meta.json records how the run ended and in which phase.
 """
 from __future__ import annotations
 
-import contextlib
-import signal
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator
 
-from . import cleanup, features, state
-from .errors import EnvironmentProblem, Interrupted, TestbedError, VerificationFailed
+from . import cleanup, features, interrupts, state
+from .errors import EnvironmentProblem, TestbedError, VerificationFailed
 from .network import FabricNetwork
 from .plan import make_plan
 from .progress import Progress
@@ -25,8 +22,6 @@ from .scenario import Scenario, describe
 from .state import RunRegistry
 from .verify import verify
 
-_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
-
 
 @dataclass
 class RunOptions:
@@ -34,28 +29,6 @@ class RunOptions:
     verify_only: bool = False
     hold: float = 0.0
     cli: bool = False
-
-
-@contextlib.contextmanager
-def signals_raise() -> Iterator[None]:
-    def handler(signum, _frame):
-        raise Interrupted(f"interrupted by {signal.Signals(signum).name}")
-    previous = {s: signal.signal(s, handler) for s in _SIGNALS}
-    try:
-        yield
-    finally:
-        for s, h in previous.items():
-            signal.signal(s, h)
-
-
-@contextlib.contextmanager
-def signals_ignored() -> Iterator[None]:
-    previous = {s: signal.signal(s, signal.SIG_IGN) for s in _SIGNALS}
-    try:
-        yield
-    finally:
-        for s, h in previous.items():
-            signal.signal(s, h)
 
 
 def preflight(progress: Progress) -> dict:
@@ -77,39 +50,50 @@ def preflight(progress: Progress) -> dict:
 def run(scenario: Scenario, scenario_text: str, options: RunOptions, progress: Progress) -> Path:
     """Build, verify, hold; always tear down. Returns the results folder."""
     progress.say(describe(scenario))
-    with signals_raise():
+    with interrupts.deferred():
         with progress.phase("preflight") as info:
             found = preflight(progress)
             plan = make_plan(scenario)
             info["done"] = "root, Mininet, SRv6 next-csid, seg6local counters, htb"
-    results = RunResults(options.results_base, scenario.name, scenario_text, scenario.seed)
-    results.meta["features"] = found
-    results.save()
-    progress.say(f"  results   {results.dir}")
-    registry = RunRegistry(results.run_id, results.dir, scenario.name)
-    network = FabricNetwork(plan, registry, progress)
-    status, error, phase = "failed", None, None
-    try:
-        with signals_raise():
+        results = registry = network = None
+        status, error, phase = "failed", None, None
+        try:
+            results = RunResults(options.results_base, scenario.name, scenario_text,
+                                 scenario.seed)
+            results.meta["features"] = found
+            results.save()
+            progress.say(f"  results   {results.dir}")
+            registry = RunRegistry(results.run_id, results.dir, scenario.name)
+            network = FabricNetwork(plan, registry, progress)
             _build_and_use(network, results, options, progress)
-        status = "complete"
-    except Interrupted as exc:
-        status, error, phase = "interrupted", str(exc), progress.current
-        raise
-    except TestbedError as exc:
-        error, phase = str(exc), progress.current
-        raise
-    except BaseException as exc:
-        error, phase = f"{type(exc).__name__}: {exc}", progress.current
-        raise
-    finally:
-        with signals_ignored():
-            with progress.phase("teardown") as info:
-                killed = network.close()
-                info["done"] = f"{killed} processes ended, {len(plan.nodes)} namespaces removed"
-            results.meta["ended_in_phase"] = phase
-            results.finish(status, error, progress.durations)
+            status = "complete"
+        except KeyboardInterrupt as exc:  # Interrupted, from interrupts.checkpoint
+            status, error, phase = "interrupted", str(exc) or "interrupted", progress.current
+            raise
+        except TestbedError as exc:
+            error, phase = str(exc), progress.current
+            raise
+        except BaseException as exc:
+            error, phase = f"{type(exc).__name__}: {exc}", progress.current
+            raise
+        finally:
+            with interrupts.ignored():
+                _teardown(network, registry, plan, progress)
+                if results is not None:
+                    results.meta["ended_in_phase"] = phase
+                    results.finish(status, error, progress.durations)
+    assert results is not None
     return results.dir
+
+
+def _teardown(network: FabricNetwork | None, registry: RunRegistry | None, plan,
+              progress: Progress) -> None:
+    if network is not None:
+        with progress.phase("teardown") as info:
+            killed = network.close()
+            info["done"] = f"{killed} processes ended, {len(plan.nodes)} namespaces removed"
+    elif registry is not None:
+        registry.close()
 
 
 def _build_and_use(network: FabricNetwork, results: RunResults, options: RunOptions,
@@ -142,8 +126,9 @@ def _build_and_use(network: FabricNetwork, results: RunResults, options: RunOpti
     if options.cli:
         from mininet.cli import CLI
         with progress.phase("cli", "Mininet CLI closed"):
-            CLI(network.net)
+            CLI(network.net)  # Mininet handles Ctrl-C in its prompt; a SIGTERM ends the run after
     elif options.hold > 0:
         with progress.phase("hold", f"held {options.hold:g} s"):
             progress.say(f"  holding the fabric for {options.hold:g} s (Ctrl-C ends it early)")
-            time.sleep(options.hold)
+            with interrupts.immediate():
+                time.sleep(options.hold)

@@ -16,12 +16,14 @@ STATE_DIR = Path(os.environ.get("MRC_TESTBED_STATE", "/run/mrc-testbed"))
 
 
 def _start_time(pid: int) -> int | None:
-    """Kernel start time of `pid` (field 22 of /proc/pid/stat): tells a pid from its reuse."""
+    """Kernel start time of `pid` (field 22 of /proc/pid/stat): tells a pid from its reuse.
+    None for a process that is gone or a zombie (dead, not yet reaped by its parent)."""
     try:
         stat = Path(f"/proc/{pid}/stat").read_text()
     except OSError:
         return None
-    return int(stat.rsplit(")", 1)[1].split()[19])
+    fields = stat.rsplit(")", 1)[1].split()
+    return None if fields[0] in ("Z", "X") else int(fields[19])
 
 
 @dataclass

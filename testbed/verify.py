@@ -20,7 +20,7 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from ipaddress import IPv6Address, IPv6Network
 
-from . import netns, paths
+from . import interrupts, netns, paths
 from .network import FabricNetwork
 from .paths import EV
 from .plan import FabricPlan
@@ -210,6 +210,7 @@ class Prober:
             for index in pending:
                 ev = evs[index]
                 while in_flight >= WINDOW:
+                    interrupts.checkpoint()
                     got = self._receive(0.05, nonce, evs, seen, received)
                     total_received += got
                     in_flight = 0 if got == 0 else in_flight - got
@@ -221,6 +222,7 @@ class Prober:
                     bar.update(1)
             deadline = time.monotonic() + timeout
             while len(seen) < len(evs) and time.monotonic() < deadline:
+                interrupts.checkpoint()
                 total_received += self._receive(0.05, nonce, evs, seen, received)
             pending = [i for i in pending if i not in seen]
             if not pending:
@@ -245,6 +247,7 @@ def _interleave_by_source(evs: list[EV]) -> list[int]:
 def read_counters(network: FabricNetwork) -> dict[tuple[str, IPv6Network], int]:
     out = {}
     for router in network.plan.routers:
+        interrupts.checkpoint()
         for sid, c in network.netlink(router).end_sid_counters().items():
             out[(router, sid)] = c["packets"] or 0
     return out
