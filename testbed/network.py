@@ -8,7 +8,6 @@ no controller: every router is a Linux namespace with forwarding on.
 """
 from __future__ import annotations
 
-import multiprocessing
 import os
 import signal
 from typing import Callable
@@ -24,6 +23,7 @@ from .progress import Progress
 from .routes import node_configs
 from .rtnl import NodeNetlink
 from .state import RunRegistry
+from .workers import parallel_map
 
 _IPV6_SYSCTLS = {
     "forwarding": 1,  # hosts too: a host's End SID may be a waypoint
@@ -78,26 +78,18 @@ class NetlinkVeth(Link):
                               "address": self._macs[1], **common})
 
 
-def _worker_init() -> None:
-    """Ctrl-C reaches the whole process group: the runner alone handles it, then ends the pool
-    with SIGTERM, which must kill a worker at once (the runner's own handler is inherited by
-    the fork and would turn it into an exception inside the worker's queue wait)."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    signal.signal(signal.SIGTERM, signal.SIG_DFL)
-    signal.signal(signal.SIGHUP, signal.SIG_DFL)
-
-
-def _configure_node(job: tuple) -> str | None:
+def _configure_node(job: tuple) -> tuple[str, dict[str, int] | str]:
+    """Configure one node; its interface indexes, or what went wrong."""
     pid, cfg, ports, mtu = job
     try:
         handle = NodeNetlink(pid)
         try:
             handle.configure(cfg, ports, mtu)
+            return cfg.name, handle.ifindexes()
         finally:
             handle.close()
     except Exception as exc:  # noqa: BLE001 (sent back to the runner with the node's name)
-        return f"configuring {cfg.name}: {type(exc).__name__}: {exc}"
-    return None
+        return cfg.name, f"configuring {cfg.name}: {type(exc).__name__}: {exc}"
 
 
 class FabricNetwork:
@@ -110,6 +102,7 @@ class FabricNetwork:
         self.net = Mininet(controller=None, build=False, autoSetMacs=False,
                            autoStaticArp=False, waitConnected=False)
         self.inodes: set[int] = set()
+        self.ifindex: dict[str, dict[str, int]] = {}  # node -> interface name -> index
         self._netlink: dict[str, NodeNetlink] = {}
         self._closed = False
 
@@ -133,11 +126,8 @@ class FabricNetwork:
                                  intfName1=a.ifname, intfName2=b.ifname)
 
     def configure(self) -> None:
-        """Addresses, neighbours, routes, End SIDs and shapers, one netlink socket per node.
-
-        The cost is pyroute2's per-message Python work, not the kernel's, so nodes are spread
-        over one forked worker per core (each worker enters the nodes' namespaces itself).
-        """
+        """Addresses, neighbours, routes, End SIDs and shapers, one netlink socket per node,
+        nodes spread over the cores (each worker enters the nodes' namespaces itself)."""
         configs = node_configs(self.plan)
         mtu = self.plan.scenario.fabric.mtu
         links = self.plan.link_by_ports
@@ -146,12 +136,10 @@ class FabricNetwork:
             ports = [(port, links[(name, port.ifname)].rate, links[(name, port.ifname)].buffer)
                      for port in self.plan.ports(name)]
             jobs.append((self.pid(name), cfg, ports, mtu))
-        workers = max(1, min(os.cpu_count() or 1, len(jobs) // 8))
-        with multiprocessing.get_context("fork").Pool(workers, initializer=_worker_init) as pool:
-            for error in self.progress.bar(pool.imap_unordered(_configure_node, jobs, 4),
-                                           len(jobs), "routes"):
-                if error is not None:
-                    raise RuntimeError(error)
+        for name, result in parallel_map(_configure_node, jobs, self.progress, "routes"):
+            if isinstance(result, str):
+                raise RuntimeError(result)
+            self.ifindex[name] = result
 
     # ---- access ----
     def pid(self, name: str) -> int:
@@ -159,7 +147,7 @@ class FabricNetwork:
 
     def netlink(self, name: str) -> NodeNetlink:
         if name not in self._netlink:
-            self._netlink[name] = NodeNetlink(self.pid(name))
+            self._netlink[name] = NodeNetlink(self.pid(name), self.ifindex.get(name))
         return self._netlink[name]
 
     def node(self, name: str) -> Host:

@@ -80,12 +80,14 @@ def end_sid_message(sid: IPv6Network, oif: int, block_bits: int, usid_bits: int)
     return msg
 
 
-def dump_end_sids(ipr) -> dict[IPv6Network, dict]:
-    """Every seg6local route of a namespace: prefix -> {packets, bytes, errors, next_csid}."""
+def dump_end_sids(ipr, oif: int | None = None) -> dict[IPv6Network, dict]:
+    """Every seg6local route of a namespace (only those via `oif`, if given):
+    prefix -> {packets, bytes, errors, next_csid}."""
     # Decode this socket's route messages with the extended class (the map is per socket).
     ipr.marshal.msg_map[RTM_NEWROUTE] = csid_rtmsg
     out: dict[IPv6Network, dict] = {}
-    for msg in ipr.route("dump", family=socket.AF_INET6):
+    query = {"family": socket.AF_INET6} if oif is None else {"family": socket.AF_INET6, "oif": oif}
+    for msg in ipr.route("dump", **query):
         if msg.get_attr("RTA_ENCAP_TYPE") != LWTUNNEL_ENCAP_SEG6_LOCAL:
             continue
         encap = msg.get_attr("RTA_ENCAP")

@@ -25,6 +25,8 @@ from .network import FabricNetwork
 from .paths import EV
 from .plan import FabricPlan
 from .progress import Progress
+from .rtnl import NodeNetlink
+from .workers import parallel_map, worker_count
 
 PROBE_PORT = 7471
 MAGIC = b"MRCp"
@@ -124,18 +126,43 @@ def _label_key(label: str) -> tuple:
     return tuple(int(d) for d in digits), label
 
 
-class Prober:
-    """UDP sockets in every host's namespace, driven from this process."""
+@dataclass(frozen=True)
+class ProbeJob:
+    """Everything a probing worker needs; workers inherit it through fork."""
 
-    def __init__(self, network: FabricNetwork) -> None:
-        self.network = network
-        self.plan = network.plan
-        self.socks: dict[str, socket.socket] = {}
+    plan: FabricPlan
+    pids: dict[str, int]  # host -> pid holding its namespace
+    ifindex: dict[tuple[str, int], int]  # (host, plane) -> index of that plane's port
+    evs: list[EV]
+    timeout: float
+    retries: int
+
+
+@dataclass
+class ProbeOutcome:
+    seen: dict[int, str | None] = field(default_factory=dict)  # EV index -> problem or None
+    sent: Counter = field(default_factory=Counter)  # EV index -> probes sent
+    received: Counter = field(default_factory=Counter)  # EV index -> probes received
+    datagrams: int = 0
+
+
+class Prober:
+    """Probes toward a share of the destination hosts: a receiving socket in each of them
+    (port PROBE_PORT, with the arrival address and port reported) and a sending socket in every
+    host, all driven from this one process."""
+
+    def __init__(self, job: ProbeJob, destinations: tuple[str, ...]) -> None:
+        self.job = job
+        self.senders: dict[str, socket.socket] = {}
+        self.receivers: list[socket.socket] = []
         self.selector = selectors.DefaultSelector()
         try:
-            for host in self.plan.hosts:
-                sock = netns.socket_in(network.pid(host), socket.AF_INET6, socket.SOCK_DGRAM)
-                self.socks[host] = sock
+            for host in job.plan.hosts:
+                self.senders[host] = netns.socket_in(job.pids[host], socket.AF_INET6,
+                                                     socket.SOCK_DGRAM)
+            for host in destinations:
+                sock = netns.socket_in(job.pids[host], socket.AF_INET6, socket.SOCK_DGRAM)
+                self.receivers.append(sock)
                 sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_RECVPKTINFO, 1)
                 sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1 << 20)
                 sock.bind(("::", PROBE_PORT))
@@ -144,15 +171,13 @@ class Prober:
         except BaseException:
             self.close()
             raise
-        # the port each plane's probes must arrive on, per host
-        self.ifindex = {(h, p): network.netlink(h).ifindex(self.plan.ports(h)[p].ifname)
-                        for h in self.plan.hosts for p in range(self.plan.planes)}
 
     def close(self) -> None:
         self.selector.close()
-        for sock in self.socks.values():
+        for sock in [*self.senders.values(), *self.receivers]:
             sock.close()
-        self.socks.clear()
+        self.senders.clear()
+        self.receivers.clear()
 
     def __enter__(self) -> "Prober":
         return self
@@ -160,9 +185,9 @@ class Prober:
     def __exit__(self, *exc) -> None:
         self.close()
 
-    def _receive(self, timeout: float, nonce: int, evs: list[EV],
-                 seen: dict[int, str | None], counts: list[int]) -> int:
+    def _receive(self, timeout: float, nonce: int, out: ProbeOutcome) -> int:
         """Drain arrivals for up to `timeout`; returns datagrams read."""
+        evs, plan = self.job.evs, self.job.plan
         got = 0
         for key, _ in self.selector.select(timeout):
             sock, host = key.fileobj, key.data
@@ -177,7 +202,7 @@ class Prober:
                 if magic != MAGIC or their_nonce != nonce or index >= len(evs):
                     continue
                 got += 1
-                counts[index] += 1
+                out.received[index] += 1
                 ev = evs[index]
                 address, ifindex = None, None
                 for level, kind, value in ancdata:
@@ -187,56 +212,80 @@ class Prober:
                 problem = None
                 if host != ev.dst:
                     problem = f"arrived at {host}, not {ev.dst}"
-                elif address != self.plan.srv6_address(ev.dst, ev.plane):
+                elif address != plan.srv6_address(ev.dst, ev.plane):
                     problem = f"arrived with destination {address} (uSIDs not all consumed)"
-                elif ifindex != self.ifindex[(ev.dst, ev.plane)]:
+                elif ifindex != self.job.ifindex[(ev.dst, ev.plane)]:
                     problem = "arrived on the port of another plane"
-                if index not in seen or seen[index] is not None:
-                    seen[index] = problem
+                if index not in out.seen or out.seen[index] is not None:
+                    out.seen[index] = problem
+        out.datagrams += got
         return got
 
-    def probe(self, evs: list[EV], timeout: float, retries: int,
-              progress: Progress) -> tuple[dict[int, str | None], list[int], list[int], int]:
-        """Send every EV's probe (resending lost ones); returns arrivals, sends, receives."""
+    def probe(self, indices: list[int]) -> ProbeOutcome:
+        """Send the probes of these EVs, resending lost ones for `retries` more rounds."""
+        evs = self.job.evs
         nonce = int(time.monotonic_ns() & 0xFFFFFFFF)
-        seen: dict[int, str | None] = {}
-        sent = [0] * len(evs)
-        received = [0] * len(evs)
-        pending = _interleave_by_source(evs)
-        total_received = 0
-        bar = progress.counter(len(evs), "probes") if len(evs) >= 5000 else None
-        for round_ in range(retries + 1):
+        out = ProbeOutcome()
+        pending = _interleave_by_source(evs, indices)
+        for _round in range(self.job.retries + 1):
             in_flight = 0
             for index in pending:
                 ev = evs[index]
                 while in_flight >= WINDOW:
                     interrupts.checkpoint()
-                    got = self._receive(0.05, nonce, evs, seen, received)
-                    total_received += got
+                    got = self._receive(0.05, nonce, out)
                     in_flight = 0 if got == 0 else in_flight - got
-                self.socks[ev.src].sendto(_PAYLOAD.pack(MAGIC, nonce, index),
-                                          (str(ev.address), PROBE_PORT))
-                sent[index] += 1
+                self.senders[ev.src].sendto(_PAYLOAD.pack(MAGIC, nonce, index),
+                                            (str(ev.address), PROBE_PORT))
+                out.sent[index] += 1
                 in_flight += 1
-                if bar is not None:
-                    bar.update(1)
-            deadline = time.monotonic() + timeout
-            while len(seen) < len(evs) and time.monotonic() < deadline:
+            deadline = time.monotonic() + self.job.timeout
+            while len(out.seen) < len(indices) and time.monotonic() < deadline:
                 interrupts.checkpoint()
-                total_received += self._receive(0.05, nonce, evs, seen, received)
-            pending = [i for i in pending if i not in seen]
+                self._receive(0.05, nonce, out)
+            pending = [i for i in pending if i not in out.seen]
             if not pending:
                 break
-        if bar is not None:
-            bar.close()
-        return seen, sent, received, total_received
+        return out
 
 
-def _interleave_by_source(evs: list[EV]) -> list[int]:
+_JOB: ProbeJob | None = None  # set by verify() just before forking the probing workers
+
+
+def _probe_share(share: tuple[int, int]) -> ProbeOutcome:
+    """Worker k of n probes the EVs toward every n-th destination host."""
+    k, n = share
+    assert _JOB is not None
+    destinations = _JOB.plan.hosts[k::n]
+    wanted = set(destinations)
+    indices = [i for i, ev in enumerate(_JOB.evs) if ev.dst in wanted]
+    with Prober(_JOB, destinations) as prober:
+        return prober.probe(indices)
+
+
+def probe_all(job: ProbeJob, progress: Progress) -> ProbeOutcome:
+    """Probe every EV of the job, split by destination host over the cores."""
+    global _JOB
+    workers = 1 if len(job.evs) < 2000 else worker_count(len(job.plan.hosts), 2)
+    total = ProbeOutcome()
+    _JOB = job
+    try:
+        shares = [(k, workers) for k in range(workers)]
+        for out in parallel_map(_probe_share, shares, progress, "probes", workers=workers):
+            total.seen.update(out.seen)
+            total.sent.update(out.sent)
+            total.received.update(out.received)
+            total.datagrams += out.datagrams
+    finally:
+        _JOB = None
+    return total
+
+
+def _interleave_by_source(evs: list[EV], indices: list[int]) -> list[int]:
     """Probe order that rotates over sources, so no single host port sees a burst."""
     queues: dict[str, list[int]] = defaultdict(list)
-    for i, ev in enumerate(evs):
-        queues[ev.src].append(i)
+    for i in indices:
+        queues[evs[i].src].append(i)
     order: list[int] = []
     lists = list(queues.values())
     for k in range(max(map(len, lists), default=0)):
@@ -244,12 +293,22 @@ def _interleave_by_source(evs: list[EV]) -> list[int]:
     return order
 
 
-def read_counters(network: FabricNetwork) -> dict[tuple[str, IPv6Network], int]:
-    out = {}
-    for router in network.plan.routers:
-        interrupts.checkpoint()
-        for sid, c in network.netlink(router).end_sid_counters().items():
-            out[(router, sid)] = c["packets"] or 0
+def _router_counters(job: tuple[str, int, dict[str, int]]) -> dict[tuple[str, IPv6Network], int]:
+    router, pid, ifindexes = job
+    handle = NodeNetlink(pid, ifindexes)
+    try:
+        return {(router, sid): c["packets"] or 0
+                for sid, c in handle.end_sid_counters().items()}
+    finally:
+        handle.close()
+
+
+def read_counters(network: FabricNetwork, progress: Progress) -> dict[tuple[str, IPv6Network], int]:
+    """Packets through every router's End SIDs, read over the cores."""
+    jobs = [(r, network.pid(r), network.ifindex[r]) for r in network.plan.routers]
+    out: dict[tuple[str, IPv6Network], int] = {}
+    for counters in parallel_map(_router_counters, jobs, progress, "counters"):
+        out.update(counters)
     return out
 
 
@@ -258,33 +317,34 @@ def verify(network: FabricNetwork, progress: Progress) -> VerifyReport:
     cfg = plan.scenario.verify
     evs, scope = select_evs(plan)
     t0 = time.monotonic()
-    before = read_counters(network)
-    with Prober(network) as prober:
-        seen, sent, received, total_received = prober.probe(evs, cfg.timeout, cfg.retries,
-                                                             progress)
-    after = read_counters(network)
+    ifindex = {(h, p): network.ifindex[h][plan.ports(h)[p].ifname]
+               for h in plan.hosts for p in range(plan.planes)}
+    job = ProbeJob(plan, {h: network.pid(h) for h in plan.hosts}, ifindex, evs,
+                   cfg.timeout, cfg.retries)
+    before = read_counters(network, progress)
+    outcome = probe_all(job, progress)
+    after = read_counters(network, progress)
 
-    report = VerifyReport(scope, len(evs), sum(sent), total_received, 0.0,
+    report = VerifyReport(scope, len(evs), sum(outcome.sent.values()), outcome.datagrams, 0.0,
                           routers_checked=len(plan.routers))
-    for i, ev in enumerate(evs):
-        c = report.by_label.setdefault(ev.label, Counter(evs=0, proven=0, lost=0, wrong=0))
-        c["evs"] += 1
-        if i not in seen:
-            c["lost"] += 1
-            report.failures.append(Failure(ev, f"lost ({sent[i]} probes sent, none arrived)"))
-        elif seen[i] is not None:
-            c["wrong"] += 1
-            report.failures.append(Failure(ev, seen[i]))
-        else:
-            c["proven"] += 1
-
     low: Counter = Counter()
     high: Counter = Counter()
     for i, ev in enumerate(evs):
+        c = report.by_label.setdefault(ev.label, Counter(evs=0, proven=0, lost=0, wrong=0))
+        c["evs"] += 1
+        if i not in outcome.seen:
+            c["lost"] += 1
+            report.failures.append(
+                Failure(ev, f"lost ({outcome.sent[i]} probes sent, none arrived)"))
+        elif outcome.seen[i] is not None:
+            c["wrong"] += 1
+            report.failures.append(Failure(ev, outcome.seen[i]))
+        else:
+            c["proven"] += 1
         for router in ev.sid_routers():
             key = (router, plan.sid(router, ev.plane))
-            low[key] += received[i]
-            high[key] += sent[i]
+            low[key] += outcome.received[i]
+            high[key] += outcome.sent[i]
     for key in sorted(before, key=lambda k: (k[0], str(k[1]))):
         delta = after.get(key, 0) - before[key]
         if not low[key] <= delta <= high[key]:
