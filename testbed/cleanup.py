@@ -61,10 +61,24 @@ def _reap() -> None:
             return
 
 
+def _is_node_shell(pid: int, name: str) -> bool:
+    try:
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    except OSError:
+        return False
+    return f"mininet:{name}".encode() in cmdline
+
+
 def clean_record(record: state.RunRecord, reason: str) -> int:
     """Remove a dead run's leftovers, mark its results folder, forget it. Processes killed."""
-    inodes = {inode for _, inode in record.nodes.values()}
+    inodes = {inode for _, inode in record.nodes.values() if inode is not None}
     killed = kill_namespaces(inodes) if inodes else 0
+    for name, (pid, inode) in record.nodes.items():
+        # a shell spawned but never seen ready: its own pid and name identify it
+        if inode is None and _is_node_shell(pid, name):
+            os.kill(pid, signal.SIGKILL)
+            killed += 1
+    _reap()
     results.mark_ended_elsewhere(Path(record.results), reason)
     if record.path is not None:
         record.path.unlink(missing_ok=True)

@@ -75,7 +75,8 @@ def _cmd_clean(_args) -> int:
                   f"(stop it with `kill {record.runner_pid}`: it tears down itself)")
             continue
         killed = cleanup.clean_record(record, "crashed: cleaned by `mrc-testbed clean`")
-        print(f"{record.run_id}: removed {len(record.nodes)} namespaces, {killed} processes")
+        print(f"{record.run_id}: cleaned: {len(record.nodes)} nodes recorded, {killed} of their "
+              f"processes were still running and were ended")
     return 0
 
 

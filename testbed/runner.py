@@ -35,8 +35,8 @@ def preflight(progress: Progress) -> dict:
     features.require_root()
     features.require_mininet()
     for record, killed in cleanup.clean_stale():
-        progress.say(f"  cleaned what crashed run {record.run_id} left: {killed} processes, "
-                     f"{len(record.nodes)} namespaces")
+        progress.say(f"  cleaned what crashed run {record.run_id} left: {len(record.nodes)} "
+                     f"nodes recorded, {killed} of their processes still running were ended")
     live = [r for r in state.read_all() if r.runner_alive()]
     if live:
         r = live[0]

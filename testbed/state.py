@@ -33,7 +33,8 @@ class RunRecord:
     runner_start: int | None
     results: str
     scenario: str
-    nodes: dict[str, tuple[int, int]] = field(default_factory=dict)  # name -> (pid, netns inode)
+    # name -> (shell pid, netns inode); inode None: spawned, namespace not seen yet
+    nodes: dict[str, tuple[int, int | None]] = field(default_factory=dict)
     path: Path | None = None
 
     def runner_alive(self) -> bool:
@@ -56,7 +57,8 @@ class RunRegistry:
         self._fh.write(json.dumps(obj) + "\n")
         self._fh.flush()
 
-    def add_node(self, name: str, pid: int, inode: int) -> None:
+    def add_node(self, name: str, pid: int, inode: int | None) -> None:
+        """Record a node; a later line for the same node completes an earlier one."""
         self._write({"node": name, "pid": pid, "netns": inode})
 
     def close(self) -> None:

@@ -85,9 +85,22 @@ def test_sigkill_then_clean(results_dir: Path):
     assert "crashed?" in listing
     res = run_cli("clean")
     assert res.returncode == 0, res.stderr
-    assert "removed 12 namespaces" in res.stdout
+    assert "cleaned: 12 nodes recorded" in res.stdout
     meta = meta_of(results_dir)
     assert meta["status"] == "crashed" and "mrc-testbed clean" in meta["error"]
+
+
+def test_sigkill_during_build_then_clean(results_dir: Path):
+    """Killed while shells are still booting: nodes recorded without a namespace yet are found
+    by their own pid and name."""
+    proc = start(results_dir, "scenarios/ref-64.yaml")
+    wait_for(proc, "  results ")
+    time.sleep(0.3)
+    proc.kill()
+    finish(proc)
+    res = run_cli("clean")
+    assert res.returncode == 0 and "cleaned: " in res.stdout, res.stdout
+    assert meta_of(results_dir)["status"] == "crashed"
 
 
 def test_next_run_cleans_a_crashed_one(results_dir: Path, tmp_path: Path):
