@@ -126,7 +126,8 @@ def main() -> None:
         b_build, b_down = median(bare_runs, "build"), median(bare_runs, "teardown")
         t_build, t_down = median(tb_runs, "build"), median(tb_runs, "teardown")
         print(f"{sc.name:<14}{sc.fabric.node_count:>6}{sc.fabric.link_count:>6} | "
-              f"{b_build:>7.2f}s{b_down:>10.2f}s | {t_build:>7.2f}s{median(tb_runs, 'routes'):>8.2f}s"
+              f"{b_build:>7.2f}s{b_down:>10.2f}s | {t_build:>7.2f}s"
+              f"{median(tb_runs, 'routes'):>8.2f}s"
               f"{median(tb_runs, 'verify'):>8.2f}s{t_down:>10.2f}s | "
               f"{t_build / b_build:>5.2f}x{(t_build + t_down) / (b_build + b_down):>7.2f}x")
         print(f"{'':<26}   testbed verification: {tb_runs[0]['scope']}; whole CLI run "

@@ -12,7 +12,7 @@ import contextlib
 import ctypes
 import os
 import socket
-from typing import Iterator
+from collections.abc import Iterator
 
 CLONE_NEWNET = 0x40000000
 _libc = ctypes.CDLL(None, use_errno=True)
@@ -32,7 +32,7 @@ def netns_inode(pid: int) -> int:
 @contextlib.contextmanager
 def entered(pid: int) -> Iterator[None]:
     """Run the body with this thread inside the network namespace of process `pid`."""
-    own = os.open(f"/proc/thread-self/ns/net", os.O_RDONLY)
+    own = os.open("/proc/thread-self/ns/net", os.O_RDONLY)
     target = os.open(f"/proc/{pid}/ns/net", os.O_RDONLY)
     try:
         _setns(target)
@@ -48,7 +48,7 @@ def entered(pid: int) -> Iterator[None]:
 @contextlib.contextmanager
 def fresh() -> Iterator[None]:
     """Run the body in a new, empty network namespace (for feature probes); it dies after."""
-    own = os.open(f"/proc/thread-self/ns/net", os.O_RDONLY)
+    own = os.open("/proc/thread-self/ns/net", os.O_RDONLY)
     try:
         if _libc.unshare(CLONE_NEWNET) != 0:
             err = ctypes.get_errno()

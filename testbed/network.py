@@ -12,7 +12,7 @@ import os
 import pty
 import select
 import signal
-from typing import Callable
+from collections.abc import Callable
 
 from mininet.link import Intf, Link
 from mininet.net import Mininet

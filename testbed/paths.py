@@ -10,7 +10,7 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 from ipaddress import IPv6Address
-from typing import Iterator
+from collections.abc import Iterator
 
 from .plan import FabricPlan, usid_address
 
@@ -29,7 +29,7 @@ class EV:
         return f"p{self.plane}" + (f"s{self.spine}" if self.spine is not None else "-local")
 
     def directed_links(self) -> list[tuple[str, str]]:
-        return list(zip(self.hops, self.hops[1:]))
+        return list(zip(self.hops, self.hops[1:], strict=False))
 
     def sid_routers(self) -> tuple[str, ...]:
         """The routers whose End SID this EV's packets execute (all but the source leaf)."""

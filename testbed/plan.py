@@ -16,9 +16,10 @@ Addressing (hex digits, so a packet capture reads back to fabric coordinates):
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from functools import cached_property, lru_cache
+from functools import cached_property, lru_cache, cache
 from ipaddress import IPv6Address, IPv6Interface, IPv6Network
-from typing import Literal, Sequence
+from typing import Literal
+from collections.abc import Sequence
 
 from .scenario import Scenario
 
@@ -67,7 +68,7 @@ class Link:
         return f"{self.lower.node}-{self.upper.node}"
 
 
-@lru_cache(maxsize=None)
+@cache
 def block(plane: int) -> IPv6Network:
     return IPv6Network(((0xFCBBBB00 | plane) << (128 - BLOCK_BITS), BLOCK_BITS))
 
@@ -89,7 +90,7 @@ def _usid_address(plane: int, usids: tuple[int, ...]) -> IPv6Address:
     return IPv6Address(value)
 
 
-@lru_cache(maxsize=None)
+@cache
 def sid_prefix(plane: int, usid: int) -> IPv6Network:
     return IPv6Network((int(usid_address(plane, (usid,))), BLOCK_BITS + USID_BITS))
 
@@ -179,7 +180,8 @@ def make_plan(scenario: Scenario) -> FabricPlan:
     ports: dict[str, list[Port]] = {name: [] for name in nodes}
     links: list[Link] = []
 
-    def connect(lower: str, upper: str, plane: int, k: int, kind: Literal["host", "fabric"]) -> None:
+    def connect(lower: str, upper: str, plane: int, k: int,
+                kind: Literal["host", "fabric"]) -> None:
         subnet = f"fd20:{plane:x}:{k:x}::"
         mac = f"02:{plane:02x}:{k >> 8:02x}:{k & 0xff:02x}:00:0"
         lp = Port(lower, f"{lower}-eth{len(ports[lower])}", IPv6Interface(f"{subnet}1/64"),

@@ -9,7 +9,8 @@ from __future__ import annotations
 import contextlib
 import sys
 import time
-from typing import Iterable, Iterator, TypeVar
+from typing import TypeVar
+from collections.abc import Iterable, Iterator
 
 from tqdm import tqdm
 
@@ -59,10 +60,3 @@ class Progress:
         for item in items:
             interrupts.checkpoint()
             yield item
-
-    def counter(self, total: int, label: str) -> "tqdm | None":
-        """A bar updated by hand (`update(n)`, `close()`), or None when bars are off."""
-        if self.quiet or not self.stream.isatty() or total < 50:
-            return None
-        return tqdm(total=total, desc=f"  {label}", leave=False, file=self.stream,
-                    dynamic_ncols=True)

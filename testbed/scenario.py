@@ -7,7 +7,6 @@ Later parts of the testbed (workload, transports, faults) add sections to `Scena
 from __future__ import annotations
 
 import difflib
-import re
 from pathlib import Path
 from typing import Any, Literal
 
@@ -35,21 +34,16 @@ class LinkClass(StrictModel):
     rate: Rate = Field(100 * 10**6, description="line rate, e.g. '100Mbit'")
     buffer: Size = Field(100_000, description="egress queue limit in bytes, e.g. '100KB'")
 
-    @field_validator("rate")
+    @field_validator("rate", "buffer")
     @classmethod
-    def _rate_in_range(cls, rate: int) -> int:
-        if not limits.MIN_RATE <= rate <= limits.MAX_RATE:
-            raise ValueError(f"{format_rate(rate)} is outside "
-                             f"{format_rate(limits.MIN_RATE)}..{format_rate(limits.MAX_RATE)}")
-        return rate
-
-    @field_validator("buffer")
-    @classmethod
-    def _buffer_in_range(cls, buffer: int) -> int:
-        if not limits.MIN_BUFFER <= buffer <= limits.MAX_BUFFER:
-            raise ValueError(f"{format_size(buffer)} is outside "
-                             f"{format_size(limits.MIN_BUFFER)}..{format_size(limits.MAX_BUFFER)}")
-        return buffer
+    def _in_range(cls, value: int, info) -> int:
+        if info.field_name == "rate":
+            low, high, fmt = limits.MIN_RATE, limits.MAX_RATE, format_rate
+        else:
+            low, high, fmt = limits.MIN_BUFFER, limits.MAX_BUFFER, format_size
+        if not low <= value <= high:
+            raise ValueError(f"{fmt(value)} is outside {fmt(low)}..{fmt(high)}")
+        return value
 
 
 class Fabric(StrictModel):
@@ -79,7 +73,7 @@ class Fabric(StrictModel):
         return self.planes * (self.host_count + self.leaves_per_plane * self.spines_per_plane)
 
     @model_validator(mode="after")
-    def _consistent(self) -> "Fabric":
+    def _consistent(self) -> Fabric:
         capacity = self.leaves_per_plane * self.hosts_per_leaf
         if self.host_count < 2:
             raise ValueError(
@@ -124,7 +118,7 @@ class Naming(StrictModel):
     spine: str = Field("s", pattern=PREFIX_PATTERN)
 
     @model_validator(mode="after")
-    def _distinct(self) -> "Naming":
+    def _distinct(self) -> Naming:
         values = [self.host, self.plane, self.leaf, self.spine]
         if len(set(values)) != len(values):
             raise ValueError(f"host, plane, leaf and spine prefixes must differ, got {values}")
@@ -162,7 +156,7 @@ class Scenario(StrictModel):
     verify: Verify = Field(default_factory=Verify)
 
     @model_validator(mode="after")
-    def _interface_names_fit(self) -> "Scenario":
+    def _interface_names_fit(self) -> Scenario:
         f, n = self.fabric, self.naming
         longest = [
             f"{n.host_name(f.host_count - 1)}-eth{f.planes - 1}",
@@ -184,7 +178,8 @@ class _UniqueKeyLoader(yaml.SafeLoader):
     """PyYAML keeps the last of two equal keys; a repeated key is almost always a mistake."""
 
 
-def _construct_mapping(loader: _UniqueKeyLoader, node: yaml.MappingNode, deep: bool = False) -> dict:
+def _construct_mapping(loader: _UniqueKeyLoader, node: yaml.MappingNode,
+                       deep: bool = False) -> dict:
     seen: dict[Any, Any] = {}
     for key_node, _ in node.value:
         key = loader.construct_object(key_node, deep=deep)
@@ -228,7 +223,8 @@ def load(path: str | Path | None) -> tuple[Scenario, str]:
         text = file.read_text()
     except FileNotFoundError:
         raise ScenarioError(f"{file}: no such scenario file",
-                            "give the path of a YAML file, e.g. scenarios/quickstart.yaml") from None
+                            "give the path of a YAML file, e.g. scenarios/quickstart.yaml"
+                            ) from None
     except (IsADirectoryError, PermissionError, UnicodeDecodeError) as exc:
         raise ScenarioError(f"{file}: cannot read it ({exc.__class__.__name__})") from None
     return parse(text, str(file), default_name=file.stem), text

@@ -61,7 +61,7 @@ def end_sid_message(sid: IPv6Network, oif: int, block_bits: int, usid_bits: int)
     msg["proto"] = RTPROT_STATIC
     msg["scope"] = 0
     msg["type"] = RTN_UNICAST
-    zero = [("SEG6_LOCAL_CNT_PACKETS", 0), ("SEG6_LOCAL_CNT_BYTES", 0), ("SEG6_LOCAL_CNT_ERRORS", 0)]
+    zero = [(f"SEG6_LOCAL_CNT_{name}", 0) for name in ("PACKETS", "BYTES", "ERRORS")]
     flavor = [("SEG6_LOCAL_FLV_OPERATION", 1 << SEG6_LOCAL_FLV_OP_NEXT_CSID),
               ("SEG6_LOCAL_FLV_LCBLOCK_BITS", block_bits),
               ("SEG6_LOCAL_FLV_LCNODE_FN_BITS", usid_bits)]

@@ -11,36 +11,35 @@ from typing import Annotated
 from pydantic import BeforeValidator, PlainSerializer, WithJsonSchema
 
 _RATE_UNITS = {"bit": 1, "kbit": 10**3, "mbit": 10**6, "gbit": 10**9, "tbit": 10**12}
-_SIZE_UNITS = {"b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "kib": 2**10, "mib": 2**20, "gib": 2**30}
+_SIZE_UNITS = {"b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9,
+               "kib": 2**10, "mib": 2**20, "gib": 2**30}
 _NUMBER = r"(\d+(?:\.\d+)?)\s*"
 RATE_PATTERN = _NUMBER + r"(" + "|".join(_RATE_UNITS) + r")"
 SIZE_PATTERN = _NUMBER + r"(" + "|".join(_SIZE_UNITS) + r")?"
 
 
-def parse_rate(value: object) -> int:
-    """Bits per second from "100Mbit" (tc's units; a bare number is bits per second)."""
-    if isinstance(value, bool):
-        raise ValueError("a rate like '100Mbit' or '1Gbit'")
-    if isinstance(value, int):
+def _parse(value: object, pattern: str, units: dict[str, int], default_unit: str | None,
+           expected: str) -> int:
+    if isinstance(value, int) and not isinstance(value, bool):
         return value
     if isinstance(value, str):
-        m = re.fullmatch(RATE_PATTERN, value.strip(), re.IGNORECASE)
+        m = re.fullmatch(pattern, value.strip(), re.IGNORECASE)
         if m:
-            return round(float(m.group(1)) * _RATE_UNITS[m.group(2).lower()])
-    raise ValueError("a rate like '100Mbit' or '1Gbit' (units: bit, kbit, Mbit, Gbit, Tbit)")
+            unit = (m.group(2) or default_unit or "").lower()
+            return round(float(m.group(1)) * units[unit])
+    raise ValueError(expected)
+
+
+def parse_rate(value: object) -> int:
+    """Bits per second from "100Mbit" (tc's units; a bare number is bits per second)."""
+    return _parse(value, RATE_PATTERN, _RATE_UNITS, None,
+                  "a rate like '100Mbit' or '1Gbit' (units: bit, kbit, Mbit, Gbit, Tbit)")
 
 
 def parse_size(value: object) -> int:
     """Bytes from "64KiB" or "100KB" (a bare number is bytes)."""
-    if isinstance(value, bool):
-        raise ValueError("a size like '64KiB' or '100KB'")
-    if isinstance(value, int):
-        return value
-    if isinstance(value, str):
-        m = re.fullmatch(SIZE_PATTERN, value.strip(), re.IGNORECASE)
-        if m:
-            return round(float(m.group(1)) * _SIZE_UNITS[(m.group(2) or "b").lower()])
-    raise ValueError("a size like '64KiB' or '100KB' (units: B, KB, MB, GB, KiB, MiB, GiB)")
+    return _parse(value, SIZE_PATTERN, _SIZE_UNITS, "b",
+                  "a size like '64KiB' or '100KB' (units: B, KB, MB, GB, KiB, MiB, GiB)")
 
 
 def format_rate(bps: float) -> str:

@@ -112,7 +112,8 @@ class VerifyReport:
             "received": self.received, "duration_s": round(self.duration_s, 3),
             "routers_checked": self.routers_checked,
             "by_path": {k: dict(v) for k, v in sorted(self.by_label.items())},
-            "failures": [dict(zip(["src", "dst", "path", "address", "problem"], f.row()))
+            "failures": [dict(zip(["src", "dst", "path", "address", "problem"], f.row(),
+                                  strict=True))
                          for f in self.failures],
             "counter_mismatches": [
                 {"router": m.router, "sid": str(m.sid), "expected_min": m.expected_min,
@@ -179,7 +180,7 @@ class Prober:
         self.senders.clear()
         self.receivers.clear()
 
-    def __enter__(self) -> "Prober":
+    def __enter__(self) -> Prober:
         return self
 
     def __exit__(self, *exc) -> None:

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import multiprocessing
 import os
-from typing import Callable, Iterable, Iterator, TypeVar
+from typing import TypeVar
+from collections.abc import Callable, Iterable, Iterator
 
 from . import interrupts
 from .progress import Progress

@@ -6,7 +6,6 @@ registry entries of the testbed may remain.
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
 import time

@@ -7,7 +7,7 @@ N looks D up again; a route hands the packet to the neighbour that owns the next
 """
 from __future__ import annotations
 
-from ipaddress import IPv6Address, IPv6Interface, IPv6Network
+from ipaddress import IPv6Address, IPv6Network
 
 import pytest
 
