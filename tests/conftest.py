@@ -4,6 +4,12 @@ from __future__ import annotations
 import os
 
 import pytest
+from hypothesis import settings
+
+# Property tests explore the same examples on every run: CI must not turn red by chance, and a
+# failure found once reproduces on any machine. No example database is kept on disk.
+settings.register_profile("testbed", derandomize=True, database=None, deadline=None)
+settings.load_profile("testbed")
 
 
 def pytest_collection_modifyitems(config, items):

@@ -1,0 +1,46 @@
+"""What a collective sees of the network: one rank's RDMA-WRITE endpoint toward its peers.
+
+Collectives are written against this interface only, so the same algorithm runs over MRC, over
+the RoCEv2 baseline, or over the in-memory loopback used by the unit tests. The semantics are
+MRC's (and RoCE's) RDMA WRITE / WRITE_WITH_IMM:
+
+- every rank registers one receive buffer (a writable byte region) before traffic starts; peers
+  write into it at byte offsets they choose;
+- `write(peer, data, remote_offset, imm)` completes when the peer acknowledged every byte
+  (the bytes are in the peer's buffer at `remote_offset`);
+- a write with `imm` is a WRITE_WITH_IMM: the peer's `wait_imm(sender, imm)` completes only once
+  that write's bytes, and every byte this sender wrote to it before on the same connection,
+  have landed. Writes without `imm` complete silently on the receiving side.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Protocol
+
+
+@dataclass
+class MessageStats:
+    """What the transport reports for one completed write (for `messages.parquet`)."""
+
+    peer: int
+    size: int  # payload bytes
+    start: float  # seconds, wall clock (time.time()), when the write was posted
+    end: float  # when its last byte was acknowledged
+    retransmits: int = 0  # packets sent again
+    trims: int = 0  # packets of this message trimmed in the fabric (NACKed as trimmed)
+    evs_used: list[int] = field(default_factory=list)  # EV indexes its packets went on (MRC)
+
+
+class Endpoint(Protocol):
+    rank: int
+    world: int  # number of ranks
+
+    def register(self, buffer: memoryview) -> None:
+        """The region peers write into (must be called once, before any traffic)."""
+
+    async def write(self, peer: int, data: memoryview, remote_offset: int,
+                    imm: int | None = None) -> MessageStats:
+        """RDMA WRITE (with immediate if imm is not None) of `data` into peer's buffer."""
+
+    async def wait_imm(self, peer: int, imm: int) -> None:
+        """Until a WRITE_WITH_IMM carrying `imm` from `peer` has fully landed here."""

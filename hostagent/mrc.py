@@ -1,0 +1,118 @@
+"""MRC: one QP sprays every packet over all its GOOD EVs and recovers each loss on its own.
+
+What this class adds to the shared QP machinery (qp.py):
+- the path of every packet is an EV chosen by the EV set (evs.py): round robin or random over
+  the active GOOD EVs, skipping congested ones for a moment;
+- the receiver places packets wherever they land (out of order) and acknowledges with a
+  cumulative PSN plus a 64-bit SACK bitmap;
+- a trimmed packet (header only) is NACKed at once as TRIMMED: a congestion signal; the sender
+  resends it on another EV, cuts its window, and holds that EV off briefly;
+- every data packet names the PSN sent before it on the same EV. Full packets on one path stay
+  in order, so when that earlier PSN never arrived (and was not trimmed) it was lost on that
+  path: the receiver NACKs it at once as GAP, and the sender resends it elsewhere and marks the
+  EV ASSUMED_BAD;
+- a retransmission timeout also marks the EV ASSUMED_BAD; ASSUMED_BAD EVs are probed and come
+  back when a probe is answered;
+- only the lost packets are resent (selective repeat), never a window (that is Go-Back-N, the
+  RoCEv2 baseline).
+"""
+from __future__ import annotations
+
+from . import wire
+from .evs import EVSet
+from .qp import QPConfig, QueuePair, _Packet, _us, window
+
+
+class MrcQP(QueuePair):
+    def __init__(self, qpn: int, peer_qpn: int, buffer: memoryview, cfg: QPConfig,
+                 evset: EVSet, seed: int) -> None:
+        super().__init__(qpn, peer_qpn, buffer, cfg, window(cfg), seed)
+        self.evset = evset
+        self._last_on_ev: dict[int, int] = {}
+        self._trimmed: set[int] = set()  # PSNs whose trimmed header arrived, data not yet
+        self._nacked: set[int] = set()  # PSNs already NACKed as GAP
+        self._probe_seq = 0
+
+    # ---- sender: paths ----
+    def _path_for_new(self, now: float) -> int:
+        ev = self.evset.pick(now)
+        ev.sent += 1
+        return ev.index
+
+    def _path_for_resend(self, p: _Packet, now: float) -> int:
+        ev = self.evset.pick(now, avoid=p.ev)
+        ev.sent += 1
+        return ev.index
+
+    def _prev_on_path(self, p: _Packet) -> int:
+        prev = self._last_on_ev.get(p.ev, wire.NO_PSN)
+        self._last_on_ev[p.ev] = p.psn
+        return prev
+
+    # ---- sender: loss and congestion ----
+    def _receive_nack(self, h: wire.Header, now: float) -> None:
+        p = self._inflight.get(h.psn)
+        if p is None:
+            return  # acknowledged meanwhile
+        if h.flags & wire.TRIMMED:
+            p.msg.stats.trims += 1
+            self.evset.on_congestion(h.ev, now, trimmed=True)
+            self.cc.on_trim(now)
+        if p.ev != h.ev:
+            return  # this copy was already resent elsewhere
+        if not h.flags & wire.TRIMMED:
+            self.evset.on_loss(h.ev, now, f"PSN {h.psn} lost on this path (gap NACK)")
+        self._resend_now(h.psn)
+
+    def _on_timeout(self, p: _Packet, now: float) -> None:
+        self.evset.on_loss(p.ev, now, f"PSN {p.psn} timed out (attempt {p.attempts})")
+        self._resend_now(p.psn)
+
+    def _on_ecn(self, ev: int, now: float) -> None:
+        self.evset.on_congestion(ev, now, trimmed=False)
+
+    # ---- receiver ----
+    def _receive_data(self, h: wire.Header, payload: memoryview, now: float,
+                      ecn: bool) -> None:
+        if h.trimmed or len(payload) < h.length:
+            self.counters["trims_received"] += 1
+            if h.psn >= self._cum and h.psn not in self._got:
+                self._trimmed.add(h.psn)
+                self._control(wire.NACK, wire.TRIMMED, h.ev, h.psn, ts=h.ts)
+                self.counters["nacks_sent"] += 1
+            return
+        if not wire.payload_ok(h, payload):
+            self.counters["corrupt"] += 1
+            return
+        if h.psn < self._cum or h.psn in self._got:
+            self.counters["duplicates"] += 1
+            self._owe_ack(h, now, ecn, urgent=True)  # the sender missed our ACK
+            return
+        prev = h.aux
+        if (prev != wire.NO_PSN and prev >= self._cum and prev not in self._got
+                and prev not in self._trimmed and prev not in self._nacked):
+            self._nacked.add(prev)
+            self._control(wire.NACK, wire.GAP, h.ev, prev, ts=h.ts)
+            self.counters["nacks_sent"] += 1
+        if h.psn != self._cum:
+            self.counters["out_of_order"] += 1
+        self._place(h, payload)
+        self._landed(h.psn)
+        self._trimmed.discard(h.psn)
+        self._nacked.discard(h.psn)
+        self._owe_ack(h, now, ecn, urgent=bool(h.flags & (wire.IMM | wire.LAST)))
+
+    # ---- probes of ASSUMED_BAD EVs ----
+    def _receive_probe(self, h: wire.Header, now: float) -> None:
+        if h.type == wire.PROBE:
+            self._control(wire.PROBE_REPLY, 0, h.ev, h.psn, ts=h.ts)
+        else:
+            self.evset.on_probe_reply(h.ev, now)
+
+    def _extra_deadline(self) -> float | None:
+        return self.evset.next_probe_time()
+
+    def _extra_timers(self, now: float) -> None:
+        for ev in self.evset.probes_due(now):
+            self._probe_seq += 1
+            self._control(wire.PROBE, 0, ev, self._probe_seq, ts=_us(now))

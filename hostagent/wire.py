@@ -1,0 +1,97 @@
+"""The packet header shared by MRC and the RoCEv2 baseline (UDP payload, big-endian).
+
+    0      1      2      4      6      8          12         16                 24     28     32
+    | ver  | type | flags| ev   |length| qp       | psn      | offset / sack    | imm  | ts   | crc
+    +------+------+------+------+------+----------+----------+------------------+------+------+---
+
+- DATA: `psn`, `offset` (where the payload belongs in the receiver's buffer), `length` (payload
+  bytes as sent, kept when a switch trims the payload away), `imm` (immediate value of a
+  WRITE_WITH_IMM, with flag IMM), `prev` in `aux`: the PSN sent before this one on the same EV
+  (paths are FIFO for full packets, so a missing `prev` is a loss the receiver can NACK at once).
+- ACK: `psn` = cumulative (every PSN below it arrived), `offset` = SACK bitmap of the 64 PSNs
+  from psn+1, `imm` = the PSN that triggered the ACK, `ev` and `ts` echoed from it, ECN flag if
+  it arrived CE-marked.
+- NACK: `psn` = the PSN to resend, flag TRIMMED (a switch cut it) or GAP (lost on its path),
+  `ev` = the EV it went on.
+- PROBE / PROBE_REPLY: `ev` = the EV being probed, `psn` = probe sequence, `ts` echoed.
+`crc` is CRC-32 of the payload: a byte changed in flight is dropped, never placed.
+A trimmed packet is recognisable from its header alone: the switch sets TRIMMED and the
+payload is shorter than `length`.
+"""
+from __future__ import annotations
+
+import struct
+import zlib
+from dataclasses import dataclass
+
+VERSION = 1
+HEADER = struct.Struct("!BBHHHIIQIIII")  # ver type flags ev length qp psn offset imm aux ts crc
+HEADER_SIZE = HEADER.size  # 44 bytes
+NO_PSN = 0xFFFFFFFF
+
+DATA, ACK, NACK, PROBE, PROBE_REPLY = 1, 2, 3, 4, 5
+TYPE_NAMES = {DATA: "DATA", ACK: "ACK", NACK: "NACK", PROBE: "PROBE", PROBE_REPLY: "PROBE_REPLY"}
+
+# flags
+IMM = 0x01  # DATA: last packet of a WRITE_WITH_IMM, `imm` is valid
+TRIMMED = 0x02  # DATA: payload cut by a switch; NACK: the reason
+ECN = 0x04  # ACK: the acknowledged packet arrived with CE
+GAP = 0x08  # NACK: lost on its path (a later packet on the same EV arrived)
+RETX = 0x10  # DATA: a retransmission
+LAST = 0x20  # DATA: last packet of its message
+
+
+@dataclass(frozen=True)
+class Header:
+    type: int
+    flags: int = 0
+    ev: int = 0
+    length: int = 0
+    qp: int = 0
+    psn: int = 0
+    offset: int = 0
+    imm: int = 0
+    aux: int = 0
+    ts: int = 0
+    crc: int = 0
+    version: int = VERSION
+
+    @property
+    def trimmed(self) -> bool:
+        return bool(self.flags & TRIMMED)
+
+
+class WireError(ValueError):
+    """A datagram that is not one of ours (or of another version): dropped and counted."""
+
+
+def encode(h: Header, payload: bytes | memoryview = b"") -> bytes:
+    crc = zlib.crc32(payload) if h.type == DATA else h.crc
+    return HEADER.pack(h.version, h.type, h.flags, h.ev, h.length, h.qp, h.psn,
+                       h.offset, h.imm, h.aux, h.ts, crc) + bytes(payload)
+
+
+def decode(datagram: bytes | memoryview) -> tuple[Header, memoryview]:
+    """Header and payload; a short payload with TRIMMED set is a trimmed packet."""
+    if len(datagram) < HEADER_SIZE:
+        raise WireError(f"{len(datagram)} bytes: shorter than the {HEADER_SIZE}-byte header")
+    fields = HEADER.unpack_from(datagram)
+    if fields[0] != VERSION:
+        raise WireError(f"version {fields[0]}, expected {VERSION}")
+    if fields[1] not in TYPE_NAMES:
+        raise WireError(f"unknown packet type {fields[1]}")
+    header = Header(*fields[1:], version=fields[0])
+    return header, memoryview(datagram)[HEADER_SIZE:]
+
+
+def payload_ok(h: Header, payload: memoryview) -> bool:
+    return len(payload) == h.length and zlib.crc32(payload) == h.crc
+
+
+def trim(datagram: bytes) -> bytes:
+    """What an MRC-aware switch does under congestion: keep the header, mark it, drop the rest.
+    (The fabric does this in eBPF; this is the reference the tests compare against.)"""
+    header = bytearray(datagram[:HEADER_SIZE])
+    flags = int.from_bytes(header[2:4], "big") | TRIMMED
+    header[2:4] = flags.to_bytes(2, "big")
+    return bytes(header)
