@@ -71,7 +71,7 @@ class EVSet:
 
     @classmethod
     def build(cls, table: list[tuple[int, int]], policy: EVPolicy, rng: random.Random,
-              denied: frozenset[int] = frozenset()) -> "EVSet":
+              denied: frozenset[int] = frozenset()) -> EVSet:
         """`table`: (EV index, plane) for every path of the pair."""
         evs = [EV(i, plane, EVState.DENIED if i in denied else EVState.GOOD)
                for i, plane in table]

@@ -58,8 +58,9 @@ def _cmd_run(args) -> int:
         raise TestbedError("--hold must be 0 or more seconds")
     sc, text = scenario.load(args.file)
     progress = Progress(quiet=args.quiet)
-    out = run(sc, text, RunOptions(args.results, args.verify_only, args.hold, args.cli), progress)
-    progress.say(f"done: {out}")
+    dirs = run(sc, text, RunOptions(args.results, args.verify_only, args.hold, args.cli), progress)
+    for d in dirs:
+        progress.say(f"done: {d}")
     return 0
 
 

@@ -19,3 +19,5 @@ MIN_RATE = 100_000  # 100 kbit/s: slower links make every timer in the run meani
 MAX_RATE = 100 * 10**9
 MIN_BUFFER = 2 * MAX_MTU  # one packet must fit, whatever the MTU
 MAX_BUFFER = 256 * 2**20
+MAX_COLLECTIVE_BYTES = 1 << 30  # every rank holds it (and its scratch) in memory
+MAX_QPS_PER_PEER = 16  # the MRC paper's largest RoCEv2 comparison

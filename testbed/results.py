@@ -41,11 +41,13 @@ def _write_json(path: Path, data: dict) -> None:
 
 
 class RunResults:
-    def __init__(self, base: Path, scenario_name: str, scenario_text: str, seed: int) -> None:
+    def __init__(self, base: Path, scenario_name: str, scenario_text: str, seed: int,
+                 transport: str | None = None) -> None:
         stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
         base.mkdir(parents=True, exist_ok=True)
+        label = f"{scenario_name}-{transport}" if transport else scenario_name
         for n in range(1000):
-            name = f"{stamp}-{scenario_name}" + (f"-{n}" if n else "")
+            name = f"{stamp}-{label}" + (f"-{n}" if n else "")
             try:
                 (base / name).mkdir()
                 break
@@ -55,7 +57,8 @@ class RunResults:
         self.run_id = name
         (self.dir / "scenario.yaml").write_text(scenario_text)
         self.meta = {
-            "run_id": name, "scenario": scenario_name, "seed": seed, "status": "running",
+            "run_id": name, "scenario": scenario_name, "transport": transport, "seed": seed,
+            "status": "running",
             "started": datetime.now(timezone.utc).isoformat(), "ended": None,
             "command": sys.argv, "runner_pid": os.getpid(), "versions": _versions(),
             "features": {}, "phases": {}, "error": None,

@@ -20,6 +20,9 @@ from .progress import Progress
 from .results import RunResults
 from .scenario import Scenario, describe
 from .state import RunRegistry
+from .traffic import run_agents
+from .collect import collect
+from .units import format_size
 from .verify import verify
 
 
@@ -47,41 +50,57 @@ def preflight(progress: Progress) -> dict:
     return features.require_fabric_features()
 
 
-def run(scenario: Scenario, scenario_text: str, options: RunOptions, progress: Progress) -> Path:
-    """Build, verify, hold; always tear down. Returns the results folder."""
+def run(scenario: Scenario, scenario_text: str, options: RunOptions,
+        progress: Progress) -> list[Path]:
+    """Build, verify, then run the workload once per transport (each on a fabric of its own,
+    built from the same seed, so results compare 1:1), or hold the fabric / open the CLI.
+    Always tears down. Returns the results folders."""
     progress.say(describe(scenario))
     with interrupts.deferred():
         with progress.phase("preflight") as info:
             found = preflight(progress)
             plan = make_plan(scenario)
             info["done"] = "root, Mininet, SRv6 next-csid, seg6local counters, htb"
-        results = registry = network = None
-        status, error, phase = "failed", None, None
-        try:
-            results = RunResults(options.results_base, scenario.name, scenario_text,
-                                 scenario.seed)
-            results.meta["features"] = found
-            results.save()
-            progress.say(f"  results   {results.dir}")
-            registry = RunRegistry(results.run_id, results.dir, scenario.name)
-            network = FabricNetwork(plan, registry, progress)
-            _build_and_use(network, results, options, progress)
-            status = "complete"
-        except KeyboardInterrupt as exc:  # Interrupted, from interrupts.checkpoint
-            status, error, phase = "interrupted", str(exc) or "interrupted", progress.current
-            raise
-        except TestbedError as exc:
-            error, phase = str(exc), progress.current
-            raise
-        except BaseException as exc:
-            error, phase = f"{type(exc).__name__}: {exc}", progress.current
-            raise
-        finally:
-            with interrupts.ignored():
-                _teardown(network, registry, plan, progress)
-                if results is not None:
-                    results.meta["ended_in_phase"] = phase
-                    results.finish(status, error, progress.durations)
+        only_fabric = options.verify_only or options.cli or options.hold > 0
+        transports: list[str | None] = [None] if only_fabric else list(scenario.transport)
+        dirs = []
+        for transport in transports:
+            if transport is not None:
+                progress.say(f"transport {transport}:")
+            dirs.append(_run_once(scenario, scenario_text, options, progress, plan, found,
+                                  transport))
+    return dirs
+
+
+def _run_once(scenario: Scenario, scenario_text: str, options: RunOptions, progress: Progress,
+              plan, found: dict, transport: str | None) -> Path:
+    results = registry = network = None
+    status, error, phase = "failed", None, None
+    try:
+        results = RunResults(options.results_base, scenario.name, scenario_text,
+                             scenario.seed, transport)
+        results.meta["features"] = found
+        results.save()
+        progress.say(f"  results   {results.dir}")
+        registry = RunRegistry(results.run_id, results.dir, scenario.name)
+        network = FabricNetwork(plan, registry, progress)
+        _build_and_use(network, results, options, progress, transport)
+        status = "complete"
+    except KeyboardInterrupt as exc:  # Interrupted, from interrupts.checkpoint
+        status, error, phase = "interrupted", str(exc) or "interrupted", progress.current
+        raise
+    except TestbedError as exc:
+        error, phase = str(exc), progress.current
+        raise
+    except BaseException as exc:
+        error, phase = f"{type(exc).__name__}: {exc}", progress.current
+        raise
+    finally:
+        with interrupts.ignored():
+            _teardown(network, registry, plan, progress)
+            if results is not None:
+                results.meta["ended_in_phase"] = phase
+                results.finish(status, error, progress.durations)
     assert results is not None
     return results.dir
 
@@ -97,7 +116,7 @@ def _teardown(network: FabricNetwork | None, registry: RunRegistry | None, plan,
 
 
 def _build_and_use(network: FabricNetwork, results: RunResults, options: RunOptions,
-                   progress: Progress) -> None:
+                   progress: Progress, transport: str | None) -> None:
     plan = network.plan
     with progress.phase("nodes") as info:
         network.add_nodes()
@@ -123,7 +142,9 @@ def _build_and_use(network: FabricNetwork, results: RunResults, options: RunOpti
             f"{results.dir}/verify.json)", "this is a testbed or kernel bug: please report it")
     if options.verify_only:
         return
-    if options.cli:
+    if transport is not None:
+        _run_workload(network, results, progress, transport)
+    elif options.cli:
         from mininet.cli import CLI
         with progress.phase("cli", "Mininet CLI closed"):
             CLI(network.net)  # Mininet handles Ctrl-C in its prompt; a SIGTERM ends the run after
@@ -132,3 +153,26 @@ def _build_and_use(network: FabricNetwork, results: RunResults, options: RunOpti
             progress.say(f"  holding the fabric for {options.hold:g} s (Ctrl-C ends it early)")
             with interrupts.immediate():
                 time.sleep(options.hold)
+
+
+def _run_workload(network: FabricNetwork, results: RunResults, progress: Progress,
+                  transport: str) -> None:
+    scenario = network.plan.scenario
+    w = scenario.workload
+    hosts = scenario.rank_hosts()
+    out = results.dir / "agents"
+    with progress.phase("traffic") as info:
+        outcomes = run_agents(network, scenario, transport, out)
+        failed = [o for o in outcomes if o.result.get("status") != "ok"]
+        info["done"] = (f"{w.collective} of {format_size(w.size)} x {w.iterations} on "
+                        f"{len(hosts)} ranks over {transport}: "
+                        + ("every rank verified" if not failed else f"{len(failed)} ranks FAILED"))
+    with progress.phase("collect") as info:
+        table, _ = collect(out, results.dir, outcomes, transport, len(hosts))
+        (results.dir / "summary.txt").write_text(table + "\n")
+        info["done"] = "iterations, messages, paths, ev_states, qps .parquet"
+    progress.say(table)
+    if failed:
+        lines = "; ".join(f"{o.host}: {o.result.get('error')}" for o in failed[:4])
+        raise TestbedError(f"{len(failed)} of {len(outcomes)} agents failed over {transport}: "
+                           f"{lines}", f"each agent's log is in {out}/<host>/agent.log")

@@ -144,6 +144,72 @@ class Verify(StrictModel):
     retries: int = Field(2, ge=0, le=10, description="probe rounds after the first for lost probes")
 
 
+Collective = Literal["all_reduce", "all_gather", "reduce_scatter", "all_to_all"]
+Transport = Literal["mrc", "rocev2"]
+
+
+class Workload(StrictModel):
+    """The collective every rank runs, as in nccl-tests: one size, several iterations."""
+
+    collective: Collective = "all_reduce"
+    size: Size = Field(1_048_576, description="bytes of the array (nccl-tests' size), e.g. '1MiB'")
+    iterations: int = Field(5, ge=1, le=100_000)
+    warmup: int = Field(1, ge=0, le=1000, description="iterations run first and not reported")
+    compute_gap: float = Field(0.0, ge=0, le=60, description="seconds of 'compute' between "
+                                                              "iterations (the network idles)")
+    ranks: list[str] | Literal["all"] = Field(
+        "all", description="host names taking part, in rank order, or all hosts")
+
+    @field_validator("size")
+    @classmethod
+    def _size_in_range(cls, size: int) -> int:
+        if not 4 <= size <= limits.MAX_COLLECTIVE_BYTES:
+            raise ValueError(f"{format_size(size)} is outside 4 B.."
+                             f"{format_size(limits.MAX_COLLECTIVE_BYTES)}")
+        if size % 4:
+            raise ValueError(f"{size} B is not a whole number of float32 elements (4 B each)")
+        return size
+
+
+class QPSettings(StrictModel):
+    """Settings both transports share where they mean the same (a fair comparison)."""
+
+    mss: Size = Field(1024, description="payload bytes per packet")
+    init_window: Size = Field(64 * 1024, description="congestion window at start, bytes")
+    max_window: Size = Field(256 * 1024, description="largest congestion window, bytes")
+    base_rto: float = Field(0.004, gt=0, le=10, description="first retransmission timeout, s")
+    linear_retries: int = Field(7, ge=0, le=64, description="timeouts growing linearly, then x2")
+    retry_budget: int = Field(14, ge=1, le=64, description="attempts of a packet before the "
+                                                            "QP fails")
+    ack_every: int = Field(4, ge=1, le=64)
+    qps_per_peer: dict[Transport, int] = Field(
+        default_factory=lambda: {"mrc": 1, "rocev2": 1},
+        description="QPs between two ranks (the MRC paper compares RoCEv2 with 1, 8, 16)")
+
+    @model_validator(mode="after")
+    def _consistent(self) -> QPSettings:
+        if self.init_window > self.max_window:
+            raise ValueError(f"init_window {self.init_window} exceeds max_window "
+                             f"{self.max_window}")
+        for transport, n in self.qps_per_peer.items():
+            if not 1 <= n <= limits.MAX_QPS_PER_PEER:
+                raise ValueError(f"qps_per_peer.{transport}: {n} is outside "
+                                 f"1..{limits.MAX_QPS_PER_PEER}")
+        return self
+
+
+class MrcSettings(StrictModel):
+    """MRC's own knobs: how many EVs a QP sprays on, and how it treats bad and busy ones."""
+
+    evs_per_plane: int | None = Field(None, ge=1, le=256,
+                                      description="active EVs per plane; default: every path")
+    ev_min_active: int = Field(1, ge=1, le=4096)
+    spray: Literal["round_robin", "random"] = "round_robin"
+    probe_interval: float = Field(0.005, gt=0, le=10, description="s between probes of a bad EV")
+    congestion_holdoff: float = Field(0.001, ge=0, le=10,
+                                      description="s an ECN-marked or trimmed EV is skipped")
+
+
 class Scenario(StrictModel):
     """One experiment. Everything but the name has a default; the name defaults to the file's."""
 
@@ -154,6 +220,36 @@ class Scenario(StrictModel):
     fabric: Fabric = Field(default_factory=Fabric)
     naming: Naming = Field(default_factory=Naming)
     verify: Verify = Field(default_factory=Verify)
+    transport: list[Transport] = Field(["mrc", "rocev2"], min_length=1,
+                                       description="run the workload once per transport")
+    workload: Workload = Field(default_factory=Workload)
+    qp: QPSettings = Field(default_factory=QPSettings)
+    mrc: MrcSettings = Field(default_factory=MrcSettings)
+
+    @model_validator(mode="after")
+    def _ranks_exist(self) -> Scenario:
+        ranks = self.workload.ranks
+        if ranks != "all":
+            hosts = {self.naming.host_name(i) for i in range(self.fabric.host_count)}
+            unknown = [r for r in ranks if r not in hosts]
+            if unknown:
+                raise ValueError(f"workload.ranks: {unknown} are not hosts of this fabric "
+                                 f"(hosts are {self.naming.host_name(0)}.."
+                                 f"{self.naming.host_name(self.fabric.host_count - 1)})")
+            if len(set(ranks)) != len(ranks) or len(ranks) < 2:
+                raise ValueError("workload.ranks: at least 2 distinct hosts")
+        if len(set(self.transport)) != len(self.transport):
+            raise ValueError(f"transport: {self.transport} names a transport twice")
+        if self.qp.mss + 44 + 48 > self.fabric.mtu:
+            raise ValueError(f"qp.mss {self.qp.mss} + 92 bytes of headers (IPv6, UDP, ours) "
+                             f"exceed fabric.mtu {self.fabric.mtu}; lower qp.mss to "
+                             f"{self.fabric.mtu - 92} or raise the MTU")
+        return self
+
+    def rank_hosts(self) -> list[str]:
+        if self.workload.ranks == "all":
+            return [self.naming.host_name(i) for i in range(self.fabric.host_count)]
+        return list(self.workload.ranks)
 
     @model_validator(mode="after")
     def _interface_names_fit(self) -> Scenario:

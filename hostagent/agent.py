@@ -1,0 +1,136 @@
+"""The program each emulated host runs: `python -m hostagent.agent CONFIG.json`.
+
+It builds its QPs toward every peer (MRC or RoCEv2), waits for the common start time, runs the
+workload's collective iterations with real buffers and verification, and writes into its
+folder: `result.json` (how it ended), `iterations.json`, `messages.json` and `paths.json`
+(every EV's counters and state changes). Exit status 0 only if every iteration completed and
+verified. It never hangs: a deadline from the runner bounds the whole run.
+"""
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import random
+import socket
+import sys
+import time
+from dataclasses import asdict
+from pathlib import Path
+
+from . import driver
+from .config import AgentConfig
+from .evs import EVPolicy, EVSet
+from .mrc import MrcQP
+from .qp import QPConfig, QueuePair
+from .rocev2 import RoceQP
+from .workload import MessageRecord, run_iterations
+
+log = logging.getLogger("hostagent")
+ROCE_PORT_BASE = 10000  # RoCEv2 QP k toward peer r uses UDP source port 10000 + 16 r + k
+
+
+def build_qps(cfg: AgentConfig) -> tuple[socket.socket, dict[int, list]]:
+    """The listening socket and, per peer rank, its QPs with their routes."""
+    qp_cfg = QPConfig(**cfg.qp)
+    listen = driver.listen_socket()
+    mrc_sock = driver.ecn_socket(socket.socket(socket.AF_INET6, socket.SOCK_DGRAM))
+    policy = EVPolicy(**cfg.mrc)
+    peers: dict[int, list[tuple[QueuePair, driver.Route]]] = {}
+    empty = memoryview(bytearray(0))
+    for peer in cfg.peers:
+        entries = []
+        for k in range(cfg.qps_per_peer):
+            ours, theirs = driver.qpn(cfg.rank, peer.rank, k)
+            seed = cfg.seed * 1_000_003 + cfg.rank * 1009 + peer.rank * 17 + k
+            if cfg.transport == "mrc":
+                evset = EVSet.build([(i, plane) for i, plane, _ in peer.evs], policy,
+                                    random.Random(seed))
+                qp: QueuePair = MrcQP(ours, theirs, empty, qp_cfg, evset, seed)
+                route = driver.Route(mrc_sock, {i: (addr, driver.PORT)
+                                                for i, _, addr in peer.evs})
+            else:
+                plane = k % len(cfg.plain)
+                sock = driver.ecn_socket(socket.socket(socket.AF_INET6, socket.SOCK_DGRAM))
+                sock.bind((cfg.plain[plane], ROCE_PORT_BASE + 16 * peer.rank + k))
+                qp = RoceQP(ours, theirs, empty, qp_cfg, seed)
+                route = driver.Route(sock, {0: (peer.plain[plane], driver.PORT)})
+            entries.append((qp, route))
+        peers[peer.rank] = entries
+    return listen, peers
+
+
+def path_report(peers: dict[int, list]) -> dict:
+    out: dict = {"evs": [], "transitions": [], "qps": []}
+    for peer, entries in peers.items():
+        for qp, _ in entries:
+            out["qps"].append({"peer": peer, "qpn": qp.qpn, "failed": qp.failed,
+                               "cwnd": qp.cc.cwnd, **qp.counters})
+            evset = getattr(qp, "evset", None)
+            if evset is None:
+                continue
+            for ev in evset.evs:
+                out["evs"].append({"peer": peer, "qpn": qp.qpn, "ev": ev.index,
+                                   "plane": ev.plane, "state": ev.state.value,
+                                   "sent": ev.sent, "losses": ev.losses, "trims": ev.trims,
+                                   "ecn": ev.ecn})
+            for t in evset.transitions:
+                out["transitions"].append({"peer": peer, "qpn": qp.qpn, "ev": t.ev,
+                                           "time": t.time, "old": t.old.value,
+                                           "new": t.new.value, "reason": t.reason})
+    return out
+
+
+async def run(cfg: AgentConfig, out: Path) -> dict:
+    listen, peers = build_qps(cfg)
+    drv = driver.Driver(cfg.rank, cfg.world, listen, peers)
+    messages: list[MessageRecord] = []
+    records = []
+    status, error = "ok", None
+    try:
+        await asyncio.sleep(max(0.0, cfg.start_at - time.time()))
+        w = cfg.workload
+        records = await asyncio.wait_for(
+            run_iterations(drv, w["collective"], w["size"], w["iterations"], w["warmup"],
+                           w["compute_gap"], cfg.seed, time.time, messages=messages),
+            cfg.timeout)
+        wrong = [r for r in records if not r.verified]
+        if wrong:
+            status, error = "failed", f"{len(wrong)} iterations with a wrong result: " \
+                                      f"{wrong[0].error}"
+    except driver.TransportFailed as exc:
+        status, error = "failed", f"transport failed: {exc}"
+    except asyncio.TimeoutError:
+        status, error = "failed", f"no completion within {cfg.timeout:.0f} s"
+    finally:
+        drv.close()
+    (out / "iterations.json").write_text(json.dumps([asdict(r) for r in records]))
+    (out / "messages.json").write_text(json.dumps([asdict(m) for m in messages]))
+    (out / "paths.json").write_text(json.dumps(path_report(peers), default=float))
+    return {"status": status, "error": error, "host": cfg.host, "rank": cfg.rank,
+            "transport": cfg.transport, "iterations": len(records),
+            "verified": bool(records) and all(r.verified for r in records)}
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    if len(args) != 1:
+        print("usage: python -m hostagent.agent CONFIG.json", file=sys.stderr)
+        return 2
+    cfg = AgentConfig.load(Path(args[0]))
+    out = Path(cfg.out_dir)
+    logging.basicConfig(level=logging.INFO, stream=sys.stderr,
+                        format=f"%(asctime)s {cfg.host} rank {cfg.rank}: %(message)s")
+    try:
+        result = asyncio.run(run(cfg, out))
+    except Exception as exc:  # noqa: BLE001 (reported to the runner, with the traceback logged)
+        log.exception("agent failed")
+        result = {"status": "failed", "error": f"{type(exc).__name__}: {exc}",
+                  "host": cfg.host, "rank": cfg.rank, "transport": cfg.transport}
+    (out / "result.json").write_text(json.dumps(result))
+    log.info("%s%s", result["status"], f": {result['error']}" if result.get("error") else "")
+    return 0 if result["status"] == "ok" else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

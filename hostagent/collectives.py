@@ -1,0 +1,211 @@
+"""Collectives over RDMA WRITE: ring all-reduce, ring all-gather, ring reduce-scatter, all-to-all.
+
+They see the network only through an Endpoint, so the same code runs over MRC, RoCEv2 and the
+loopback. Data is float32, reduction is sum. Ring neighbours are rank+1 (right, where this rank
+writes) and rank-1 (left, whose writes it waits for).
+
+Blocks: a `count`-element array is cut into `world` blocks as np.array_split cuts it (the first
+count % world blocks have one element more), so any count works, even one below the world size
+(empty blocks still send a zero-byte WRITE_WITH_IMM, which keeps every rank in step).
+
+Region layout (identical on every rank, fixed by the Communicator's capacity C, in float32
+elements; B = ceil(C / world) is the largest block):
+
+    half 0: [ data: world x B ][ slot 0: B ] ... [ slot world-2: B ]
+    half 1: the same again
+
+Collective call k uses half k % 2. In it, the data area holds this rank's working array: the
+reduced blocks, all-gather blocks written by the left neighbour straight into their final place,
+and all-to-all blocks (the one from rank q at q x its block size). Reduce-scatter step s lands in
+slot s, because the receiver still needs its own partial sum of that block. So within a call
+every byte a peer writes has a place of its own.
+
+Why two halves suffice across calls: a rank finishes call k only once every peer has started
+call k (the ring's chain of waits passes through every rank; all-to-all waits for every rank),
+so every peer has finished call k-1, the last to use the half that call k+1 writes into. Each
+imm is (k mod 2**16) << 16 | step, so a wait cannot be met by an imm of another step or of a
+nearby call, even on a transport that remembers imms as a set; the tag wraps after 2**16 calls,
+so a transport must forget an imm once a wait has consumed it (the loopback does).
+"""
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from typing import Literal
+
+import numpy as np
+
+from .endpoint import Endpoint, MessageStats
+
+Kind = Literal["all_reduce", "all_gather", "reduce_scatter", "all_to_all"]
+KINDS: tuple[Kind, ...] = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all")
+DTYPE = np.dtype(np.float32)
+_STEP_BITS = 16  # imm = call tag (high 16 bits) | step (low 16 bits)
+MAX_WORLD = 2**(_STEP_BITS - 1)  # all-reduce has 2 x (world - 1) steps
+
+
+def block_bounds(count: int, world: int) -> list[int]:
+    """Element offsets where each of the `world` blocks starts, plus `count` at the end."""
+    base, extra = divmod(count, world)
+    bounds = [0]
+    for block in range(world):
+        bounds.append(bounds[-1] + base + (block < extra))
+    return bounds
+
+
+class Communicator:
+    """One rank's collectives: its registered region and the count of calls made so far.
+
+    Every rank must build it with the same capacity (the largest count it will be called with),
+    because a rank computes where to write in a peer's region from its own layout. It registers
+    the endpoint's region, which an endpoint allows once: reuse one Communicator for a sweep.
+    """
+
+    def __init__(self, endpoint: Endpoint, capacity: int) -> None:
+        if not 1 <= endpoint.world <= MAX_WORLD:
+            raise ValueError(f"world {endpoint.world} is outside 1..{MAX_WORLD}")
+        if capacity < 0:
+            raise ValueError(f"capacity must be at least 0 elements, not {capacity}")
+        self.endpoint = endpoint
+        self.capacity = capacity
+        self.block = -(-capacity // endpoint.world)
+        self.half = (2 * endpoint.world - 1) * self.block  # elements
+        self._region = np.zeros(2 * self.half, dtype=DTYPE)
+        endpoint.register(memoryview(self._region).cast("B"))
+        self._calls = 0
+        self._running = False
+        self._messages: list[MessageStats] = []
+
+    def input_size(self, kind: Kind, count: int) -> int:
+        """Elements this rank passes in: its own block for all-gather, the whole array otherwise."""
+        if kind != "all_gather":
+            return count
+        bounds = block_bounds(count, self.endpoint.world)
+        return bounds[self.endpoint.rank + 1] - bounds[self.endpoint.rank]
+
+    async def run(self, kind: Kind, send: np.ndarray, count: int) -> np.ndarray:
+        """Run one collective over a `count`-element array; returns a fresh array (this rank's
+        block for reduce-scatter, its n blocks from all ranks for all-to-all, else all `count`).
+        Every rank must make the same calls in the same order."""
+        if kind not in _ALGORITHMS:
+            raise ValueError(f"unknown collective {kind!r}; known: {', '.join(KINDS)}")
+        if not 0 <= count <= self.capacity:
+            raise ValueError(f"count {count} is outside 0..{self.capacity} (the capacity)")
+        size = self.input_size(kind, count)
+        if send.dtype != DTYPE or send.shape != (size,):
+            raise ValueError(f"{kind} of {count} elements on rank {self.endpoint.rank} takes "
+                             f"float32[{size}], not {send.dtype}{list(send.shape)}")
+        if self._running:
+            raise RuntimeError("one collective at a time: every rank must run them in order")
+        call = _Call(self, count)
+        self._calls += 1
+        self._running = True
+        try:
+            return await _ALGORITHMS[kind](call, np.ascontiguousarray(send))
+        finally:
+            self._running = False
+
+    def take_messages(self) -> list[MessageStats]:
+        """The stats of every write since the last take, so a driver can tag them per call."""
+        messages, self._messages = self._messages, []
+        return messages
+
+
+class _Call:
+    """One collective call: its half of the region, its blocks and its imm numbering."""
+
+    def __init__(self, comm: Communicator, count: int) -> None:
+        self.endpoint = comm.endpoint
+        self.rank, self.world = comm.endpoint.rank, comm.endpoint.world
+        self.right, self.left = (self.rank + 1) % self.world, (self.rank - 1) % self.world
+        self.count = count
+        self.bounds = block_bounds(count, self.world)
+        self.region = comm._region
+        self.data_at = (comm._calls % 2) * comm.half  # element offsets, same in every region
+        self.slots_at = self.data_at + self.world * comm.block
+        self.slot_size = comm.block
+        self.data = self.region[self.data_at:self.slots_at]
+        self._tag = (comm._calls % 2**_STEP_BITS) << _STEP_BITS
+        self._comm = comm
+
+    def block(self, index: int) -> slice:
+        return slice(self.bounds[index], self.bounds[index + 1])
+
+    def block_size(self, index: int) -> int:
+        return self.bounds[index + 1] - self.bounds[index]
+
+    def imm(self, step: int) -> int:
+        return self._tag | step
+
+    async def write(self, peer: int, source: np.ndarray, remote_element: int, step: int) -> None:
+        stats = await self.endpoint.write(peer, memoryview(source).cast("B"),
+                                          remote_element * DTYPE.itemsize, self.imm(step))
+        self._comm._messages.append(stats)
+
+    async def ring_step(self, step: int, source: np.ndarray, remote_element: int) -> None:
+        """Write to the right neighbour and wait for the left one's write of the same step,
+        concurrently, as both directions of a ring step overlap on a real NIC."""
+        await asyncio.gather(self.write(self.right, source, remote_element, step),
+                             self.endpoint.wait_imm(self.left, self.imm(step)))
+
+
+async def _ring_reduce_scatter(call: _Call) -> None:
+    """Sum every rank's data area into block `rank` of this rank's (the others become partial).
+
+    At step s this rank passes on its partial of block rank-s-1 and adds the left neighbour's
+    partial of block rank-s-2, so after world-1 steps block `rank` holds all contributions."""
+    for step in range(call.world - 1):
+        sent = (call.rank - step - 1) % call.world
+        received = (call.rank - step - 2) % call.world
+        slot = call.slots_at + step * call.slot_size
+        await call.ring_step(step, call.data[call.block(sent)], slot)
+        call.data[call.block(received)] += call.region[slot:slot + call.block_size(received)]
+
+
+async def _ring_all_gather(call: _Call, first_step: int) -> None:
+    """Spread each rank's block `rank` to every rank: at step s this rank forwards block rank-s
+    into the same place of the right neighbour's data area (no copy at the receiver)."""
+    for step in range(call.world - 1):
+        sent = (call.rank - step) % call.world
+        await call.ring_step(first_step + step, call.data[call.block(sent)],
+                             call.data_at + call.bounds[sent])
+
+
+async def _all_reduce(call: _Call, send: np.ndarray) -> np.ndarray:
+    call.data[:call.count] = send
+    await _ring_reduce_scatter(call)
+    await _ring_all_gather(call, first_step=call.world - 1)
+    return call.data[:call.count].copy()
+
+
+async def _reduce_scatter(call: _Call, send: np.ndarray) -> np.ndarray:
+    call.data[:call.count] = send
+    await _ring_reduce_scatter(call)
+    return call.data[call.block(call.rank)].copy()
+
+
+async def _all_gather(call: _Call, send: np.ndarray) -> np.ndarray:
+    call.data[call.block(call.rank)] = send
+    await _ring_all_gather(call, first_step=0)
+    return call.data[:call.count].copy()
+
+
+async def _all_to_all(call: _Call, send: np.ndarray) -> np.ndarray:
+    """Every rank writes its block p straight to rank p, all peers at once; rank p keeps the
+    block from rank q at q x (its own block size), so the result is the blocks in rank order."""
+    mine = call.block_size(call.rank)
+    peers = [p for p in range(call.world) if p != call.rank]
+    call.data[call.rank * mine:(call.rank + 1) * mine] = send[call.block(call.rank)]
+    await asyncio.gather(
+        *(call.write(p, send[call.block(p)], call.data_at + call.rank * call.block_size(p), 0)
+          for p in peers),
+        *(call.endpoint.wait_imm(p, call.imm(0)) for p in peers))
+    return call.data[:call.world * mine].copy()
+
+
+_ALGORITHMS: dict[str, Callable[[_Call, np.ndarray], Awaitable[np.ndarray]]] = {
+    "all_reduce": _all_reduce,
+    "all_gather": _all_gather,
+    "reduce_scatter": _reduce_scatter,
+    "all_to_all": _all_to_all,
+}

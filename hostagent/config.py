@@ -1,0 +1,47 @@
+"""What the runner tells an agent: who it is, how to reach every peer, what to run.
+
+Plain JSON, written by the runner (testbed/traffic.py) into the run's folder and read by the
+agent at start: the agent imports nothing of the testbed and needs no root.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+
+@dataclass
+class PeerConfig:
+    rank: int
+    host: str
+    evs: list[tuple[int, int, str]]  # (EV index, plane, uSID destination address)
+    plain: list[str]  # the peer's plain address in each plane (RoCEv2)
+
+
+@dataclass
+class AgentConfig:
+    rank: int
+    world: int
+    host: str
+    transport: str  # "mrc" or "rocev2"
+    plain: list[str]  # own plain address per plane (RoCEv2 QPs bind there)
+    peers: list[PeerConfig]
+    qps_per_peer: int
+    qp: dict  # QPConfig fields
+    mrc: dict  # EVPolicy fields
+    workload: dict  # collective, size, iterations, warmup, compute_gap
+    seed: int
+    start_at: float  # wall clock (time.time()): every agent starts its first iteration then
+    out_dir: str
+    timeout: float = 300.0  # seconds after start_at before the agent gives up
+
+    def dump(self, path: Path) -> None:
+        path.write_text(json.dumps(asdict(self), indent=1))
+
+    @classmethod
+    def load(cls, path: Path) -> AgentConfig:
+        data = json.loads(Path(path).read_text())
+        data["peers"] = [PeerConfig(**p) for p in data["peers"]]
+        for p in data["peers"]:
+            p.evs = [tuple(e) for e in p.evs]
+        return cls(**data)

@@ -1,0 +1,223 @@
+"""The IO side of the transports: UDP sockets, the event loop, and the `Endpoint` collectives use.
+
+One asyncio loop per agent, no busy spinning: sockets wake it (`add_reader`), each QP's next
+deadline is one timer. Every QP is sans-IO; this module only moves bytes and time in and out:
+- MRC: one socket sends every packet to the uSID address of the EV the QP chose; the fabric
+  steers it, nothing else picks the path;
+- RoCEv2: each QP has its own socket bound to its UDP source port (its ECMP entropy) on the
+  plain address of its plane, and sends to the peer's plain address: the fabric's hash picks
+  the path and keeps it;
+- all data and control arrive on one socket bound to UDP port 4791 (RoCEv2's), demultiplexed
+  by the QP number in the header. Outgoing packets are ECN-capable (ECT(0)); a CE mark on
+  arrival is read from the traffic class and handed to the QP.
+A write to a peer with several QPs (the RoCEv2 "1, 8 or 16 QPs" comparison) is split into one
+part per QP, each carrying the immediate: the receiver completes `wait_imm` when every part has
+arrived, so WRITE_WITH_IMM keeps its meaning across QPs.
+"""
+from __future__ import annotations
+
+import asyncio
+import socket
+import struct
+import time
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+from . import wire
+from .endpoint import MessageStats
+from .qp import ImmArrived, QPFailed, QueuePair, WriteDone
+
+PORT = 4791
+QPS_PER_PEER_MAX = 64
+ECT0 = 0x02
+_TCLASS = struct.Struct("i")
+
+
+class TransportFailed(RuntimeError):
+    """A QP exhausted its retry budget: the collective cannot complete."""
+
+
+@dataclass
+class Route:
+    """How one QP reaches its peer: where each of its EVs (or its single path) sends to."""
+
+    sock: socket.socket
+    destinations: dict[int, tuple[str, int]]  # EV index (0 for RoCEv2) -> (address, port)
+
+
+@dataclass
+class _Pending:
+    parts: int
+    stats: list[MessageStats] = field(default_factory=list)
+    future: asyncio.Future | None = None
+
+
+def qpn(local_rank: int, peer_rank: int, k: int) -> tuple[int, int]:
+    """(our QP number, the peer's) for the k-th QP between two ranks."""
+    return peer_rank * QPS_PER_PEER_MAX + k, local_rank * QPS_PER_PEER_MAX + k
+
+
+def ecn_socket(sock: socket.socket) -> socket.socket:
+    sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_TCLASS, ECT0)
+    sock.setblocking(False)
+    return sock
+
+
+def listen_socket() -> socket.socket:
+    sock = socket.socket(socket.AF_INET6, socket.SOCK_DGRAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4 << 20)
+    sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_RECVTCLASS, 1)
+    sock.bind(("::", PORT))
+    sock.setblocking(False)
+    return sock
+
+
+class Driver:
+    """The `Endpoint` of one rank over real sockets."""
+
+    def __init__(self, rank: int, world: int, listen: socket.socket,
+                 qps: dict[int, list[tuple[QueuePair, Route]]]) -> None:
+        self.rank, self.world = rank, world
+        self.loop = asyncio.get_running_loop()
+        self._listen = listen
+        self._peers = qps  # peer rank -> its QPs and routes
+        self._by_qpn: dict[int, tuple[int, QueuePair, Route]] = {}
+        for peer, entries in qps.items():
+            for qp, route in entries:
+                self._by_qpn[qp.qpn] = (peer, qp, route)
+        self._timers: dict[int, asyncio.TimerHandle] = {}
+        self._writes: dict[tuple[int, int], _Pending] = {}  # (qpn, msg_id) -> pending
+        self._write_parts: dict[int, _Pending] = {}  # write id -> pending
+        self._next_write = 0
+        self._imms: dict[tuple[int, int], int] = defaultdict(int)  # (peer, imm) -> parts seen
+        self._imm_waiters: dict[tuple[int, int], asyncio.Future] = {}
+        self.failure: str | None = None
+        self._wall = time.time() - self.loop.time()  # QPs run on the loop's monotonic clock
+        self.loop.add_reader(listen.fileno(), self._on_readable)
+
+    def close(self) -> None:
+        self.loop.remove_reader(self._listen.fileno())
+        for handle in self._timers.values():
+            handle.cancel()
+
+    def register(self, buffer: memoryview) -> None:
+        for _, qp, _ in self._by_qpn.values():
+            qp.buffer = buffer
+
+    # ---- Endpoint ----
+    async def write(self, peer: int, data: memoryview, remote_offset: int,
+                    imm: int | None = None) -> MessageStats:
+        self._raise_if_failed()
+        entries = self._peers[peer]
+        n = len(entries)
+        write_id = self._next_write
+        self._next_write += 1
+        pending = _Pending(parts=n, future=self.loop.create_future())
+        size = len(data)
+        bounds = [size * k // n for k in range(n + 1)]
+        now = self.loop.time()
+        for k, (qp, _) in enumerate(entries):
+            part = data[bounds[k]:bounds[k + 1]]
+            self._writes[(qp.qpn, write_id)] = pending
+            qp.post_write(write_id, part, remote_offset + bounds[k], imm, now, peer)
+            self._kick(qp)
+        stats = await pending.future
+        stats.start += self._wall
+        stats.end += self._wall
+        return stats
+
+    async def wait_imm(self, peer: int, imm: int) -> None:
+        key = (peer, imm)
+        need = len(self._peers[peer])
+        if self._imms[key] < need:
+            self._raise_if_failed()
+            future = self._imm_waiters.setdefault(key, self.loop.create_future())
+            await future
+        self._imms[key] -= need
+        if self._imms[key] == 0:
+            del self._imms[key]
+
+    # ---- the loop ----
+    def _raise_if_failed(self) -> None:
+        if self.failure:
+            raise TransportFailed(self.failure)
+
+    def _on_readable(self) -> None:
+        space = socket.CMSG_SPACE(_TCLASS.size)
+        touched = set()
+        for _ in range(256):  # a bounded batch, then let timers and other readers run
+            try:
+                data, ancdata, _, _ = self._listen.recvmsg(65536, space)
+            except BlockingIOError:
+                break
+            ecn = False
+            for level, kind, value in ancdata:
+                if level == socket.IPPROTO_IPV6 and kind == socket.IPV6_TCLASS:
+                    ecn = (_TCLASS.unpack(value[:_TCLASS.size])[0] & 0x3) == 0x3
+            if len(data) < wire.HEADER_SIZE:
+                continue
+            target = self._by_qpn.get(int.from_bytes(data[8:12], "big"))
+            if target is None:
+                continue
+            target[1].receive(data, self.loop.time(), ecn)
+            touched.add(target[1].qpn)
+        for q in touched:
+            self._kick(self._by_qpn[q][1])
+
+    def _on_timer(self, qp: QueuePair) -> None:
+        self._timers.pop(qp.qpn, None)
+        qp.on_timer(self.loop.time())
+        self._kick(qp)
+
+    def _kick(self, qp: QueuePair) -> None:
+        """Send what the QP has to send, deliver its events, re-arm its timer."""
+        _, _, route = self._by_qpn[qp.qpn]
+        for ev, datagram in qp.poll_transmit(self.loop.time()):
+            try:
+                route.sock.sendto(datagram, route.destinations[ev])
+            except (BlockingIOError, OSError):
+                pass  # a full socket or an unreachable path is a lost packet: the QP recovers
+        self._deliver(qp)
+        deadline = qp.next_deadline()
+        handle = self._timers.pop(qp.qpn, None)
+        if handle is not None:
+            handle.cancel()
+        if deadline is not None and not qp.failed:
+            self._timers[qp.qpn] = self.loop.call_at(deadline, self._on_timer, qp)
+
+    def _deliver(self, qp: QueuePair) -> None:
+        peer = self._by_qpn[qp.qpn][0]
+        while qp.events:
+            event = qp.events.popleft()
+            if isinstance(event, WriteDone):
+                pending = self._writes.pop((qp.qpn, event.msg_id))
+                pending.stats.append(event.stats)
+                if len(pending.stats) == pending.parts and not pending.future.done():
+                    pending.future.set_result(_merge(pending.stats))
+            elif isinstance(event, ImmArrived):
+                key = (peer, event.imm)
+                self._imms[key] += 1
+                waiter = self._imm_waiters.get(key)
+                if waiter is not None and self._imms[key] >= len(self._peers[peer]):
+                    del self._imm_waiters[key]
+                    waiter.set_result(None)
+            elif isinstance(event, QPFailed):
+                self._fail(f"QP to rank {peer}: {event.reason}")
+
+    def _fail(self, reason: str) -> None:
+        if self.failure is None:
+            self.failure = reason
+        error = TransportFailed(self.failure)
+        for pending in self._writes.values():
+            if pending.future and not pending.future.done():
+                pending.future.set_exception(error)
+        for waiter in self._imm_waiters.values():
+            if not waiter.done():
+                waiter.set_exception(error)
+
+
+def _merge(parts: list[MessageStats]) -> MessageStats:
+    evs = sorted({ev for p in parts for ev in p.evs_used})
+    return MessageStats(parts[0].peer, sum(p.size for p in parts), min(p.start for p in parts),
+                        max(p.end for p in parts), sum(p.retransmits for p in parts),
+                        sum(p.trims for p in parts), evs)

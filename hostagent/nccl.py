@@ -1,0 +1,133 @@
+"""nccl-tests' numbers for a run: algbw, busbw, collective completion time, and the table.
+
+algbw = S / t with S the whole array in bytes (for all-gather and reduce-scatter too); busbw
+scales it by the share of the data each rank must move over its links, so that busbw of a good
+implementation is comparable with the link rate whatever the collective and world size
+(nccl-tests' doc/PERFORMANCE.md). t is the collective completion time (CCT): last rank's end
+minus first rank's start of one iteration. The emulated hosts share one machine's clock, so
+starts and ends of different ranks are comparable.
+"""
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass
+from statistics import fmean
+
+from .collectives import DTYPE, KINDS, Kind
+from .workload import IterationRecord
+
+_TYPE_NAME = "float"  # nccl-tests' name for float32
+_REDOP = {"all_reduce": "sum", "reduce_scatter": "sum", "all_gather": "none", "all_to_all": "none"}
+
+
+def bus_factor(kind: Kind, world: int) -> float:
+    """all-reduce moves each byte out and back in (2(n-1)/n); the others move the n-1 blocks
+    that are not already in place ((n-1)/n). Zero for one rank: nothing crosses a link."""
+    if kind not in KINDS:
+        raise ValueError(f"unknown collective {kind!r}; known: {', '.join(KINDS)}")
+    share = (world - 1) / world
+    return 2 * share if kind == "all_reduce" else share
+
+
+def algbw(size: int, seconds: float) -> float:
+    """GB/s (10**9 bytes per second, as nccl-tests prints)."""
+    return size / seconds / 1e9
+
+
+def busbw(kind: Kind, world: int, size: int, seconds: float) -> float:
+    """GB/s."""
+    return algbw(size, seconds) * bus_factor(kind, world)
+
+
+def cct(records: Iterable[IterationRecord]) -> dict[int, float]:
+    """Seconds per iteration, from every rank's record of one collective and size."""
+    first: dict[int, float] = {}
+    last: dict[int, float] = {}
+    for r in records:
+        first[r.iteration] = min(first.get(r.iteration, r.start), r.start)
+        last[r.iteration] = max(last.get(r.iteration, r.end), r.end)
+    return {it: last[it] - first[it] for it in sorted(first)}
+
+
+@dataclass(frozen=True)
+class Row:
+    """One line of the table: one message size. `wrong` counts the rank-iterations whose result
+    failed verification, warmup included: nccl-tests counts wrong elements instead, but a record
+    keeps only pass/fail and the first wrong element."""
+
+    collective: str
+    size: int  # bytes of the whole array
+    count: int  # elements
+    type: str
+    redop: str
+    time_us: float  # mean CCT of the timed (non-warmup) iterations
+    algbw: float  # GB/s
+    busbw: float  # GB/s
+    wrong: int
+
+
+def summarize(records: Iterable[IterationRecord], world: int) -> list[Row]:
+    """One row per size, from every rank's records of one collective. Refuses an iteration
+    that misses a rank, since its CCT would silently be too short."""
+    by_size: dict[int, list[IterationRecord]] = defaultdict(list)
+    for r in records:
+        by_size[r.bytes].append(r)
+    kinds = {r.kind for group in by_size.values() for r in group}
+    if len(kinds) > 1:
+        raise ValueError(f"records of several collectives: {', '.join(sorted(kinds))}")
+    rows = []
+    for size, group in sorted(by_size.items()):
+        kind = group[0].kind
+        per_iteration: dict[int, set[int]] = defaultdict(set)
+        for r in group:
+            per_iteration[r.iteration].add(r.rank)
+        incomplete = sorted(it for it, ranks in per_iteration.items() if len(ranks) != world)
+        if incomplete:
+            raise ValueError(f"{kind} {size} B: iterations {incomplete} lack some of the "
+                             f"{world} ranks")
+        timed = list(cct(r for r in group if not r.warmup).values())
+        if not timed:
+            raise ValueError(f"{kind} {size} B: no timed (non-warmup) iteration")
+        seconds = fmean(timed)
+        rows.append(Row(kind, size, size // DTYPE.itemsize, _TYPE_NAME, _REDOP[kind],
+                        seconds * 1e6, algbw(size, seconds), busbw(kind, world, size, seconds),
+                        sum(not r.verified for r in group)))
+    return rows
+
+
+# (heading, unit, width): nccl-tests' columns without `root` and the in-place half
+_COLUMNS = (("size", "(B)", 12), ("count", "(elements)", 12), ("type", "", 8),
+            ("redop", "", 6), ("time", "(us)", 7), ("algbw", "(GB/s)", 6),
+            ("busbw", "(GB/s)", 6), ("#wrong", "", 6))
+
+
+def _time(us: float) -> str:
+    """Fewer decimals for longer times, as nccl-tests does, to keep the column 7 wide."""
+    decimals = 0 if us >= 10000 else 1 if us >= 100 else 2
+    return f"{us:7.{decimals}f}"
+
+
+def _line(cells: Iterable[str], lead: str = "") -> str:
+    """Cells right-aligned in their columns; a heading's `#` takes the first column's room."""
+    widths = [width for *_, width in _COLUMNS]
+    widths[0] -= len(lead)
+    return (lead + "  ".join(c.rjust(w) for c, w in zip(cells, widths, strict=True))).rstrip()
+
+
+def format_table(rows: list[Row], *, transport: str, world: int) -> str:
+    """The nccl-tests table (out-of-place half), headed by the collective, transport and world.
+    The trailer gives the total of wrong results and the mean busbw, as nccl-tests does."""
+    collectives = {row.collective for row in rows}
+    if len(collectives) != 1:
+        raise ValueError(f"a table shows one collective, not {sorted(collectives)}")
+    lines = [f"# {collectives.pop()} over {transport}, {world} ranks",
+             "#",
+             _line((c[0] for c in _COLUMNS), "#"),
+             _line((c[1] for c in _COLUMNS), "#")]
+    lines += [_line((str(r.size), str(r.count), r.type, r.redop, _time(r.time_us),
+                     f"{r.algbw:.2f}", f"{r.busbw:.2f}", str(r.wrong))) for r in rows]
+    wrong = sum(r.wrong for r in rows)
+    lines += [f"# Wrong results        : {wrong} {'OK' if wrong == 0 else 'FAILED'}",
+              f"# Avg bus bandwidth    : {fmean(r.busbw for r in rows):.4f}"]
+    return "\n".join(lines) + "\n"

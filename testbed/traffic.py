@@ -1,0 +1,114 @@
+"""Running the workload on a built fabric: one agent per rank, started together, collected.
+
+The runner writes each agent's config (hostagent/config.py), starts the agent inside its
+host's namespace through Mininet, gives every agent the same wall-clock start time (namespaces
+share the clock), waits for all of them with a deadline, and reads what each wrote. An agent
+that fails is reported with its own error; nothing waits forever.
+"""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from hostagent.config import AgentConfig, PeerConfig
+
+from . import interrupts, paths
+from .errors import TestbedError
+from .network import FabricNetwork
+from .plan import FabricPlan
+from .scenario import Scenario
+
+START_MARGIN = 1.0  # seconds for every agent to start and build its sockets before start_at
+
+
+def agent_configs(plan: FabricPlan, scenario: Scenario, transport: str, start_at: float,
+                  out: Path) -> dict[str, AgentConfig]:
+    """Pure: every rank's config; EV i toward a peer is the same (plane, spine) both ways."""
+    hosts = scenario.rank_hosts()
+    q, m, w = scenario.qp, scenario.mrc, scenario.workload
+    qp = {"mss": q.mss, "init_cwnd": q.init_window, "max_cwnd": q.max_window,
+          "base_rto": q.base_rto, "linear_retries": q.linear_retries,
+          "retry_budget": q.retry_budget, "ack_every": q.ack_every}
+    mrc = {"active_per_plane": m.evs_per_plane, "ev_min_active": m.ev_min_active,
+           "spray": m.spray, "probe_interval": m.probe_interval,
+           "congestion_holdoff": m.congestion_holdoff}
+    workload = {"collective": w.collective, "size": w.size, "iterations": w.iterations,
+                "warmup": w.warmup, "compute_gap": w.compute_gap}
+    configs = {}
+    for rank, host in enumerate(hosts):
+        peers = [PeerConfig(r, peer,
+                            [(i, e.plane, str(e.address))
+                             for i, e in enumerate(paths.evs(plan, host, peer))],
+                            [str(plan.plain_address(peer, p)) for p in range(plan.planes)])
+                 for r, peer in enumerate(hosts) if peer != host]
+        configs[host] = AgentConfig(
+            rank, len(hosts), host, transport,
+            [str(plan.plain_address(host, p)) for p in range(plan.planes)], peers,
+            q.qps_per_peer.get(transport, 1), qp, mrc, workload, scenario.seed, start_at,
+            str(out / host), timeout=deadline_for(scenario))
+    return configs
+
+
+def deadline_for(scenario: Scenario) -> float:
+    """Seconds the whole workload may take before it counts as hung: generous (every byte at a
+    tenth of the host link rate, plus every iteration's gap, plus a QP's full retry budget)."""
+    w, f = scenario.workload, scenario.fabric
+    per_iter = 4 * w.size * 8 / (f.host_link.rate * 0.1) + w.compute_gap
+    rto = scenario.qp.base_rto * scenario.qp.retry_budget * 2 ** 6
+    return 30.0 + (w.iterations + w.warmup) * per_iter + rto
+
+
+@dataclass
+class AgentOutcome:
+    host: str
+    rank: int
+    returncode: int | None
+    result: dict  # the agent's result.json, or {"status": "failed", "error": ...}
+
+
+def run_agents(network: FabricNetwork, scenario: Scenario, transport: str,
+               out: Path) -> list[AgentOutcome]:
+    """Start every rank's agent, wait for all, return what each reported."""
+    out.mkdir(parents=True, exist_ok=True)
+    start_at = time.time() + START_MARGIN + 0.01 * len(scenario.rank_hosts())
+    configs = agent_configs(network.plan, scenario, transport, start_at, out)
+    procs: dict[str, subprocess.Popen] = {}
+    try:
+        for host, cfg in configs.items():
+            Path(cfg.out_dir).mkdir(parents=True, exist_ok=True)
+            cfg_path = Path(cfg.out_dir) / "config.json"
+            cfg.dump(cfg_path)
+            log = open(Path(cfg.out_dir) / "agent.log", "w")
+            procs[host] = network.node(host).popen(
+                [sys.executable, "-m", "hostagent.agent", str(cfg_path)],
+                stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+            log.close()
+        deadline = start_at + deadline_for(scenario) + 10
+        while any(p.poll() is None for p in procs.values()):
+            interrupts.checkpoint()
+            if time.time() > deadline:
+                raise TestbedError(
+                    f"agents still running {deadline_for(scenario):.0f} s after the start: "
+                    f"{', '.join(h for h, p in procs.items() if p.poll() is None)}",
+                    "see agent.log in each agent's folder")
+            time.sleep(0.05)
+    finally:
+        for p in procs.values():
+            if p.poll() is None:
+                p.kill()
+            p.wait()
+    outcomes = []
+    for host, cfg in configs.items():
+        result_path = Path(cfg.out_dir) / "result.json"
+        if result_path.exists():
+            result = json.loads(result_path.read_text())
+        else:
+            log = (Path(cfg.out_dir) / "agent.log").read_text()[-2000:]
+            result = {"status": "failed", "error": f"no result (exit {procs[host].returncode}):"
+                                                   f" {log.strip().splitlines()[-1:] or ''}"}
+        outcomes.append(AgentOutcome(host, cfg.rank, procs[host].returncode, result))
+    return outcomes

@@ -1,0 +1,106 @@
+"""nccl-tests' metrics and table, checked against numbers worked out by hand."""
+from __future__ import annotations
+
+import pytest
+
+from hostagent.nccl import Row, algbw, bus_factor, busbw, cct, format_table, summarize
+from hostagent.workload import IterationRecord
+
+
+@pytest.mark.parametrize("kind, world, factor", [
+    ("all_reduce", 8, 1.75),  # 2 x 7/8
+    ("all_reduce", 2, 1.0),
+    ("all_gather", 8, 0.875),
+    ("reduce_scatter", 4, 0.75),
+    ("all_to_all", 2, 0.5),
+    ("all_reduce", 1, 0.0),  # one rank: nothing crosses a link
+])
+def test_bus_factor(kind, world, factor):
+    assert bus_factor(kind, world) == factor
+
+
+def test_bandwidths():
+    assert algbw(10**9, 1.0) == 1.0
+    assert algbw(2 * 10**6, 0.001) == 2.0
+    assert busbw("all_reduce", 8, 2 * 10**6, 0.001) == 3.5
+    with pytest.raises(ValueError, match="unknown collective"):
+        bus_factor("broadcast", 4)
+
+
+def record(rank, iteration, start, end, *, warmup=False, verified=True, kind="all_reduce",
+           size=10**6):
+    return IterationRecord(kind, rank, iteration, warmup, start, end, size, verified,
+                           None if verified else "wrong")
+
+
+# two ranks, one warmup and two timed iterations of 1 MB
+RECORDS = [
+    record(0, 0, 0.0, 0.5, warmup=True), record(1, 0, 0.1, 0.6, warmup=True, verified=False),
+    record(0, 1, 1.0, 1.003), record(1, 1, 1.001, 1.004),  # CCT 4 ms
+    record(0, 2, 2.0, 2.006), record(1, 2, 2.001, 2.005),  # CCT 6 ms
+]
+
+
+def test_cct_is_last_end_minus_first_start():
+    assert cct(RECORDS) == pytest.approx({0: 0.6, 1: 0.004, 2: 0.006})
+
+
+def test_summarize_hand_example():
+    [row] = summarize(RECORDS, world=2)
+    assert (row.collective, row.size, row.count, row.type, row.redop, row.wrong) == (
+        "all_reduce", 10**6, 250_000, "float", "sum", 1)
+    assert row.time_us == pytest.approx(5000)  # mean of 4 and 6 ms; warmup left out
+    assert row.algbw == pytest.approx(0.2)  # 1e6 B / 5 ms
+    assert row.busbw == pytest.approx(0.2)  # x 2(2-1)/2
+
+
+def test_summarize_one_row_per_size_in_order():
+    small = [record(r, 0, 0.0, 1e-3, kind="all_gather", size=64) for r in range(2)]
+    large = [record(r, 0, 0.0, 1.0, kind="all_gather", size=10**9) for r in range(2)]
+    rows = summarize(large + small, world=2)
+    assert [(r.size, r.count, r.redop, r.busbw) for r in rows] == [
+        (64, 16, "none", pytest.approx(64 / 1e-3 / 1e9 / 2)), (10**9, 250_000_000, "none", 0.5)]
+
+
+def test_summarize_refuses_incomplete_or_mixed_records():
+    with pytest.raises(ValueError, match=r"iterations \[2\] lack some of the 2 ranks"):
+        summarize(RECORDS[:-1], world=2)
+    with pytest.raises(ValueError, match="no timed"):
+        summarize(RECORDS[:2], world=2)
+    with pytest.raises(ValueError, match="several collectives"):
+        summarize([*RECORDS, record(0, 0, 0, 1, kind="all_to_all", size=8)], world=2)
+
+
+TABLE = """\
+# all_reduce over mrc, 8 ranks
+#
+#       size         count      type   redop     time   algbw   busbw  #wrong
+#        (B)    (elements)                       (us)  (GB/s)  (GB/s)
+        1024           256     float     sum    12.35    0.08    0.15       0
+     1048576        262144     float     sum   1234.5    0.85    1.49       0
+  1073741824     268435456     float     sum   123457    8.70   15.22       2
+# Wrong results        : 2 FAILED
+# Avg bus bandwidth    : 5.6172
+"""
+
+
+def test_format_table_hand_example():
+    rows = [Row("all_reduce", 1024, 256, "float", "sum", 12.3456, 0.08295, 0.14516, 0),
+            Row("all_reduce", 2**20, 2**18, "float", "sum", 1234.5, 0.8494, 1.4865, 0),
+            Row("all_reduce", 2**30, 2**28, "float", "sum", 123456.7, 8.697, 15.22, 2)]
+    assert format_table(rows, transport="mrc", world=8) == TABLE
+
+
+def test_format_table_from_records():
+    text = format_table(summarize(RECORDS, world=2), transport="rocev2", world=2)
+    assert text.splitlines()[0] == "# all_reduce over rocev2, 2 ranks"
+    assert text.splitlines()[4] == (
+        "     1000000        250000     float     sum   5000.0    0.20    0.20       1")
+    assert "# Wrong results        : 1 FAILED" in text
+
+
+def test_format_table_is_one_collective():
+    rows = [Row("all_reduce", 8, 2, "float", "sum", 1, 0, 0, 0),
+            Row("all_gather", 8, 2, "float", "none", 1, 0, 0, 0)]
+    with pytest.raises(ValueError, match="one collective"):
+        format_table(rows, transport="mrc", world=2)
