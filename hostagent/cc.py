@@ -6,7 +6,11 @@ quadrant they fall in:
 - high delay, ECN: decrease multiplicatively, in proportion to how far delay exceeds the
   target, at most once per RTT;
 - low delay, ECN: hold (a transient mark; spraying already moved the next packets away);
-- high delay, no ECN: increase slowly (the queue is not ours to drain).
+- high delay, no ECN: NSCC increases slowly there, trusting ECN to flag a standing queue. Here,
+  past twice the target, it decreases like the ECN case: a fabric without ECN marking (or with
+  it turned off to compare) would otherwise let the window fill every buffer. (Below twice
+  the target it holds: emulated hosts share two cores, and their scheduling jitter looks like
+  a little queueing delay.)
 A trim counts as high delay with ECN; a retransmission timeout halves the window.
 
 Simplified here: one window per QP in bytes (NSCC also paces), delay measured as RTT minus the
@@ -73,17 +77,17 @@ class WindowCC:
             self._rtt_sample(rtt)
             delay = rtt - (self.base_rtt or rtt)
         high = cfg.react_to_delay and delay > cfg.target_delay
-        if ecn and (high or not cfg.react_to_delay):
-            excess = (delay - cfg.target_delay) / max(delay, 1e-9) if high else 0.5
-            self._decrease(now, max(excess, 0.1))
+        if high and (ecn or delay > 2 * cfg.target_delay):
+            excess = (delay - cfg.target_delay) / max(delay, 1e-9)
+            self._decrease(now, max(excess, 0.25 if ecn else 0.05))
+        elif high or (ecn and cfg.react_to_delay):
+            return  # a little delay, or ECN at low delay: hold
         elif ecn:
-            return  # low delay + ECN: hold
+            self._decrease(now, 0.5)  # the baseline: ECN alone cuts, as DCQCN does
         else:
             step = cfg.additive * cfg.mss * acked / max(self.cwnd, cfg.mss)
-            if cfg.react_to_delay and not high and cfg.target_delay > 0:
+            if cfg.react_to_delay and cfg.target_delay > 0:
                 step *= 1 + cfg.proportional * (1 - delay / cfg.target_delay)
-            elif high:
-                step *= 0.25
             self.cwnd = min(float(cfg.max_cwnd), self.cwnd + step)
 
     def on_trim(self, now: float) -> None:

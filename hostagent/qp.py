@@ -28,7 +28,7 @@ class QPConfig:
     mss: int = 1024  # payload bytes per packet
     init_cwnd: int = 64 * 1024
     max_cwnd: int = 256 * 1024
-    base_rto: float = 0.004  # seconds before the first retransmission of a packet
+    base_rto: float = 0.010  # seconds before the first retransmission (at least srtt + 4 rttvar)
     linear_retries: int = 7  # then the backoff doubles (MRC: linear up to 7, then exponential)
     retry_budget: int = 14  # attempts of one packet before the QP fails
     ack_every: int = 4  # ACK after this many packets unless something needs an ACK now
@@ -76,11 +76,12 @@ class _Packet:
     deadline: float = 0.0
 
 
-def backoff(cfg: QPConfig, attempt: int) -> float:
+def backoff(cfg: QPConfig, attempt: int, base: float | None = None) -> float:
     """Timeout before attempt `attempt`+1: linear for `linear_retries`, then doubling."""
+    base = cfg.base_rto if base is None else base
     if attempt <= cfg.linear_retries:
-        return cfg.base_rto * attempt
-    return cfg.base_rto * cfg.linear_retries * 2 ** (attempt - cfg.linear_retries)
+        return base * attempt
+    return base * cfg.linear_retries * 2 ** (attempt - cfg.linear_retries)
 
 
 def _us(now: float) -> int:
@@ -145,7 +146,7 @@ class QueuePair:
     def _send_packet(self, p: _Packet, now: float) -> None:
         p.attempts += 1
         p.sent_at = now
-        p.deadline = now + backoff(self.cfg, p.attempts)
+        p.deadline = now + backoff(self.cfg, p.attempts, self._rto_base())
         heapq.heappush(self._timers, (p.deadline, p.psn, p.attempts))
         p.msg.evs.add(p.ev)
         self._out.append((p.ev, self._data_datagram(p, now, self._prev_on_path(p))))
@@ -153,6 +154,15 @@ class QueuePair:
         if p.attempts > 1:
             self.counters["retransmits"] += 1
             p.msg.stats.retransmits += 1
+
+    def _rto_base(self) -> float:
+        """The configured timeout, or more when the measured RTT needs it: emulated hosts share
+        two cores, and a timeout shorter than their scheduling delay is a false loss (which
+        would condemn a healthy EV)."""
+        cc = self.cc
+        if cc.srtt is None:
+            return self.cfg.base_rto
+        return max(self.cfg.base_rto, cc.srtt + 4 * cc.rttvar)
 
     def _control(self, kind: int, flags: int, ev: int, psn: int, offset: int = 0,
                  imm: int = 0, ts: int = 0) -> None:
@@ -264,11 +274,17 @@ class QueuePair:
                                                    and now >= self._ack_deadline)):
             return
         psn, ev, ts, ecn = self._ack_for
+        # The 64-bit SACK window ends at the PSN that triggered this ACK (UET places it with an
+        # offset too): with spraying, what the sender needs to hear about is the newest arrivals,
+        # which can lie far beyond a hole at the cumulative point.
+        base = max(self._cum + 1, psn - 63)
         bitmap = 0
         for q in self._got:
-            if 0 < q - self._cum <= 64:
-                bitmap |= 1 << (q - self._cum - 1)
-        self._control(wire.ACK, wire.ECN if ecn else 0, ev, self._cum, bitmap, psn, ts)
+            if base <= q < base + 64:
+                bitmap |= 1 << (q - base)
+        h = wire.Header(wire.ACK, wire.ECN if ecn else 0, ev, 0, self.peer_qpn, self._cum,
+                        bitmap, psn, base, ts)
+        self._out.append((ev, wire.encode(h)))
         self.counters["acks_sent"] += 1
         self._ack_owed, self._ack_for, self._ack_deadline = 0, None, None
 
@@ -277,7 +293,7 @@ class QueuePair:
         bitmap = h.offset
         while bitmap:
             bit = bitmap & -bitmap
-            psn = h.psn + bit.bit_length()
+            psn = h.aux + bit.bit_length() - 1
             if psn in self._inflight:
                 newly.append(psn)
             bitmap ^= bit

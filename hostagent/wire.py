@@ -9,8 +9,8 @@
   WRITE_WITH_IMM, with flag IMM), `prev` in `aux`: the PSN sent before this one on the same EV
   (paths are FIFO for full packets, so a missing `prev` is a loss the receiver can NACK at once).
 - ACK: `psn` = cumulative (every PSN below it arrived), `offset` = SACK bitmap of the 64 PSNs
-  from psn+1, `imm` = the PSN that triggered the ACK, `ev` and `ts` echoed from it, ECN flag if
-  it arrived CE-marked.
+  from `aux` on (bit i: PSN aux+i arrived), `imm` = the PSN that triggered the ACK, `ev` and
+  `ts` echoed from it, ECN flag if it arrived CE-marked.
 - NACK: `psn` = the PSN to resend, flag TRIMMED (a switch cut it) or GAP (lost on its path),
   `ev` = the EV it went on.
 - PROBE / PROBE_REPLY: `ev` = the EV being probed, `psn` = probe sequence, `ts` echoed.

@@ -177,7 +177,12 @@ class QPSettings(StrictModel):
     mss: Size = Field(1024, description="payload bytes per packet")
     init_window: Size = Field(64 * 1024, description="congestion window at start, bytes")
     max_window: Size = Field(256 * 1024, description="largest congestion window, bytes")
-    base_rto: float = Field(0.004, gt=0, le=10, description="first retransmission timeout, s")
+    base_rto: float | None = Field(
+        None, gt=0, le=10, description="first retransmission timeout, s; default: twice the "
+                                       "longest a full buffer takes to drain, plus 5 ms")
+    target_delay: float | None = Field(
+        None, gt=0, le=10, description="queueing delay congestion control aims at, s; default: "
+                                       "a quarter of the longest full-buffer drain, >= 2 ms")
     linear_retries: int = Field(7, ge=0, le=64, description="timeouts growing linearly, then x2")
     retry_budget: int = Field(14, ge=1, le=64, description="attempts of a packet before the "
                                                             "QP fails")
@@ -245,6 +250,20 @@ class Scenario(StrictModel):
                              f"exceed fabric.mtu {self.fabric.mtu}; lower qp.mss to "
                              f"{self.fabric.mtu - 92} or raise the MTU")
         return self
+
+    def drain_time(self) -> float:
+        """Seconds the slowest port takes to send a full buffer: the worst queueing per hop."""
+        return max(c.buffer * 8 / c.rate for c in (self.fabric.host_link, self.fabric.fabric_link))
+
+    def base_rto(self) -> float:
+        """A timeout must outlast a queue, or a delayed packet counts as lost (and its healthy
+        EV as bad): the emulated fabric's queues are milliseconds deep, unlike a switch's."""
+        return self.qp.base_rto if self.qp.base_rto is not None else \
+            2 * self.drain_time() + 0.005
+
+    def target_delay(self) -> float:
+        return self.qp.target_delay if self.qp.target_delay is not None else \
+            max(0.002, self.drain_time() / 4)
 
     def rank_hosts(self) -> list[str]:
         if self.workload.ranks == "all":

@@ -31,7 +31,8 @@ def agent_configs(plan: FabricPlan, scenario: Scenario, transport: str, start_at
     hosts = scenario.rank_hosts()
     q, m, w = scenario.qp, scenario.mrc, scenario.workload
     qp = {"mss": q.mss, "init_cwnd": q.init_window, "max_cwnd": q.max_window,
-          "base_rto": q.base_rto, "linear_retries": q.linear_retries,
+          "base_rto": scenario.base_rto(), "target_delay": scenario.target_delay(),
+          "linear_retries": q.linear_retries,
           "retry_budget": q.retry_budget, "ack_every": q.ack_every}
     mrc = {"active_per_plane": m.evs_per_plane, "ev_min_active": m.ev_min_active,
            "spray": m.spray, "probe_interval": m.probe_interval,
@@ -58,7 +59,7 @@ def deadline_for(scenario: Scenario) -> float:
     tenth of the host link rate, plus every iteration's gap, plus a QP's full retry budget)."""
     w, f = scenario.workload, scenario.fabric
     per_iter = 4 * w.size * 8 / (f.host_link.rate * 0.1) + w.compute_gap
-    rto = scenario.qp.base_rto * scenario.qp.retry_budget * 2 ** 6
+    rto = scenario.base_rto() * scenario.qp.retry_budget * 2 ** 6
     return 30.0 + (w.iterations + w.warmup) * per_iter + rto
 
 
