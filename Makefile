@@ -9,7 +9,7 @@ install:
 	./scripts/install.sh
 
 demo: install
-	$(BIN)/mrc-testbed run --verify-only
+	$(BIN)/mrc-testbed run
 
 test: install
 	$(PYTEST) tests

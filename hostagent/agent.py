@@ -19,6 +19,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 from . import driver
+from .collectives import DTYPE, Communicator
 from .config import AgentConfig
 from .evs import EVPolicy, EVSet
 from .mrc import MrcQP
@@ -81,18 +82,34 @@ def path_report(peers: dict[int, list]) -> dict:
     return out
 
 
+async def wait_for_start(cfg: AgentConfig, out: Path) -> None:
+    """Say we are ready (sockets bound), then wait for the runner's common start time: a peer
+    that sends before another agent listens would lose packets and condemn healthy EVs."""
+    (out / "ready").touch()
+    start_file = Path(cfg.start_file)
+    deadline = time.time() + cfg.timeout
+    while not start_file.exists():
+        if time.time() > deadline:
+            raise TimeoutError(f"no start time in {start_file} after {cfg.timeout:.0f} s")
+        await asyncio.sleep(0.01)
+    await asyncio.sleep(max(0.0, float(start_file.read_text()) - time.time()))
+
+
 async def run(cfg: AgentConfig, out: Path) -> dict:
     listen, peers = build_qps(cfg)
     drv = driver.Driver(cfg.rank, cfg.world, listen, peers)
     messages: list[MessageRecord] = []
     records = []
     status, error = "ok", None
+    w = cfg.workload
     try:
-        await asyncio.sleep(max(0.0, cfg.start_at - time.time()))
-        w = cfg.workload
+        # the buffer peers write into must exist before anyone may send: register, then ready
+        comm = Communicator(drv, w["size"] // DTYPE.itemsize)
+        await wait_for_start(cfg, out)
         records = await asyncio.wait_for(
             run_iterations(drv, w["collective"], w["size"], w["iterations"], w["warmup"],
-                           w["compute_gap"], cfg.seed, time.time, messages=messages),
+                           w["compute_gap"], cfg.seed, time.time, comm=comm,
+                           messages=messages),
             cfg.timeout)
         wrong = [r for r in records if not r.verified]
         if wrong:
@@ -100,8 +117,8 @@ async def run(cfg: AgentConfig, out: Path) -> dict:
                                       f"{wrong[0].error}"
     except driver.TransportFailed as exc:
         status, error = "failed", f"transport failed: {exc}"
-    except asyncio.TimeoutError:
-        status, error = "failed", f"no completion within {cfg.timeout:.0f} s"
+    except (asyncio.TimeoutError, TimeoutError) as exc:
+        status, error = "failed", str(exc) or f"no completion within {cfg.timeout:.0f} s"
     finally:
         drv.close()
     (out / "iterations.json").write_text(json.dumps([asdict(r) for r in records]))

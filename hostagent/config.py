@@ -31,9 +31,10 @@ class AgentConfig:
     mrc: dict  # EVPolicy fields
     workload: dict  # collective, size, iterations, warmup, compute_gap
     seed: int
-    start_at: float  # wall clock (time.time()): every agent starts its first iteration then
+    start_file: str  # the runner writes the common start time (time.time()) here once every
+    # agent is ready; namespaces share the clock, so all start together
     out_dir: str
-    timeout: float = 300.0  # seconds after start_at before the agent gives up
+    timeout: float = 300.0  # seconds for the whole workload before the agent gives up
 
     def dump(self, path: Path) -> None:
         path.write_text(json.dumps(asdict(self), indent=1))

@@ -98,14 +98,20 @@ def summarize(records: Iterable[IterationRecord], world: int) -> list[Row]:
 
 # (heading, unit, width): nccl-tests' columns without `root` and the in-place half
 _COLUMNS = (("size", "(B)", 12), ("count", "(elements)", 12), ("type", "", 8),
-            ("redop", "", 6), ("time", "(us)", 7), ("algbw", "(GB/s)", 6),
-            ("busbw", "(GB/s)", 6), ("#wrong", "", 6))
+            ("redop", "", 6), ("time", "(us)", 7), ("algbw", "(GB/s)", 8),
+            ("busbw", "(GB/s)", 8), ("#wrong", "", 6))
 
 
 def _time(us: float) -> str:
     """Fewer decimals for longer times, as nccl-tests does, to keep the column 7 wide."""
     decimals = 0 if us >= 10000 else 1 if us >= 100 else 2
     return f"{us:7.{decimals}f}"
+
+
+def _bw(gbytes_per_s: float) -> str:
+    """nccl-tests prints 2 decimals; emulated links run at Mbit/s, which 2 decimals of GB/s
+    would show as 0.00, so small values keep 4 significant digits."""
+    return f"{gbytes_per_s:.2f}" if gbytes_per_s >= 10 else f"{gbytes_per_s:.4g}"
 
 
 def _line(cells: Iterable[str], lead: str = "") -> str:
@@ -126,7 +132,7 @@ def format_table(rows: list[Row], *, transport: str, world: int) -> str:
              _line((c[0] for c in _COLUMNS), "#"),
              _line((c[1] for c in _COLUMNS), "#")]
     lines += [_line((str(r.size), str(r.count), r.type, r.redop, _time(r.time_us),
-                     f"{r.algbw:.2f}", f"{r.busbw:.2f}", str(r.wrong))) for r in rows]
+                     _bw(r.algbw), _bw(r.busbw), str(r.wrong))) for r in rows]
     wrong = sum(r.wrong for r in rows)
     lines += [f"# Wrong results        : {wrong} {'OK' if wrong == 0 else 'FAILED'}",
               f"# Avg bus bandwidth    : {fmean(r.busbw for r in rows):.4f}"]

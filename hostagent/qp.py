@@ -36,6 +36,10 @@ class QPConfig:
     target_delay: float = 0.002
 
 
+class AccessError(ValueError):
+    """A write outside the registered buffer."""
+
+
 @dataclass
 class WriteDone:
     msg_id: int
@@ -102,7 +106,9 @@ class QueuePair:
         self.failed: str | None = None
         self.counters = {"data_sent": 0, "retransmits": 0, "acks_sent": 0, "nacks_sent": 0,
                          "trims_received": 0, "corrupt": 0, "duplicates": 0, "out_of_order": 0,
-                         "dropped_out_of_order": 0, "timeouts": 0, "placed_bytes": 0}
+                         "dropped_out_of_order": 0, "timeouts": 0, "placed_bytes": 0,
+                         "access_errors": 0}
+        self.last_access_error: str | None = None
         # sender
         self._next_msg_packets: deque[_Packet] = deque()
         self._next_psn = 0
@@ -231,7 +237,12 @@ class QueuePair:
             self.counters["corrupt"] += 1
             return
         if h.type == wire.DATA:
-            self._receive_data(h, payload, now, ecn)
+            try:
+                self._receive_data(h, payload, now, ecn)
+            except AccessError as exc:
+                # RDMA's remote access error: the packet is refused, never half-placed
+                self.counters["access_errors"] += 1
+                self.last_access_error = str(exc)
         elif h.type == wire.ACK:
             self._receive_ack(h, now)
         elif h.type == wire.NACK:
@@ -242,8 +253,8 @@ class QueuePair:
     def _place(self, h: wire.Header, payload: memoryview) -> None:
         end = h.offset + h.length
         if end > len(self.buffer):
-            raise ValueError(f"QP {self.qpn}: write to [{h.offset}, {end}) outside the "
-                             f"{len(self.buffer)}-byte buffer")
+            raise AccessError(f"QP {self.qpn}: write to [{h.offset}, {end}) outside the "
+                              f"{len(self.buffer)}-byte buffer")
         self.buffer[h.offset:end] = payload
         self.counters["placed_bytes"] += h.length
         if h.flags & wire.IMM:

@@ -14,7 +14,9 @@ import pandas as pd
 from hostagent import nccl
 from hostagent.workload import IterationRecord
 
+from .scenario import Scenario
 from .traffic import AgentOutcome
+from .units import format_rate
 
 
 def _read(out: Path, host: str, name: str):
@@ -22,8 +24,17 @@ def _read(out: Path, host: str, name: str):
     return json.loads(path.read_text()) if path.exists() else []
 
 
-def collect(out: Path, results_dir: Path, outcomes: list[AgentOutcome], transport: str,
-            world: int) -> tuple[str, pd.DataFrame]:
+def ideal_busbw(scenario: Scenario, transport: str) -> tuple[float, int]:
+    """GB/s a rank can inject, and over how many planes: every plane for MRC (one QP sprays
+    them all), one plane per QP for RoCEv2 (a QP is bound to one NIC port)."""
+    planes = scenario.fabric.planes
+    if transport == "rocev2":
+        planes = min(planes, scenario.qp.qps_per_peer.get("rocev2", 1))
+    return planes * scenario.fabric.host_link.rate / 8e9, planes
+
+
+def collect(out: Path, results_dir: Path, outcomes: list[AgentOutcome], scenario: Scenario,
+            transport: str) -> tuple[str, pd.DataFrame]:
     """Write the tables; return the summary table text and the iterations frame."""
     iterations, messages, evs, transitions, qps = [], [], [], [], []
     for o in outcomes:
@@ -49,5 +60,12 @@ def collect(out: Path, results_dir: Path, outcomes: list[AgentOutcome], transpor
         frame.to_parquet(results_dir / f"{name}.parquet", index=False)
     records = [IterationRecord(**{k: r[k] for k in IterationRecord.__dataclass_fields__})
                for r in iterations]
-    table = nccl.format_table(nccl.summarize(records, world), transport=transport, world=world)
+    world = len(scenario.rank_hosts())
+    rows = nccl.summarize(records, world)
+    table = nccl.format_table(rows, transport=transport, world=world)
+    ideal, planes = ideal_busbw(scenario, transport)
+    measured = rows[0].busbw if rows else 0.0
+    table += (f"# Ideal bus bandwidth  : {ideal:.4g} GB/s ({planes} plane"
+              f"{'s' if planes > 1 else ''} x {format_rate(scenario.fabric.host_link.rate)}); "
+              f"measured {measured / ideal:.0%} of it\n")
     return table, frames["iterations"]

@@ -196,6 +196,15 @@ class FabricNetwork:
     def node(self, name: str) -> Host:
         return self.net[name]
 
+    def set_link(self, a: str, b: str, up: bool) -> None:
+        """Both ends of the link between nodes a and b administratively up or down (carrier
+        loss seen from either side)."""
+        for node, peer in ((a, b), (b, a)):
+            port = self.plan.port_to(node, peer)
+            handle = self.netlink(node)
+            handle.ipr.link("set", index=handle.ifindex(port.ifname),
+                            state="up" if up else "down")
+
     # ---- the end ----
     def close(self, on_step: Callable[[str], None] | None = None) -> int:
         """Tear down: close our sockets (they pin namespaces), kill every process in the

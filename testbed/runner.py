@@ -168,7 +168,7 @@ def _run_workload(network: FabricNetwork, results: RunResults, progress: Progres
                         f"{len(hosts)} ranks over {transport}: "
                         + ("every rank verified" if not failed else f"{len(failed)} ranks FAILED"))
     with progress.phase("collect") as info:
-        table, _ = collect(out, results.dir, outcomes, transport, len(hosts))
+        table, _ = collect(out, results.dir, outcomes, scenario, transport)
         (results.dir / "summary.txt").write_text(table + "\n")
         info["done"] = "iterations, messages, paths, ev_states, qps .parquet"
     progress.say(table)

@@ -22,10 +22,11 @@ from .network import FabricNetwork
 from .plan import FabricPlan
 from .scenario import Scenario
 
-START_MARGIN = 1.0  # seconds for every agent to start and build its sockets before start_at
+START_DELAY = 0.2  # seconds between the last agent being ready and the common start
+READY_TIMEOUT = 60.0  # seconds for every agent to start Python and bind its sockets
 
 
-def agent_configs(plan: FabricPlan, scenario: Scenario, transport: str, start_at: float,
+def agent_configs(plan: FabricPlan, scenario: Scenario, transport: str,
                   out: Path) -> dict[str, AgentConfig]:
     """Pure: every rank's config; EV i toward a peer is the same (plane, spine) both ways."""
     hosts = scenario.rank_hosts()
@@ -49,8 +50,8 @@ def agent_configs(plan: FabricPlan, scenario: Scenario, transport: str, start_at
         configs[host] = AgentConfig(
             rank, len(hosts), host, transport,
             [str(plan.plain_address(host, p)) for p in range(plan.planes)], peers,
-            q.qps_per_peer.get(transport, 1), qp, mrc, workload, scenario.seed, start_at,
-            str(out / host), timeout=deadline_for(scenario))
+            q.qps_per_peer.get(transport, 1), qp, mrc, workload, scenario.seed,
+            str(out / "start"), str(out / host), timeout=deadline_for(scenario))
     return configs
 
 
@@ -61,6 +62,23 @@ def deadline_for(scenario: Scenario) -> float:
     per_iter = 4 * w.size * 8 / (f.host_link.rate * 0.1) + w.compute_gap
     rto = scenario.base_rto() * scenario.qp.retry_budget * 2 ** 6
     return 30.0 + (w.iterations + w.warmup) * per_iter + rto
+
+
+def _start_together(out: Path, configs: dict[str, AgentConfig],
+                    procs: dict[str, subprocess.Popen]) -> None:
+    """Wait until every agent has bound its sockets, then publish one start time to all."""
+    deadline = time.time() + READY_TIMEOUT
+    while not all((Path(c.out_dir) / "ready").exists() for c in configs.values()):
+        interrupts.checkpoint()
+        dead = [h for h, p in procs.items() if p.poll() is not None]
+        if dead or time.time() > deadline:
+            why = (f"the agent of {dead[0]} exited before it was ready" if dead else
+                   f"agents not ready after {READY_TIMEOUT:.0f} s")
+            raise TestbedError(why, f"see {out}/<host>/agent.log")
+        time.sleep(0.01)
+    tmp = out / "start.tmp"
+    tmp.write_text(repr(time.time() + START_DELAY))
+    tmp.replace(out / "start")
 
 
 @dataclass
@@ -75,8 +93,7 @@ def run_agents(network: FabricNetwork, scenario: Scenario, transport: str,
                out: Path) -> list[AgentOutcome]:
     """Start every rank's agent, wait for all, return what each reported."""
     out.mkdir(parents=True, exist_ok=True)
-    start_at = time.time() + START_MARGIN + 0.01 * len(scenario.rank_hosts())
-    configs = agent_configs(network.plan, scenario, transport, start_at, out)
+    configs = agent_configs(network.plan, scenario, transport, out)
     procs: dict[str, subprocess.Popen] = {}
     try:
         for host, cfg in configs.items():
@@ -88,7 +105,8 @@ def run_agents(network: FabricNetwork, scenario: Scenario, transport: str,
                 [sys.executable, "-m", "hostagent.agent", str(cfg_path)],
                 stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
             log.close()
-        deadline = start_at + deadline_for(scenario) + 10
+        _start_together(out, configs, procs)
+        deadline = time.time() + deadline_for(scenario) + 10
         while any(p.poll() is None for p in procs.values()):
             interrupts.checkpoint()
             if time.time() > deadline:
