@@ -71,9 +71,9 @@ def ignored() -> Iterator[None]:
 
 
 def worker_init() -> None:
-    """For forked pool workers. Ctrl-C reaches the whole process group: the runner alone
-    handles it, then ends the pool with SIGTERM, which must kill a worker at once (the runner's
-    own handler, inherited by the fork, would only record it)."""
+    """For forked workers. Ctrl-C reaches the whole process group: the runner alone handles
+    it (and kills its workers); SIGTERM and SIGHUP must end a worker at once (the runner's
+    own handler, inherited by the fork, would only record them)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     signal.signal(signal.SIGHUP, signal.SIG_DFL)

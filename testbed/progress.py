@@ -37,11 +37,11 @@ class Progress:
 
         If the body raises, `current` keeps naming the phase, so the run can record where it
         stopped."""
-        interrupts.checkpoint()
-        self.current = name
+        self.current = name  # a signal pending from just before counts as stopping here
         info: dict = {}
         t0 = time.monotonic()
         try:
+            interrupts.checkpoint()
             yield info
         except BaseException as exc:
             self.durations[name] = time.monotonic() - t0

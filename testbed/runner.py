@@ -8,7 +8,10 @@ leave it half done. The results folder's meta.json records how the run ended and
 """
 from __future__ import annotations
 
+import contextlib
+import os
 import time
+from typing import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -103,6 +106,28 @@ def _run_once(scenario: Scenario, scenario_text: str, options: RunOptions, progr
                 results.finish(status, error, progress.durations)
     assert results is not None
     return results.dir
+
+
+@contextlib.contextmanager
+def fabric(scenario: Scenario, progress: Progress | None = None,
+           run_id: str | None = None) -> Iterator[FabricNetwork]:
+    """A built and verified fabric for scripts (benchmarks, tests), always torn down after.
+    Registered like a run, so `mrc-testbed clean` finds it should the script be killed."""
+    progress = progress or Progress(quiet=True)
+    plan = make_plan(scenario)
+    registry = RunRegistry(run_id or f"script-{os.getpid()}-{time.monotonic_ns()}",
+                           Path("."), scenario.name)
+    network = FabricNetwork(plan, registry, progress)
+    try:
+        network.add_nodes()
+        network.add_links()
+        network.configure()
+        report = verify(network, progress)
+        if not report.ok:
+            raise VerificationFailed(report.table())
+        yield network
+    finally:
+        network.close()
 
 
 def _teardown(network: FabricNetwork | None, registry: RunRegistry | None, plan,

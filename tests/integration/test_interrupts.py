@@ -52,6 +52,7 @@ def meta_of(results: Path) -> dict:
 PHASES = {
     "build": ("scenarios/ref-64.yaml", "  results ", 0.4, {"nodes", "links"}),
     "verify": ("scenarios/ref-64.yaml", "  routes ", 0.3, {"verify"}),
+    "verify-late": ("scenarios/ref-64.yaml", "  routes ", 1.2, {"verify", "hold"}),
     "hold": ("scenarios/quickstart.yaml", "holding the fabric", 0.0, {"hold"}),
 }
 

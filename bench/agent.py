@@ -1,0 +1,111 @@
+#!/usr/bin/env python3
+"""The host agent against iperf3 and against the ideal, side by side, in one run.
+
+1. One fabric path (1 plane, 1 spine, 2 hosts on different leaves, links far faster than any
+   sender here), both directions at once:
+   - iperf3 UDP `--bidir`, unlimited rate, datagrams the size of the agent's packets;
+   - the agent over MRC and over RoCEv2: a 2-rank all-to-all moving the same number of bytes
+     each way.
+   Prints goodput and packets/s per direction, and agent / iperf3.
+2. Ring all-reduce busbw against the ideal (planes used x host link rate) on quickstart's
+   fabric at a link rate the agents sustain (25 Mbit/s), for both transports.
+
+    sudo .venv/bin/python bench/agent.py
+"""
+from __future__ import annotations
+
+import json
+import re
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import pandas as pd
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from hostagent.wire import HEADER_SIZE  # noqa: E402
+from testbed import scenario as scenario_mod  # noqa: E402
+from testbed.collect import collect, ideal_busbw  # noqa: E402
+from testbed.runner import fabric  # noqa: E402
+from testbed.traffic import run_agents  # noqa: E402
+
+MSS = 1024
+PATH = f"""name: bench-path
+fabric: {{planes: 1, leaves_per_plane: 2, spines_per_plane: 1, hosts_per_leaf: 1,
+          host_link: {{rate: 10Gbit, buffer: 4MB}}, fabric_link: {{rate: 10Gbit, buffer: 4MB}}}}
+qp: {{mss: {MSS}, max_window: 1MiB, init_window: 256KiB}}
+workload: {{collective: all_to_all, size: 48MiB, iterations: 1, warmup: 0}}
+"""
+BUSBW = """name: bench-busbw
+fabric: {host_link: {rate: 25Mbit}, fabric_link: {rate: 25Mbit}}
+workload: {collective: all_reduce, size: 1MiB, iterations: 5, warmup: 1}
+"""
+
+
+def iperf3(network, seconds: float = 4.0) -> dict:
+    server_ip = str(network.plan.plain_address("h1", 0))
+    server = network.node("h1").popen(["iperf3", "-s", "-1", "-B", server_ip])
+    try:
+        time.sleep(0.5)
+        out = network.node("h0").cmd(f"iperf3 -J -u -b 0 --bidir -l {MSS + HEADER_SIZE} "
+                                     f"-t {seconds} -c {server_ip}")
+    finally:
+        server.wait(15)
+    end = json.loads(out)["end"]
+    directions = [end["sum_received"], end["sum_received_bidir_reverse"]]
+    return {"goodput_mbps": [d["bits_per_second"] / 1e6 * MSS / (MSS + HEADER_SIZE)
+                             for d in directions],
+            "pps": [d["packets"] / d["seconds"] for d in directions],
+            "lost_percent": [d["lost_percent"] for d in directions]}
+
+
+def agent(network, sc, transport: str) -> dict:
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp)
+        outcomes = run_agents(network, sc, transport, out / "agents")
+        bad = [o.result for o in outcomes if o.result.get("status") != "ok"]
+        if bad:
+            sys.exit(f"agent run over {transport} failed: {bad}")
+        collect(out / "agents", out, outcomes, sc, transport)
+        it = pd.read_parquet(out / "iterations.parquet")
+        qps = pd.read_parquet(out / "qps.parquet")
+    seconds = float(it["end"].max() - it["start"].min())
+    per_direction = sc.workload.size / 2  # a 2-rank all-to-all sends half of it each way
+    return {"goodput_mbps": per_direction * 8 / seconds / 1e6,
+            "pps": float(qps["data_sent"].sum()) / 2 / seconds,
+            "retransmits": int(qps["retransmits"].sum()), "seconds": seconds}
+
+
+def main() -> None:
+    print("1. one fabric path, both directions at once, "
+          f"{MSS} B payload + {HEADER_SIZE} B transport header per packet")
+    sc = scenario_mod.parse(PATH, "bench")
+    with fabric(sc) as network:
+        ref = iperf3(network)
+        results = {t: agent(network, sc, t) for t in ("mrc", "rocev2")}
+    print(f"   {'sender':<22}{'goodput/dir':>14}{'packets/s/dir':>15}{'vs iperf3':>11}")
+    print(f"   {'iperf3 UDP --bidir':<22}{min(ref['goodput_mbps']):>9.1f} Mb/s"
+          f"{min(ref['pps']):>15,.0f}{'1.00x':>11}   (loss "
+          f"{max(ref['lost_percent']):.1f}%)")
+    for t, r in results.items():
+        print(f"   {'agent ' + t:<22}{r['goodput_mbps']:>9.1f} Mb/s{r['pps']:>15,.0f}"
+              f"{r['pps'] / min(ref['pps']):>10.2f}x   ({r['retransmits']} retransmissions)")
+
+    print("\n2. ring all-reduce busbw against the ideal (quickstart fabric at 25 Mbit/s)")
+    sc = scenario_mod.parse(BUSBW, "bench")
+    for t in ("mrc", "rocev2"):
+        with fabric(sc) as network, tempfile.TemporaryDirectory() as tmp:
+            out = Path(tmp)
+            outcomes = run_agents(network, sc, t, out / "agents")
+            table, _ = collect(out / "agents", out, outcomes, sc, t)
+        measured = float(re.search(r"sum\s+\d+\s+\S+\s+(\S+)", table).group(1))
+        ideal, planes = ideal_busbw(sc, t)
+        print(f"   {t:<8} busbw {measured * 8e3:7.2f} Mb/s   ideal {ideal * 8e3:6.1f} Mb/s "
+              f"({planes} plane{'s' if planes > 1 else ''})   {measured / ideal:.0%} of ideal")
+
+
+if __name__ == "__main__":
+    main()
