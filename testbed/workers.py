@@ -17,7 +17,8 @@ import os
 import pickle
 import select
 import signal
-from typing import Callable, Iterable, Iterator, TypeVar
+from typing import TypeVar
+from collections.abc import Callable, Iterable, Iterator
 
 from . import interrupts
 from .progress import Progress
