@@ -26,7 +26,7 @@ from dataclasses import dataclass
 
 VERSION = 1
 HEADER = struct.Struct("!BBHHHIIQIIII")  # ver type flags ev length qp psn offset imm aux ts crc
-HEADER_SIZE = HEADER.size  # 44 bytes
+HEADER_SIZE = HEADER.size  # 40 bytes
 NO_PSN = 0xFFFFFFFF
 
 DATA, ACK, NACK, PROBE, PROBE_REPLY = 1, 2, 3, 4, 5

@@ -8,9 +8,9 @@ router shifting its own uSID out. Hosts on the same leaf have one path per plane
 from __future__ import annotations
 
 import random
+from collections.abc import Iterator
 from dataclasses import dataclass
 from ipaddress import IPv6Address
-from collections.abc import Iterator
 
 from .plan import FabricPlan, usid_address
 

@@ -15,11 +15,11 @@ Addressing (hex digits, so a packet capture reads back to fabric coordinates):
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from functools import cached_property, lru_cache, cache
+from functools import cache, cached_property, lru_cache
 from ipaddress import IPv6Address, IPv6Interface, IPv6Network
 from typing import Literal
-from collections.abc import Sequence
 
 from .scenario import Scenario
 

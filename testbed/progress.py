@@ -9,8 +9,8 @@ from __future__ import annotations
 import contextlib
 import sys
 import time
-from typing import TypeVar
 from collections.abc import Iterable, Iterator
+from typing import TypeVar
 
 from tqdm import tqdm
 

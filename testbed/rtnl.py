@@ -11,8 +11,7 @@ import socket
 from ipaddress import IPv6Address, IPv6Interface, IPv6Network
 
 from pyroute2 import IPRoute
-from pyroute2.netlink import (NETLINK_ROUTE, NLM_F_ACK, NLM_F_CREATE, NLM_F_EXCL,
-                              NLM_F_REQUEST)
+from pyroute2.netlink import NETLINK_ROUTE, NLM_F_ACK, NLM_F_CREATE, NLM_F_EXCL, NLM_F_REQUEST
 from pyroute2.netlink.rtnl import RTM_NEWADDR, RTM_NEWLINK, RTM_NEWNEIGH, RTM_NEWROUTE
 from pyroute2.netlink.rtnl.ifaddrmsg import ifaddrmsg
 from pyroute2.netlink.rtnl.ifinfmsg import IFF_UP, ifinfmsg

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from . import cleanup, features, interrupts, state
+from .collect import collect
 from .errors import EnvironmentProblem, TestbedError, VerificationFailed
 from .network import FabricNetwork
 from .plan import make_plan
@@ -24,7 +25,6 @@ from .results import RunResults
 from .scenario import Scenario, describe
 from .state import RunRegistry
 from .traffic import run_agents
-from .collect import collect
 from .units import format_size
 from .verify import verify
 

@@ -13,6 +13,8 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from hostagent.wire import HEADER_SIZE
+
 from . import limits
 from .errors import ScenarioError
 from .units import Rate, Size, format_rate, format_size
@@ -245,10 +247,11 @@ class Scenario(StrictModel):
                 raise ValueError("workload.ranks: at least 2 distinct hosts")
         if len(set(self.transport)) != len(self.transport):
             raise ValueError(f"transport: {self.transport} names a transport twice")
-        if self.qp.mss + 44 + 48 > self.fabric.mtu:
-            raise ValueError(f"qp.mss {self.qp.mss} + 92 bytes of headers (IPv6, UDP, ours) "
-                             f"exceed fabric.mtu {self.fabric.mtu}; lower qp.mss to "
-                             f"{self.fabric.mtu - 92} or raise the MTU")
+        overhead = 40 + 8 + HEADER_SIZE  # IPv6, UDP, the transport's header
+        if self.qp.mss + overhead > self.fabric.mtu:
+            raise ValueError(f"qp.mss {self.qp.mss} + {overhead} bytes of headers (IPv6, UDP, "
+                             f"transport) exceed fabric.mtu {self.fabric.mtu}; lower qp.mss "
+                             f"to {self.fabric.mtu - overhead} or raise the MTU")
         return self
 
     def drain_time(self) -> float:

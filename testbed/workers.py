@@ -17,8 +17,8 @@ import os
 import pickle
 import select
 import signal
-from typing import TypeVar
 from collections.abc import Callable, Iterable, Iterator
+from typing import TypeVar
 
 from . import interrupts
 from .progress import Progress
