@@ -110,8 +110,9 @@ def _time(us: float) -> str:
 
 def _bw(gbytes_per_s: float) -> str:
     """nccl-tests prints 2 decimals; emulated links run at Mbit/s, which 2 decimals of GB/s
-    would show as 0.00, so small values keep 4 significant digits."""
-    return f"{gbytes_per_s:.2f}" if gbytes_per_s >= 10 else f"{gbytes_per_s:.4g}"
+    would show as 0.00, so smaller values get more decimals (never an exponent)."""
+    decimals = 2 if gbytes_per_s >= 10 else 4 if gbytes_per_s >= 0.01 else 6
+    return f"{gbytes_per_s:.{decimals}f}"
 
 
 def _line(cells: Iterable[str], lead: str = "") -> str:

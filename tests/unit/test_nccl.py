@@ -76,9 +76,9 @@ TABLE = """\
 #
 #       size         count      type   redop     time     algbw     busbw  #wrong
 #        (B)    (elements)                       (us)    (GB/s)    (GB/s)
-        1024           256     float     sum    12.35   0.08295    0.1452       0
-     1048576        262144     float     sum   1234.5    0.8494     1.486       0
-  1073741824     268435456     float     sum   123457     8.697     15.22       2
+        1024           256     float     sum    12.35    0.0829    0.1452       0
+     1048576        262144     float     sum   1234.5    0.8494    1.4865       0
+  1073741824     268435456     float     sum   123457    8.6970     15.22       2
 # Wrong results        : 2 FAILED
 # Avg bus bandwidth    : 5.6172
 """
@@ -95,7 +95,7 @@ def test_format_table_from_records():
     text = format_table(summarize(RECORDS, world=2), transport="rocev2", world=2)
     assert text.splitlines()[0] == "# all_reduce over rocev2, 2 ranks"
     assert text.splitlines()[4] == (
-        "     1000000        250000     float     sum   5000.0       0.2       0.2       1")
+        "     1000000        250000     float     sum   5000.0    0.2000    0.2000       1")
     assert "# Wrong results        : 1 FAILED" in text
 
 
