@@ -127,6 +127,7 @@ class _Call:
         self.data = self.region[self.data_at:self.slots_at]
         self._tag = (comm._calls % 2**_STEP_BITS) << _STEP_BITS
         self._comm = comm
+        self._writes: list[asyncio.Task] = []
 
     def block(self, index: int) -> slice:
         return slice(self.bounds[index], self.bounds[index + 1])
@@ -143,10 +144,18 @@ class _Call:
         self._comm._messages.append(stats)
 
     async def ring_step(self, step: int, source: np.ndarray, remote_element: int) -> None:
-        """Write to the right neighbour and wait for the left one's write of the same step,
-        concurrently, as both directions of a ring step overlap on a real NIC."""
-        await asyncio.gather(self.write(self.right, source, remote_element, step),
-                             self.endpoint.wait_imm(self.left, self.imm(step)))
+        """Start the write to the right neighbour and wait for the left one's write of the same
+        step. The next step does not wait for this write's acknowledgement (a round trip of
+        idle link per step otherwise): its source block is never modified again within the
+        call, and `drain` collects every write before the call returns."""
+        self._writes.append(asyncio.ensure_future(
+            self.write(self.right, source, remote_element, step)))
+        await self.endpoint.wait_imm(self.left, self.imm(step))
+
+    async def drain(self) -> None:
+        """Until every write of this call is acknowledged (a failure raises here)."""
+        writes, self._writes = self._writes, []
+        await asyncio.gather(*writes)
 
 
 async def _ring_reduce_scatter(call: _Call) -> None:
@@ -175,18 +184,21 @@ async def _all_reduce(call: _Call, send: np.ndarray) -> np.ndarray:
     call.data[:call.count] = send
     await _ring_reduce_scatter(call)
     await _ring_all_gather(call, first_step=call.world - 1)
+    await call.drain()
     return call.data[:call.count].copy()
 
 
 async def _reduce_scatter(call: _Call, send: np.ndarray) -> np.ndarray:
     call.data[:call.count] = send
     await _ring_reduce_scatter(call)
+    await call.drain()
     return call.data[call.block(call.rank)].copy()
 
 
 async def _all_gather(call: _Call, send: np.ndarray) -> np.ndarray:
     call.data[call.block(call.rank)] = send
     await _ring_all_gather(call, first_step=0)
+    await call.drain()
     return call.data[:call.count].copy()
 
 
