@@ -46,7 +46,7 @@ def build_qps(cfg: AgentConfig) -> tuple[socket.socket, dict[int, list]]:
             seed = cfg.seed * 1_000_003 + cfg.rank * 1009 + peer.rank * 17 + k
             if cfg.transport == "mrc":
                 evset = EVSet.build([(i, plane) for i, plane, _ in peer.evs], policy,
-                                    random.Random(seed))
+                                    random.Random(seed), denied=frozenset(peer.denied))
                 qp: QueuePair = MrcQP(ours, theirs, empty, qp_cfg, evset, seed)
                 route = driver.Route(mrc_sock, {i: (addr, driver.PORT)
                                                 for i, _, addr in peer.evs})

@@ -16,6 +16,7 @@ class PeerConfig:
     host: str
     evs: list[tuple[int, int, str]]  # (EV index, plane, uSID destination address)
     plain: list[str]  # the peer's plain address in each plane (RoCEv2)
+    denied: list[int]  # EV indexes MRC must never use toward this peer
 
 
 @dataclass

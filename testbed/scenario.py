@@ -205,6 +205,13 @@ class QPSettings(StrictModel):
         return self
 
 
+class DeniedPath(StrictModel):
+    """A plane's spine (or, without `spine`, every path of a plane) that EVs must avoid."""
+
+    plane: int = Field(ge=0, le=limits.MAX_PLANES - 1)
+    spine: int | None = Field(None, ge=0, le=limits.MAX_SPINES_PER_PLANE - 1)
+
+
 class MrcSettings(StrictModel):
     """MRC's own knobs: how many EVs a QP sprays on, and how it treats bad and busy ones."""
 
@@ -215,6 +222,9 @@ class MrcSettings(StrictModel):
     probe_interval: float = Field(0.005, gt=0, le=10, description="s between probes of a bad EV")
     congestion_holdoff: float = Field(0.001, ge=0, le=10,
                                       description="s an ECN-marked or trimmed EV is skipped")
+    denied: list[DeniedPath] = Field(
+        default_factory=list, description="paths MRC must never use (as a controller would "
+                                          "deny them), for every pair of hosts")
 
 
 class Scenario(StrictModel):
@@ -245,6 +255,17 @@ class Scenario(StrictModel):
                                  f"{self.naming.host_name(self.fabric.host_count - 1)})")
             if len(set(ranks)) != len(ranks) or len(ranks) < 2:
                 raise ValueError("workload.ranks: at least 2 distinct hosts")
+        for k, d in enumerate(self.mrc.denied):
+            if d.plane >= self.fabric.planes or (d.spine is not None
+                                                 and d.spine >= self.fabric.spines_per_plane):
+                raise ValueError(f"mrc.denied.{k}: plane {d.plane} spine {d.spine} is not in "
+                                 f"this fabric ({self.fabric.planes} planes of "
+                                 f"{self.fabric.spines_per_plane} spines)")
+        open_paths = {(p, sp) for p in range(self.fabric.planes)
+                      for sp in range(self.fabric.spines_per_plane)
+                      if not any(d.plane == p and d.spine in (None, sp) for d in self.mrc.denied)}
+        if not open_paths:
+            raise ValueError("mrc.denied: every path is denied; MRC would have nothing to use")
         if len(set(self.transport)) != len(self.transport):
             raise ValueError(f"transport: {self.transport} names a transport twice")
         overhead = 40 + 8 + HEADER_SIZE  # IPv6, UDP, the transport's header

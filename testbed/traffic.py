@@ -42,17 +42,26 @@ def agent_configs(plan: FabricPlan, scenario: Scenario, transport: str,
                 "warmup": w.warmup, "compute_gap": w.compute_gap}
     configs = {}
     for rank, host in enumerate(hosts):
-        peers = [PeerConfig(r, peer,
-                            [(i, e.plane, str(e.address))
-                             for i, e in enumerate(paths.evs(plan, host, peer))],
-                            [str(plan.plain_address(peer, p)) for p in range(plan.planes)])
-                 for r, peer in enumerate(hosts) if peer != host]
+        peers = []
+        for r, peer in enumerate(hosts):
+            if peer == host:
+                continue
+            evs = paths.evs(plan, host, peer)
+            peers.append(PeerConfig(
+                r, peer, [(i, e.plane, str(e.address)) for i, e in enumerate(evs)],
+                [str(plan.plain_address(peer, p)) for p in range(plan.planes)],
+                [i for i, e in enumerate(evs) if _denied(e, m.denied)]))
         configs[host] = AgentConfig(
             rank, len(hosts), host, transport,
             [str(plan.plain_address(host, p)) for p in range(plan.planes)], peers,
             q.qps_per_peer.get(transport, 1), qp, mrc, workload, scenario.seed,
             str(out / "start"), str(out / host), timeout=deadline_for(scenario))
     return configs
+
+
+def _denied(ev: paths.EV, denied) -> bool:
+    """A same-leaf EV crosses no spine: only a whole-plane denial removes it."""
+    return any(d.plane == ev.plane and (d.spine is None or d.spine == ev.spine) for d in denied)
 
 
 def deadline_for(scenario: Scenario) -> float:

@@ -67,3 +67,20 @@ def test_mrc_completes_with_a_spine_link_down(tmp_path: Path):
         assert all(ev == 0 and (r, p) in crossing for r, p, ev in bad), bad
     finally:
         network.close()
+
+
+def test_denied_paths_are_never_used(tmp_path: Path, results_dir: Path):
+    file = tmp_path / "denied.yaml"
+    file.write_text(SMALL.format(name="denied", kind="all_reduce")
+                    + "transport: [mrc]\nmrc: {denied: [{plane: 0, spine: 1}]}\n")
+    res = run_cli("run", str(file), results=results_dir, timeout=300)
+    assert res.returncode == 0, res.stderr
+    (run,) = results_dir.iterdir()
+    msgs = pd.read_parquet(run / "messages.parquet")
+    cross = msgs[(msgs["rank"] < 2) != (msgs["peer"] < 2)]
+    used = set().union(*cross.evs_used.apply(set))
+    assert used == {0, 2, 3}, "EV 1 is plane 0, spine 1: denied"
+    paths = pd.read_parquet(run / "paths.parquet")
+    crossing = paths[(paths["rank"] < 2) != (paths["peer"] < 2)]
+    assert (crossing[crossing.ev == 1].state == "DENIED").all()
+    assert (crossing[crossing.ev == 1].sent == 0).all()

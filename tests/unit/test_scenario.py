@@ -296,3 +296,23 @@ def test_one_leaf_fabric_is_rejected():
     """One leaf: every pair meets at the leaf and the spines would carry nothing."""
     msg = error_of("fabric: {leaves_per_plane: 1, hosts_per_leaf: 4}")
     assert "leaves_per_plane: 1 leaves every spine unused" in msg
+
+
+def test_denied_path_must_exist():
+    msg = error_of("mrc: {denied: [{plane: 0, spine: 5}]}")
+    assert "mrc.denied.0: plane 0 spine 5 is not in this fabric (2 planes of 2 spines)" in msg
+
+
+def test_denied_paths_become_denied_evs_per_pair(tmp_path):
+    from testbed.plan import make_plan
+    from testbed.traffic import agent_configs
+    sc = parse("name: d\nmrc: {denied: [{plane: 0, spine: 1}, {plane: 1}]}")
+    configs = agent_configs(make_plan(sc), sc, "mrc", tmp_path)
+    h0 = {p.host: p.denied for p in configs["h0"].peers}
+    # h0->h3 crosses leaves: EVs (p0,s0) (p0,s1) (p1,s0) (p1,s1) = 0..3; h0->h1 same leaf: 0, 1
+    assert h0 == {"h1": [1], "h2": [1, 2, 3], "h3": [1, 2, 3]}
+
+
+def test_denying_every_path_is_an_error():
+    msg = error_of("mrc: {denied: [{plane: 0}, {plane: 1, spine: 0}, {plane: 1, spine: 1}]}")
+    assert "mrc.denied: every path is denied" in msg
