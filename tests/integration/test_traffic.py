@@ -84,3 +84,20 @@ def test_denied_paths_are_never_used(tmp_path: Path, results_dir: Path):
     crossing = paths[(paths["rank"] < 2) != (paths["peer"] < 2)]
     assert (crossing[crossing.ev == 1].state == "DENIED").all()
     assert (crossing[crossing.ev == 1].sent == 0).all()
+
+
+def test_rocev2_with_several_qps_per_peer(tmp_path: Path, results_dir: Path):
+    """The MRC paper's 1/8/16-QP RoCEv2 comparison: 4 QPs per peer, spread over both planes,
+    each with its own entropy; every write split across them, still verified."""
+    file = tmp_path / "roce4.yaml"
+    file.write_text(SMALL.format(name="roce4", kind="all_reduce")
+                    + "transport: [rocev2]\nqp: {qps_per_peer: {rocev2: 4}}\n")
+    res = run_cli("run", str(file), results=results_dir, timeout=300)
+    assert res.returncode == 0, res.stderr
+    (run,) = results_dir.iterdir()
+    qps = pd.read_parquet(run / "qps.parquet")
+    assert qps.groupby(["rank", "peer"]).size().eq(4).all()
+    busy = qps[qps.data_sent > 0]
+    assert busy.groupby(["rank", "peer"]).size().eq(4).all(), "every QP carried a part"
+    assert "(2 planes x 25 Mbit/s)" in (run / "summary.txt").read_text()
+    assert pd.read_parquet(run / "iterations.parquet").verified.all()
