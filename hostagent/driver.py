@@ -8,8 +8,9 @@ deadline is one timer. Every QP is sans-IO; this module only moves bytes and tim
   plain address of its plane, and sends to the peer's plain address: the fabric's hash picks
   the path and keeps it;
 - all data and control arrive on one socket bound to UDP port 4791 (RoCEv2's), demultiplexed
-  by the QP number in the header. Outgoing packets are ECN-capable (ECT(0)); a CE mark on
-  arrival is read from the traffic class and handed to the QP.
+  by the QP number in the header. Data packets are ECN-capable (ECT(0)); a CE mark on
+  arrival is read from the traffic class and handed to the QP. Control packets (ACK, NACK,
+  probes) carry DSCP CS6, which every fabric port serves first.
 A write to a peer with several QPs (the RoCEv2 "1, 8 or 16 QPs" comparison) is split into one
 part per QP, each carrying the immediate: the receiver completes `wait_imm` when every part has
 arrived, so WRITE_WITH_IMM keeps its meaning across QPs.
@@ -31,6 +32,7 @@ PORT = 4791
 QPS_PER_PEER_MAX = 64
 ECT0 = 0x02
 _TCLASS = struct.Struct("i")
+_CONTROL_CMSG = [(socket.IPPROTO_IPV6, socket.IPV6_TCLASS, _TCLASS.pack(wire.CONTROL_TCLASS))]
 
 
 class TransportFailed(RuntimeError):
@@ -174,7 +176,10 @@ class Driver:
         _, _, route = self._by_qpn[qp.qpn]
         for ev, datagram in qp.poll_transmit(self.loop.time()):
             try:
-                route.sock.sendto(datagram, route.destinations[ev])
+                if datagram[1] == wire.DATA:
+                    route.sock.sendto(datagram, route.destinations[ev])
+                else:  # control overtakes data at every fabric port
+                    route.sock.sendmsg([datagram], _CONTROL_CMSG, 0, route.destinations[ev])
             except (BlockingIOError, OSError):
                 pass  # a full socket or an unreachable path is a lost packet: the QP recovers
         self._deliver(qp)

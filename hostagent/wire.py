@@ -32,6 +32,12 @@ NO_PSN = 0xFFFFFFFF
 DATA, ACK, NACK, PROBE, PROBE_REPLY = 1, 2, 3, 4, 5
 TYPE_NAMES = {DATA: "DATA", ACK: "ACK", NACK: "NACK", PROBE: "PROBE", PROBE_REPLY: "PROBE_REPLY"}
 
+# Control packets (ACK, NACK, probes) carry DSCP CS6 in the IPv6 traffic class; every fabric
+# port serves that class first (testbed/shaping.py), as NDP and UET switches let headers and
+# acknowledgements overtake data.
+CONTROL_DSCP = 48
+CONTROL_TCLASS = CONTROL_DSCP << 2
+
 # flags
 IMM = 0x01  # DATA: last packet of a WRITE_WITH_IMM, `imm` is valid
 TRIMMED = 0x02  # DATA: payload cut by a switch; NACK: the reason
