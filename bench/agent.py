@@ -8,8 +8,8 @@
    - the agent over MRC and over RoCEv2: a 2-rank all-to-all, both directions at once, every
      byte placed and verified.
    Prints goodput and received packets/s, and agent / iperf3 (total packets/s moved).
-2. Ring all-reduce busbw against the ideal (planes used x host link rate) on quickstart's
-   fabric at a link rate the agents sustain (25 Mbit/s), for both transports.
+2. Ring all-reduce busbw against the ideal (planes used x host link rate) on quickstart (links
+   at 25 Mbit/s, a rate the agents sustain; 4096 B packets), for both transports.
 
     sudo .venv/bin/python bench/agent.py
 """
@@ -40,10 +40,7 @@ fabric: {{planes: 1, leaves_per_plane: 2, spines_per_plane: 1, hosts_per_leaf: 1
 qp: {{mss: {MSS}, max_window: 1MiB, init_window: 256KiB}}
 workload: {{collective: all_to_all, size: 48MiB, iterations: 1, warmup: 0}}
 """
-BUSBW = """name: bench-busbw
-fabric: {host_link: {rate: 25Mbit}, fabric_link: {rate: 25Mbit}}
-workload: {collective: all_reduce, size: 1MiB, iterations: 5, warmup: 1}
-"""
+BUSBW = ROOT / "scenarios" / "quickstart.yaml"
 
 
 def iperf3(network, bidir: bool, seconds: float = 4.0) -> dict:
@@ -99,8 +96,8 @@ def main() -> None:
               f"{r['pps']:>12,.0f}{r['pps'] / base:>10.2f}x   ({r['retransmits']} "
               f"retransmissions, every byte verified)")
 
-    print("\n2. ring all-reduce busbw against the ideal (quickstart fabric at 25 Mbit/s)")
-    sc = scenario_mod.parse(BUSBW, "bench")
+    print("\n2. ring all-reduce busbw against the ideal (scenarios/quickstart.yaml)")
+    sc = scenario_mod.load(BUSBW)[0]
     for t in ("mrc", "rocev2"):
         with fabric(sc) as network, tempfile.TemporaryDirectory() as tmp:
             out = Path(tmp)
