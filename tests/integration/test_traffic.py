@@ -20,7 +20,7 @@ workload: {{collective: {kind}, size: 256KiB, iterations: 2, warmup: 1}}
 """
 
 
-@pytest.mark.parametrize("kind", ["all_reduce", "all_to_all"])
+@pytest.mark.parametrize("kind", ["all_reduce", "all_gather", "reduce_scatter", "all_to_all"])
 def test_collective_verified_on_both_transports(kind: str, tmp_path: Path, results_dir: Path):
     file = tmp_path / f"{kind}.yaml"
     file.write_text(SMALL.format(name=kind.replace("_", "-"), kind=kind))
