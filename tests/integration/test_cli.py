@@ -11,7 +11,8 @@ import pytest
 from .helpers import ROOT, run_cli
 
 BAD_FILES = {
-    "typo.yaml": ("name: typo\nfabric: {plnaes: 2}\n", "fabric.plnaes: unknown key; did you mean 'planes'?"),
+    "typo.yaml": ("name: typo\nfabric: {plnaes: 2}\n",
+                  "fabric.plnaes: unknown key; did you mean 'planes'?"),
     "shell.yaml": ('name: "x; rm -rf /"\n', "name: 'x; rm -rf /' is not allowed"),
     "impossible.yaml": ("name: imp\nfabric: {hosts: 9}\n", "set leaves_per_plane: 5"),
     "huge.yaml": ("name: huge\nfabric: {planes: 16, leaves_per_plane: 64, spines_per_plane: 64}\n",
@@ -69,7 +70,7 @@ def test_list_shows_how_runs_ended(results_dir: Path):
     assert run_cli("run", "--verify-only", results=results_dir).returncode == 0
     res = run_cli("list", results=results_dir)
     assert res.returncode == 0
-    (line,) = [l for l in res.stdout.splitlines() if "quickstart" in l]
+    (line,) = [row for row in res.stdout.splitlines() if "quickstart" in row]
     assert "complete" in line
 
 
