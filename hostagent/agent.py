@@ -97,7 +97,7 @@ async def wait_for_start(cfg: AgentConfig, out: Path) -> None:
 
 async def run(cfg: AgentConfig, out: Path) -> dict:
     listen, peers = build_qps(cfg)
-    drv = driver.Driver(cfg.rank, cfg.world, listen, peers)
+    drv = driver.Driver(cfg.rank, cfg.world, listen, peers, gso=cfg.gso)
     messages: list[MessageRecord] = []
     records = []
     status, error = "ok", None

@@ -36,6 +36,7 @@ class AgentConfig:
     # agent is ready; namespaces share the clock, so all start together
     out_dir: str
     timeout: float = 300.0  # seconds for the whole workload before the agent gives up
+    gso: bool = False  # send runs of data packets to one destination with UDP GSO
 
     def dump(self, path: Path) -> None:
         path.write_text(json.dumps(asdict(self), indent=1))

@@ -11,6 +11,10 @@ deadline is one timer. Every QP is sans-IO; this module only moves bytes and tim
   by the QP number in the header. Data packets are ECN-capable (ECT(0)); a CE mark on
   arrival is read from the traffic class and handed to the QP. Control packets (ACK, NACK,
   probes) carry DSCP CS6, which every fabric port serves first.
+With `gso`, consecutive data packets a QP sends to the same destination (RoCEv2's whole window;
+MRC only when its spraying picks the same EV twice in a row) leave in one `sendmsg` with
+UDP_SEGMENT: the kernel splits them into the same datagrams before they reach the fabric
+(ports have gso_max_segs 1), so only the system call count changes.
 A write to a peer with several QPs (the RoCEv2 "1, 8 or 16 QPs" comparison) is split into one
 part per QP, each carrying the immediate: the receiver completes `wait_imm` when every part has
 arrived, so WRITE_WITH_IMM keeps its meaning across QPs.
@@ -32,6 +36,8 @@ PORT = 4791
 QPS_PER_PEER_MAX = 64
 ECT0 = 0x02
 _TCLASS = struct.Struct("i")
+_SOL_UDP, _UDP_SEGMENT = 17, 103  # UDP GSO (linux/udp.h)
+_GSO_MAX_SEGMENTS, _GSO_MAX_BYTES = 64, 65000
 _CONTROL_CMSG = [(socket.IPPROTO_IPV6, socket.IPV6_TCLASS, _TCLASS.pack(wire.CONTROL_TCLASS))]
 
 
@@ -78,8 +84,9 @@ class Driver:
     """The `Endpoint` of one rank over real sockets."""
 
     def __init__(self, rank: int, world: int, listen: socket.socket,
-                 qps: dict[int, list[tuple[QueuePair, Route]]]) -> None:
+                 qps: dict[int, list[tuple[QueuePair, Route]]], gso: bool = False) -> None:
         self.rank, self.world = rank, world
+        self.gso = gso  # consecutive data packets to one destination in one system call
         self.loop = asyncio.get_running_loop()
         self._listen = listen
         self._peers = qps  # peer rank -> its QPs and routes
@@ -174,14 +181,29 @@ class Driver:
     def _kick(self, qp: QueuePair) -> None:
         """Send what the QP has to send, deliver its events, re-arm its timer."""
         _, _, route = self._by_qpn[qp.qpn]
-        for ev, datagram in qp.poll_transmit(self.loop.time()):
+        out = qp.poll_transmit(self.loop.time())
+        i = 0
+        while i < len(out):
+            ev, datagram = out[i]
+            j = i + 1
+            if self.gso and datagram[1] == wire.DATA:
+                size = len(datagram)
+                while (j < len(out) and j - i < _GSO_MAX_SEGMENTS and out[j][0] == ev
+                       and out[j][1][1] == wire.DATA and len(out[j - 1][1]) == size
+                       and (j - i + 1) * size <= _GSO_MAX_BYTES):
+                    j += 1
             try:
-                if datagram[1] == wire.DATA:
+                if j - i > 1:  # one system call; the kernel cuts it into these datagrams
+                    route.sock.sendmsg([b"".join(d for _, d in out[i:j])],
+                                       [(_SOL_UDP, _UDP_SEGMENT, struct.pack("H", size))], 0,
+                                       route.destinations[ev])
+                elif datagram[1] == wire.DATA:
                     route.sock.sendto(datagram, route.destinations[ev])
                 else:  # control overtakes data at every fabric port
                     route.sock.sendmsg([datagram], _CONTROL_CMSG, 0, route.destinations[ev])
             except (BlockingIOError, OSError):
                 pass  # a full socket or an unreachable path is a lost packet: the QP recovers
+            i = j
         self._deliver(qp)
         deadline = qp.next_deadline()
         handle = self._timers.pop(qp.qpn, None)

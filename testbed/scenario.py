@@ -189,6 +189,8 @@ class QPSettings(StrictModel):
     retry_budget: int = Field(14, ge=1, le=64, description="attempts of a packet before the "
                                                             "QP fails")
     ack_every: int = Field(4, ge=1, le=64)
+    gso: bool = Field(False, description="agents send runs of data packets to one destination "
+                                         "with UDP GSO (fewer system calls, same packets)")
     qps_per_peer: dict[Transport, int] = Field(
         default_factory=lambda: {"mrc": 1, "rocev2": 1},
         description="QPs between two ranks (the MRC paper compares RoCEv2 with 1, 8, 16)")

@@ -55,7 +55,7 @@ def agent_configs(plan: FabricPlan, scenario: Scenario, transport: str,
             rank, len(hosts), host, transport,
             [str(plan.plain_address(host, p)) for p in range(plan.planes)], peers,
             q.qps_per_peer.get(transport, 1), qp, mrc, workload, scenario.seed,
-            str(out / "start"), str(out / host), timeout=deadline_for(scenario))
+            str(out / "start"), str(out / host), timeout=deadline_for(scenario), gso=q.gso)
     return configs
 
 

@@ -101,3 +101,12 @@ def test_rocev2_with_several_qps_per_peer(tmp_path: Path, results_dir: Path):
     assert busy.groupby(["rank", "peer"]).size().eq(4).all(), "every QP carried a part"
     assert "(2 planes x 25 Mbit/s)" in (run / "summary.txt").read_text()
     assert pd.read_parquet(run / "iterations.parquet").verified.all()
+
+
+def test_gso_batching_sends_the_same_verified_bytes(tmp_path: Path, results_dir: Path):
+    file = tmp_path / "gso.yaml"
+    file.write_text(SMALL.format(name="gso", kind="all_reduce") + "qp: {gso: true}\n")
+    res = run_cli("run", str(file), results=results_dir, timeout=300)
+    assert res.returncode == 0, res.stderr
+    for run in sorted(results_dir.iterdir()):
+        assert pd.read_parquet(run / "iterations.parquet").verified.all()
