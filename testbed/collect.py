@@ -1,8 +1,9 @@
 """Turning what the agents wrote into the run's tables (the results contract) and its summary.
 
 Writes `iterations.parquet`, `messages.parquet`, `paths.parquet` (every EV of every QP: its
-counters and final state) and `ev_states.parquet` (every EV state change with its time), and
-returns the nccl-tests-style table the run prints.
+counters and final state), `ev_states.parquet` (every EV state change with its time),
+`qps.parquet` and `links.parquet` (every port's counters over time), and returns the
+nccl-tests-style table the run prints.
 """
 from __future__ import annotations
 
@@ -34,8 +35,9 @@ def ideal_busbw(scenario: Scenario, transport: str) -> tuple[float, int]:
 
 
 def collect(out: Path, results_dir: Path, outcomes: list[AgentOutcome], scenario: Scenario,
-            transport: str) -> tuple[str, pd.DataFrame]:
-    """Write the tables; return the summary table text and the iterations frame."""
+            transport: str, link_rows: list[dict] | None = None) -> tuple[str, pd.DataFrame]:
+    """Write the tables (links.parquet from the telemetry sampler's rows, when given); return
+    the summary table text and the iterations frame."""
     iterations, messages, evs, transitions, qps = [], [], [], [], []
     for o in outcomes:
         common = {"host": o.host, "rank": o.rank, "transport": transport}
@@ -54,6 +56,8 @@ def collect(out: Path, results_dir: Path, outcomes: list[AgentOutcome], scenario
         "ev_states": pd.DataFrame(transitions),
         "qps": pd.DataFrame(qps),
     }
+    if link_rows is not None:
+        frames["links"] = pd.DataFrame(link_rows)
     if not frames["messages"].empty:
         frames["messages"]["evs_used"] = frames["messages"]["evs_used"].apply(list)
     for name, frame in frames.items():

@@ -150,5 +150,17 @@ class NodeNetlink:
         for batch in batches:  # in order: routes need their addresses' connected routes
             ipr.nlm_request_batch(batch)
 
+    def queue_stats(self) -> dict[int, tuple[int, int]]:
+        """Per port (ifindex): backlog bytes and drops of the data FIFO behind its shaper."""
+        out = {}
+        for msg in self.ipr.get_qdiscs():
+            if msg.get_attr("TCA_KIND") != "bfifo":
+                continue
+            stats = msg.get_attr("TCA_STATS2")
+            queue = stats.get_attr("TCA_STATS_QUEUE") if stats else None
+            if queue is not None:
+                out[msg["index"]] = (queue["backlog"], queue["drops"])
+        return out
+
     def end_sid_counters(self) -> dict[IPv6Network, dict]:
         return seg6local.dump_end_sids(self.ipr, self.ifindex(SID_DEVICE))

@@ -24,6 +24,7 @@ from .progress import Progress
 from .results import RunResults
 from .scenario import Scenario, describe
 from .state import RunRegistry
+from .telemetry import Sampler, default_period
 from .traffic import run_agents
 from .units import format_size
 from .verify import verify
@@ -186,16 +187,31 @@ def _run_workload(network: FabricNetwork, results: RunResults, progress: Progres
     w = scenario.workload
     hosts = scenario.rank_hosts()
     out = results.dir / "agents"
+    period = scenario.telemetry.period or default_period(len(network.plan.nodes))
+    sampler = Sampler(network, period)
     with progress.phase("traffic") as info:
-        outcomes = run_agents(network, scenario, transport, out)
+        sampler.start()
+        try:
+            outcomes = run_agents(network, scenario, transport, out)
+        finally:
+            sampler.stop()
         failed = [o for o in outcomes if o.result.get("status") != "ok"]
         info["done"] = (f"{w.collective} of {format_size(w.size)} x {w.iterations} on "
                         f"{len(hosts)} ranks over {transport}: "
                         + ("every rank verified" if not failed else f"{len(failed)} ranks FAILED"))
     with progress.phase("collect") as info:
-        table, _ = collect(out, results.dir, outcomes, scenario, transport)
+        table, _ = collect(out, results.dir, outcomes, scenario, transport, sampler.rows)
+        wall = (sampler.rows[-1]["time"] - sampler.rows[0]["time"]) if sampler.rows else 0.0
+        results.meta["telemetry"] = {
+            "period_s": period, "samples": sampler.samples,
+            "queue_stats_every": sampler.queue_every, "cpu_seconds": round(sampler.cpu_seconds, 3),
+            "cpu_share_of_one_core": round(sampler.cpu_seconds / wall, 4) if wall else None,
+            "error": sampler.error}
+        results.save()
         (results.dir / "summary.txt").write_text(table + "\n")
-        info["done"] = "iterations, messages, paths, ev_states, qps .parquet"
+        info["done"] = ("iterations, messages, paths, ev_states, qps, links .parquet; "
+                        f"telemetry {sampler.samples} samples, "
+                        f"{results.meta['telemetry']['cpu_share_of_one_core'] or 0:.0%} of a core")
     progress.say(table)
     if failed:
         lines = "; ".join(f"{o.host}: {o.result.get('error')}" for o in failed[:4])

@@ -229,6 +229,13 @@ class MrcSettings(StrictModel):
                                           "deny them), for every pair of hosts")
 
 
+class Telemetry(StrictModel):
+    """Sampling of every port's counters during the workload (links.parquet)."""
+
+    period: float | None = Field(None, ge=0.01, le=60, description="seconds between samples; "
+                                 "default 0.1 up to 40 nodes, 0.25 up to 120, else 0.5")
+
+
 class Scenario(StrictModel):
     """One experiment. Everything but the name has a default; the name defaults to the file's."""
 
@@ -244,6 +251,7 @@ class Scenario(StrictModel):
     workload: Workload = Field(default_factory=Workload)
     qp: QPSettings = Field(default_factory=QPSettings)
     mrc: MrcSettings = Field(default_factory=MrcSettings)
+    telemetry: Telemetry = Field(default_factory=Telemetry)
 
     @model_validator(mode="after")
     def _ranks_exist(self) -> Scenario:

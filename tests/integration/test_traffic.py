@@ -37,6 +37,14 @@ def test_collective_verified_on_both_transports(kind: str, tmp_path: Path, resul
         assert (msgs["end"] >= msgs["start"]).all() and msgs["size"].sum() > 0
         summary = (run / "summary.txt").read_text()
         assert f"# {kind} over {meta['transport']}, 4 ranks" in summary
+        links = pd.read_parquet(run / "links.parquet")
+        assert links.groupby(["node", "ifname"]).ngroups == 32, "every port of 16 links"
+        for _, port in links.groupby(["node", "ifname"]):
+            assert port.sort_values("time").tx_bytes.is_monotonic_increasing
+        sent = msgs[msgs["rank"] == 0]["size"].sum()
+        h0 = links[links.node == "h0"].groupby("ifname").tx_bytes.agg(lambda b: b.max() - b.min())
+        assert h0.sum() >= sent, "h0's ports carried at least the payload rank 0 wrote"
+        assert meta["telemetry"]["error"] is None and meta["telemetry"]["samples"] > 5
         assert "# Wrong results        : 0" in summary
     mrc = pd.read_parquet(runs[0] / "messages.parquet")
     cross_leaf = mrc[mrc["rank"].isin([0, 1]) & mrc["peer"].isin([2, 3]) & (mrc["size"] > 16384)]
