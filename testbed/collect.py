@@ -2,7 +2,8 @@
 
 Writes `iterations.parquet`, `messages.parquet`, `paths.parquet` (every EV of every QP: its
 counters and final state), `ev_states.parquet` (every EV state change with its time),
-`qps.parquet` and `links.parquet` (every port's counters over time), and returns the
+`qps.parquet`, `links.parquet` (every port's counters over time) and `events.parquet`
+(every fault action: scheduled and applied time, lag), and returns the
 nccl-tests-style table the run prints.
 """
 from __future__ import annotations
@@ -35,7 +36,8 @@ def ideal_busbw(scenario: Scenario, transport: str) -> tuple[float, int]:
 
 
 def collect(out: Path, results_dir: Path, outcomes: list[AgentOutcome], scenario: Scenario,
-            transport: str, link_rows: list[dict] | None = None) -> tuple[str, pd.DataFrame]:
+            transport: str, link_rows: list[dict] | None = None,
+            event_rows: list[dict] | None = None) -> tuple[str, pd.DataFrame]:
     """Write the tables (links.parquet from the telemetry sampler's rows, when given); return
     the summary table text and the iterations frame."""
     iterations, messages, evs, transitions, qps = [], [], [], [], []
@@ -58,6 +60,12 @@ def collect(out: Path, results_dir: Path, outcomes: list[AgentOutcome], scenario
     }
     if link_rows is not None:
         frames["links"] = pd.DataFrame(link_rows)
+    if event_rows is not None:
+        events = pd.DataFrame(event_rows, columns=[
+            "event", "kind", "target", "condition", "on", "links", "scheduled", "applied",
+            "lag", "params", "note"])
+        events["params"] = events["params"].apply(lambda p: json.dumps(p, default=str))
+        frames["events"] = events
     if not frames["messages"].empty:
         frames["messages"]["evs_used"] = frames["messages"]["evs_used"].apply(list)
     for name, frame in frames.items():

@@ -18,6 +18,8 @@ from pathlib import Path
 from . import cleanup, features, interrupts, state
 from .collect import collect
 from .errors import EnvironmentProblem, TestbedError, VerificationFailed
+from .faults import schedule
+from .injector import Injector
 from .network import FabricNetwork
 from .plan import make_plan
 from .progress import Progress
@@ -63,6 +65,12 @@ def run(scenario: Scenario, scenario_text: str, options: RunOptions,
     with interrupts.deferred():
         with progress.phase("preflight") as info:
             found = preflight(progress)
+            delays = [i for i, f in enumerate(scenario.faults) if f.kind == "delay"]
+            if delays and found.get("netem") is not True:
+                raise EnvironmentProblem(
+                    f"faults.{delays[0]} adds delay, which needs sch_netem: {found.get('netem')}",
+                    "use a kernel with netem (stock Ubuntu/Debian kernels, e.g. the Vagrant "
+                    "VM), or remove the delay faults")
             plan = make_plan(scenario)
             info["done"] = "root, Mininet, SRv6 next-csid, seg6local counters, htb"
         only_fabric = options.verify_only or options.cli or options.hold > 0
@@ -189,18 +197,22 @@ def _run_workload(network: FabricNetwork, results: RunResults, progress: Progres
     out = results.dir / "agents"
     period = scenario.telemetry.period or default_period(len(network.plan.nodes))
     sampler = Sampler(network, period)
+    injector = Injector(network, scenario.faults, schedule(network.plan, scenario.faults))
     with progress.phase("traffic") as info:
         sampler.start()
         try:
-            outcomes = run_agents(network, scenario, transport, out)
+            outcomes = run_agents(network, scenario, transport, out, on_start=injector.start)
         finally:
+            injector.stop()
             sampler.stop()
         failed = [o for o in outcomes if o.result.get("status") != "ok"]
         info["done"] = (f"{w.collective} of {format_size(w.size)} x {w.iterations} on "
                         f"{len(hosts)} ranks over {transport}: "
                         + ("every rank verified" if not failed else f"{len(failed)} ranks FAILED"))
     with progress.phase("collect") as info:
-        table, _ = collect(out, results.dir, outcomes, scenario, transport, sampler.rows)
+        table, _ = collect(out, results.dir, outcomes, scenario, transport, sampler.rows,
+                           injector.rows)
+        results.meta["faults"] = {"actions": len(injector.actions), "error": injector.error}
         wall = (sampler.rows[-1]["time"] - sampler.rows[0]["time"]) if sampler.rows else 0.0
         results.meta["telemetry"] = {
             "period_s": period, "samples": sampler.samples,
@@ -213,6 +225,8 @@ def _run_workload(network: FabricNetwork, results: RunResults, progress: Progres
                         f"telemetry {sampler.samples} samples, "
                         f"{results.meta['telemetry']['cpu_share_of_one_core'] or 0:.0%} of a core")
     progress.say(table)
+    if injector.error:
+        raise TestbedError(f"the fault timeline could not be applied: {injector.error}")
     if failed:
         lines = "; ".join(f"{o.host}: {o.result.get('error')}" for o in failed[:4])
         raise TestbedError(f"{len(failed)} of {len(outcomes)} agents failed over {transport}: "

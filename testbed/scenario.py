@@ -17,6 +17,7 @@ from hostagent.wire import HEADER_SIZE
 
 from . import limits
 from .errors import ScenarioError
+from .faults import Fault, TimelineError, schedule
 from .units import Rate, Size, format_rate, format_size
 
 SAFE_NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,39}$"
@@ -252,6 +253,8 @@ class Scenario(StrictModel):
     qp: QPSettings = Field(default_factory=QPSettings)
     mrc: MrcSettings = Field(default_factory=MrcSettings)
     telemetry: Telemetry = Field(default_factory=Telemetry)
+    faults: list[Fault] = Field(default_factory=list,
+                                description="what breaks and when, s after the workload starts")
 
     @model_validator(mode="after")
     def _ranks_exist(self) -> Scenario:
@@ -276,6 +279,12 @@ class Scenario(StrictModel):
                       if not any(d.plane == p and d.spine in (None, sp) for d in self.mrc.denied)}
         if not open_paths:
             raise ValueError("mrc.denied: every path is denied; MRC would have nothing to use")
+        if self.faults:
+            from .plan import make_plan  # the plan imports this module
+            try:
+                schedule(make_plan(self), self.faults)
+            except TimelineError as exc:
+                raise ValueError(str(exc)) from None
         if len(set(self.transport)) != len(self.transport):
             raise ValueError(f"transport: {self.transport} names a transport twice")
         overhead = 40 + 8 + HEADER_SIZE  # IPv6, UDP, the transport's header
@@ -396,7 +405,9 @@ def format_errors(exc: ValidationError, source: str) -> str:
         msg = err["msg"]
         if err["type"] in ("value_error", "assertion_error"):
             msg = msg.removeprefix("Value error, ").removeprefix("Assertion failed, ")
-            if isinstance(err["input"], (dict, list)):
+            if not loc:
+                lines.append(f"  {msg}")
+            elif isinstance(err["input"], (dict, list)):
                 lines.append(f"  {path}: {msg}")
             else:
                 lines.append(f"  {path}: {err['input']!r} is not allowed: {msg}")

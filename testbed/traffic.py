@@ -11,6 +11,7 @@ import json
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -74,7 +75,7 @@ def deadline_for(scenario: Scenario) -> float:
 
 
 def _start_together(out: Path, configs: dict[str, AgentConfig],
-                    procs: dict[str, subprocess.Popen]) -> None:
+                    procs: dict[str, subprocess.Popen]) -> float:
     """Wait until every agent has bound its sockets, then publish one start time to all."""
     deadline = time.time() + READY_TIMEOUT
     while not all((Path(c.out_dir) / "ready").exists() for c in configs.values()):
@@ -85,9 +86,11 @@ def _start_together(out: Path, configs: dict[str, AgentConfig],
                    f"agents not ready after {READY_TIMEOUT:.0f} s")
             raise TestbedError(why, f"see {out}/<host>/agent.log")
         time.sleep(0.01)
+    start_at = time.time() + START_DELAY
     tmp = out / "start.tmp"
-    tmp.write_text(repr(time.time() + START_DELAY))
+    tmp.write_text(repr(start_at))
     tmp.replace(out / "start")
+    return start_at
 
 
 @dataclass
@@ -98,9 +101,10 @@ class AgentOutcome:
     result: dict  # the agent's result.json, or {"status": "failed", "error": ...}
 
 
-def run_agents(network: FabricNetwork, scenario: Scenario, transport: str,
-               out: Path) -> list[AgentOutcome]:
-    """Start every rank's agent, wait for all, return what each reported."""
+def run_agents(network: FabricNetwork, scenario: Scenario, transport: str, out: Path,
+               on_start: Callable[[float], None] | None = None) -> list[AgentOutcome]:
+    """Start every rank's agent, wait for all, return what each reported. `on_start` gets the
+    common start time (wall clock) as soon as it is set: the fault timeline counts from it."""
     out.mkdir(parents=True, exist_ok=True)
     configs = agent_configs(network.plan, scenario, transport, out)
     procs: dict[str, subprocess.Popen] = {}
@@ -114,7 +118,9 @@ def run_agents(network: FabricNetwork, scenario: Scenario, transport: str,
                 [sys.executable, "-m", "hostagent.agent", str(cfg_path)],
                 stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
             log.close()
-        _start_together(out, configs, procs)
+        start_at = _start_together(out, configs, procs)
+        if on_start is not None:
+            on_start(start_at)
         deadline = time.time() + deadline_for(scenario) + 10
         while any(p.poll() is None for p in procs.values()):
             interrupts.checkpoint()

@@ -1,0 +1,174 @@
+"""Applying the fault timeline to the running fabric, at its times, and recording what was done.
+
+Where each condition lives:
+- down, blackhole: every packet leaving either end of the link is dropped (nftables, at the
+  postrouting hook of both nodes). The interfaces stay configured, so `link_up` restores
+  exactly the plan. MRC's paths are static and see nothing; see the note below for RoCEv2.
+- loss: random drop with the given probability (nftables `numgen random`, in 1/10,000 steps)
+  at the egress of the lower end ("up", toward the spine), the upper end ("down"), or both;
+- degrade: the port's htb line class at a lower rate, on both ends;
+- delay: netem in place of the data FIFO, where the kernel has netem (checked before the run).
+All nftables rules of a node live in one table, `inet mrc_faults`, rewritten whole at every
+change, so a node never holds a half-applied state. The namespaces, and the rules with them,
+vanish at teardown.
+
+Not yet here: the baseline's routing reaction (ECMP next hops withdrawn after a convergence
+delay). Until it lands, a `link_down` behaves for RoCEv2 like a blackhole that never converges.
+"""
+from __future__ import annotations
+
+import subprocess
+import threading
+import time
+from dataclasses import dataclass, field
+
+from .faults import Action, Fault
+from .network import FabricNetwork
+from .plan import Link
+from .rtnl import NodeNetlink
+
+TABLE = "mrc_faults"
+
+
+@dataclass
+class _PortState:
+    drop: set[int] = field(default_factory=set)  # events dropping everything here
+    loss: dict[int, float] = field(default_factory=dict)  # event -> probability
+
+
+class Injector:
+    def __init__(self, network: FabricNetwork, faults: list[Fault], actions: list[Action]) -> None:
+        self.network = network
+        self.faults = faults
+        self.actions = actions
+        self.links: dict[str, Link] = {link.name: link for link in network.plan.links}
+        self.ports: dict[tuple[str, str], _PortState] = {}
+        self.rows: list[dict] = []
+        self.error: str | None = None
+        self._handles: dict[str, NodeNetlink] = {}  # netlink sockets of the injector's thread
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    # ---- the timeline ----
+    def start(self, t0: float) -> None:
+        """Apply every action at t0 + its time (wall clock), in a thread."""
+        self._thread = threading.Thread(target=self._run, args=(t0,), name="faults",
+                                        daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+
+    def _run(self, t0: float) -> None:
+        try:
+            for k, action in enumerate(self.actions):
+                if self._stop.wait(max(0.0, t0 + action.time - time.time())):
+                    for late in self.actions[k:]:
+                        self._record(late, t0, None, "not applied: the workload had ended")
+                    return
+                try:
+                    self.apply(action)
+                    self._record(action, t0, time.time(), None)
+                except Exception as exc:  # noqa: BLE001 (recorded; the run reports it)
+                    self.error = f"faults.{action.event} at {action.time:g} s: {exc}"
+                    self._record(action, t0, time.time(), self.error)
+        finally:
+            for handle in self._handles.values():
+                handle.close()
+
+    def _netlink(self, node: str) -> NodeNetlink:
+        if node not in self._handles:
+            self._handles[node] = NodeNetlink(self.network.pid(node),
+                                              self.network.ifindex.get(node))
+        return self._handles[node]
+
+    def _record(self, a: Action, t0: float, applied: float | None, note: str | None) -> None:
+        fault = self.faults[a.event]
+        self.rows.append({
+            "event": a.event, "kind": fault.kind, "target": fault.target.label(),
+            "condition": a.condition, "on": a.on, "links": list(a.links),
+            "scheduled": t0 + a.time, "applied": applied,
+            "lag": None if applied is None else applied - (t0 + a.time),
+            "params": {k: v for k, v in a.params}, "note": note})
+
+    # ---- one action ----
+    def apply(self, action: Action) -> None:
+        nodes: set[str] = set()
+        for name in action.links:
+            link = self.links[name]
+            if action.condition in ("down", "blackhole"):
+                for port in (link.lower, link.upper):
+                    state = self._state(port.node, port.ifname)
+                    (state.drop.add if action.on else state.drop.discard)(action.event)
+                    nodes.add(port.node)
+            elif action.condition == "loss":
+                params = dict(action.params)
+                direction = params.get("direction", "both")
+                ends = {"up": [link.lower], "down": [link.upper]}.get(direction,
+                                                                     [link.lower, link.upper])
+                for port in ends:
+                    state = self._state(port.node, port.ifname)
+                    if action.on:
+                        state.loss[action.event] = float(params["probability"])
+                    else:
+                        state.loss.pop(action.event, None)
+                    nodes.add(port.node)
+            elif action.condition == "degrade":
+                params = dict(action.params)
+                rate = params.get("rate") or int(link.rate * params["fraction"])
+                for port in (link.lower, link.upper):
+                    self._set_rate(port.node, port.ifname, rate if action.on else link.rate)
+            elif action.condition == "delay":
+                for port in (link.lower, link.upper):
+                    self._set_delay(port.node, port.ifname, link,
+                                    dict(action.params)["delay"] if action.on else None)
+        for node in nodes:
+            self._render(node)
+
+    def _state(self, node: str, ifname: str) -> _PortState:
+        return self.ports.setdefault((node, ifname), _PortState())
+
+    def _render(self, node: str) -> None:
+        """The node's whole fault table, replaced atomically."""
+        rules = []
+        for (n, ifname), state in sorted(self.ports.items()):
+            if n != node:
+                continue
+            if state.drop:
+                rules.append(f'oifname "{ifname}" counter drop')
+            elif state.loss:
+                keep = 1.0
+                for p in state.loss.values():
+                    keep *= 1 - p
+                threshold = round((1 - keep) * 10_000)
+                rules.append(f'oifname "{ifname}" numgen random mod 10000 < {threshold} '
+                             f'counter drop')
+        script = (f"table inet {TABLE}\ndelete table inet {TABLE}\n"
+                  f"table inet {TABLE} {{\n chain egress {{\n"
+                  f"  type filter hook postrouting priority 0; policy accept;\n"
+                  + "".join(f"  {r}\n" for r in rules) + " }\n}\n")
+        res = subprocess.run(["mnexec", "-a", str(self.network.pid(node)), "nft", "-f", "-"],
+                             input=script, capture_output=True, text=True)
+        if res.returncode != 0:
+            raise RuntimeError(f"nft in {node}: {res.stderr.strip()}")
+
+    def _set_rate(self, node: str, ifname: str, rate: int) -> None:
+        handle = self._netlink(node)
+        mtu = self.network.plan.scenario.fabric.mtu
+        burst = max(4 * mtu, rate // 8 // 1000)
+        handle.ipr.tc("change-class", "htb", index=handle.ifindex(ifname), handle="1:1",
+                      parent="1:", rate=f"{rate}bit", ceil=f"{rate}bit", burst=burst,
+                      cburst=burst, quantum=mtu + 14)
+
+    def _set_delay(self, node: str, ifname: str, link: Link, delay: float | None) -> None:
+        handle = self._netlink(node)
+        index = handle.ifindex(ifname)
+        if delay is None:
+            handle.ipr.tc("replace", "bfifo", index=index, handle="10:", parent="1:10",
+                          limit=link.buffer)
+        else:
+            packets = max(1, link.buffer // self.network.plan.scenario.fabric.mtu)
+            handle.ipr.tc("replace", "netem", index=index, handle="10:", parent="1:10",
+                          delay=int(delay * 1e6), limit=packets)

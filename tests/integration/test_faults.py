@@ -1,0 +1,61 @@
+"""Faults on a real fabric: each has a measurable effect, and is undone when it ends."""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pandas as pd
+
+from testbed import scenario as scenario_mod
+from testbed.faults import Action
+from testbed.injector import Injector
+from testbed.runner import fabric
+
+from .helpers import run_cli
+
+QUICK = "name: f\nfabric: {host_link: {rate: 25Mbit}, fabric_link: {rate: 25Mbit}}\n"
+
+
+def lost(ping_output: str) -> int:
+    sent, received = map(int, re.search(r"(\d+) packets transmitted, (\d+) received",
+                                        ping_output).groups())
+    return sent - received
+
+
+def test_loss_matches_the_requested_rate_and_is_undone():
+    sc = scenario_mod.parse(QUICK, "test")
+    with fabric(sc) as network:
+        injector = Injector(network, [], [])
+        loss = Action(0, True, "loss", ("h0-p0l0",), 0,
+                      (("probability", 0.2), ("direction", "up")))
+        injector.apply(loss)
+        # 500 pings h0 -> h1 over plane 0: requests cross the lossy direction, replies do not
+        out = network.node("h0").cmd("ping -q -c 500 -i 0.002 -W 1 fd10::101")
+        assert 64 <= lost(out) <= 136, f"20% of 500 is 100 +- 36 (4 sigma): {out}"
+        injector.apply(Action(1, False, "loss", ("h0-p0l0",), 0, loss.params))
+        assert lost(network.node("h0").cmd("ping -q -c 200 -i 0.002 -W 1 fd10::101")) == 0
+
+
+def test_link_down_carries_nothing_until_it_comes_back(tmp_path: Path, results_dir: Path):
+    file = tmp_path / "down.yaml"
+    file.write_text("""name: down
+fabric: {host_link: {rate: 25Mbit}, fabric_link: {rate: 25Mbit}, mtu: 4200}
+qp: {mss: 4096}
+transport: [mrc]
+workload: {size: 1MiB, iterations: 8, warmup: 0}
+faults: [{at: 0.3, kind: link_down, target: {plane: 0, leaf: 1, spine: 0}, duration: 0.8}]
+""")
+    res = run_cli("run", str(file), results=results_dir, timeout=300)
+    assert res.returncode == 0, res.stderr
+    (run,) = results_dir.iterdir()
+    events = pd.read_parquet(run / "events.parquet")
+    assert list(zip(events["on"], events.condition, strict=True)) == [(True, "down"), (False, "down")]
+    assert (events.lag.abs() < 0.25).all(), events
+    down_at, up_at = events.applied.tolist()
+    links = pd.read_parquet(run / "links.parquet")
+    port = links[(links.node == "p0l1") & (links.link == "p0l1-p0s0")].sort_values("time")
+    during = port[(port.time > down_at + 0.05) & (port.time < up_at - 0.05)]
+    assert len(during) >= 3 and during.tx_bytes.nunique() == 1, "the down link sent nothing"
+    after = port[port.time > up_at + 0.3]
+    assert after.tx_bytes.max() > during.tx_bytes.max(), "traffic came back after link_up"
+    assert pd.read_parquet(run / "iterations.parquet").verified.all()
