@@ -49,7 +49,8 @@ faults: [{at: 0.3, kind: link_down, target: {plane: 0, leaf: 1, spine: 0}, durat
     assert res.returncode == 0, res.stderr
     (run,) = results_dir.iterdir()
     events = pd.read_parquet(run / "events.parquet")
-    assert list(zip(events["on"], events.condition, strict=True)) == [(True, "down"), (False, "down")]
+    steps = list(zip(events["on"], events.condition, strict=True))
+    assert steps == [(True, "down"), (False, "down")]
     assert (events.lag.abs() < 0.25).all(), events
     down_at, up_at = events.applied.tolist()
     links = pd.read_parquet(run / "links.parquet")
