@@ -114,9 +114,22 @@ class Fault(_Strict):
         return self
 
 
+class Routing(_Strict):
+    """How the RoCEv2 baseline's routing reacts; MRC's uSID paths are static (BGP off)."""
+
+    convergence_delay: float = Field(
+        1.0, ge=0, le=60,
+        description="seconds from a link or router going down (or up) until the upstream "
+                    "routers' ECMP groups change; default 1 s: BFD detection at a common "
+                    "3 x 300 ms plus BGP updates (the MRC notes: 'seconds for BGP/ECMP "
+                    "fabrics')")
+
+
 # ---- the timeline -------------------------------------------------------------------------
 
-Condition = Literal["down", "blackhole", "loss", "degrade", "delay"]
+# "routed": routing has converged around the link (its ECMP next hops withdrawn); follows
+# "down" by the convergence delay. A blackhole or a loss is never seen by routing.
+Condition = Literal["down", "blackhole", "loss", "degrade", "delay", "routed"]
 _CONDITION = {"link_down": "down", "flap": "down", "router_down": "down",
               "router_reboot": "down", "plane_down": "down", "blackhole": "blackhole",
               "loss": "loss", "degrade": "degrade", "delay": "delay"}
@@ -165,8 +178,10 @@ def links_of(plan, target: Target) -> tuple[str, ...]:
     return names
 
 
-def schedule(plan, faults: list[Fault]) -> list[Action]:
-    """Every fault as on/off actions in time order; rejects what cannot happen as written."""
+def schedule(plan, faults: list[Fault], convergence_delay: float = 1.0) -> list[Action]:
+    """Every fault as on/off actions in time order; rejects what cannot happen as written.
+    Each change of a link's "down" condition is followed, `convergence_delay` later, by the
+    same change of its "routed" condition."""
     actions: list[Action] = []
     for i, fault in enumerate(faults):
         try:
@@ -191,6 +206,8 @@ def schedule(plan, faults: list[Fault]) -> list[Action]:
         actions.append(Action(fault.at, True, condition, links, i, params))
         if fault.duration is not None:
             actions.append(Action(fault.at + fault.duration, False, condition, links, i, params))
+    actions += [Action(a.time + convergence_delay, a.on, "routed", a.links, a.event)
+                for a in actions if a.condition == "down"]
     actions.sort(key=lambda a: (a.time, a.on, a.event))  # at one instant: undo before do
     _check_consistent(actions)
     return actions

@@ -12,8 +12,10 @@ All nftables rules of a node live in one table, `inet mrc_faults`, rewritten who
 change, so a node never holds a half-applied state. The namespaces, and the rules with them,
 vanish at teardown.
 
-Not yet here: the baseline's routing reaction (ECMP next hops withdrawn after a convergence
-delay). Until it lands, a `link_down` behaves for RoCEv2 like a blackhole that never converges.
+- routed: the baseline's routing has converged around the link (the "down" condition's echo,
+  a convergence delay later): every node's plain routes are recomputed without next hops that
+  cross a routed-around link (testbed/routes.py) and changed over netlink where they differ.
+  The uSID routes are never touched: MRC's paths are static, as with BGP off.
 """
 from __future__ import annotations
 
@@ -25,9 +27,14 @@ from dataclasses import dataclass, field
 from .faults import Action, Fault
 from .network import FabricNetwork
 from .plan import Link
-from .rtnl import NodeNetlink
+from .routes import node_config
+from .rtnl import RTPROT_BGP, NodeNetlink
 
 TABLE = "mrc_faults"
+
+
+def _plain(cfg) -> dict:
+    return {r.dst: r for r in cfg.routes if r.kind == "plain"}
 
 
 @dataclass
@@ -46,6 +53,9 @@ class Injector:
         self.rows: list[dict] = []
         self.error: str | None = None
         self._handles: dict[str, NodeNetlink] = {}  # netlink sockets of the injector's thread
+        self.routed_around: set[str] = set()
+        self._plain = {name: _plain(node_config(network.plan, name))
+                       for name in network.plan.nodes}
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
@@ -120,12 +130,34 @@ class Injector:
                 rate = params.get("rate") or int(link.rate * params["fraction"])
                 for port in (link.lower, link.upper):
                     self._set_rate(port.node, port.ifname, rate if action.on else link.rate)
+            elif action.condition == "routed":
+                (self.routed_around.add if action.on else self.routed_around.discard)(name)
             elif action.condition == "delay":
                 for port in (link.lower, link.upper):
                     self._set_delay(port.node, port.ifname, link,
                                     dict(action.params)["delay"] if action.on else None)
         for node in nodes:
             self._render(node)
+        if action.condition == "routed":
+            self._converge()
+
+    def _converge(self) -> None:
+        """Plain routes as BGP leaves them with the routed-around links gone."""
+        failed = frozenset(self.routed_around)
+        for name, current in self._plain.items():
+            wanted = _plain(node_config(self.network.plan, name, failed))
+            if wanted == current:
+                continue
+            handle = self._netlink(name)
+            for prefix in current.keys() - wanted.keys():
+                handle.ipr.route("del", dst=str(prefix))
+            for prefix, route in wanted.items():
+                if current.get(prefix) != route:
+                    hops = [{"gateway": str(h.gateway), "oif": handle.ifindex(h.ifname)}
+                            for h in route.nexthops]
+                    extra = hops[0] if len(hops) == 1 else {"multipath": hops}
+                    handle.ipr.route("replace", dst=str(prefix), proto=RTPROT_BGP, **extra)
+            self._plain[name] = wanted
 
     def _state(self, node: str, ifname: str) -> _PortState:
         return self.ports.setdefault((node, ifname), _PortState())

@@ -43,8 +43,15 @@ def _via(plan: FabricPlan, node: str, peer: str) -> Nexthop:
     return Nexthop(plan.port_to(peer, node).address.ip, plan.port_to(node, peer).ifname)
 
 
-def node_config(plan: FabricPlan, name: str) -> NodeConfig:
+def node_config(plan: FabricPlan, name: str, failed: frozenset[str] = frozenset()) -> NodeConfig:
+    """The node's state; `failed` names links routing has converged around: the plain routes
+    (the baseline's, as BGP would leave them) lose every next hop that crosses one. The uSID
+    routes never change: MRC's paths are static."""
     node = plan.nodes[name]
+
+    def ok(a: str, b: str) -> bool:
+        return f"{a}-{b}" not in failed and f"{b}-{a}" not in failed
+
     addresses = [(port.ifname, port.address) for port in plan.ports(name)]
     neighbors = []
     for port in plan.ports(name):
@@ -58,7 +65,8 @@ def node_config(plan: FabricPlan, name: str) -> NodeConfig:
             addresses.append((port.ifname, IPv6Interface(plan.plain_address(name, p))))
             up = _via(plan, name, port.peer)
             routes.append(Route(block(p), (up,), "srv6"))
-            routes.append(Route(plan.plain_plane(p), (up,), "plain"))
+            if ok(name, port.peer):
+                routes.append(Route(plan.plain_plane(p), (up,), "plain"))
         sids = tuple(plan.sid(name, p) for p in range(plan.planes))
         return NodeConfig(name, False, tuple(addresses), tuple(routes), sids, tuple(neighbors))
 
@@ -70,16 +78,20 @@ def node_config(plan: FabricPlan, name: str) -> NodeConfig:
         for host in plan.hosts_of_leaf(name):
             down = _via(plan, name, host)
             routes.append(Route(plan.sid(host, p), (down,), "srv6"))
-            routes.append(Route(IPv6Network(plan.plain_address(host, p)), (down,), "plain"))
-        ups = tuple(_via(plan, name, spine) for spine in plan.spines[p])
+            if ok(name, host):
+                routes.append(Route(IPv6Network(plan.plain_address(host, p)), (down,),
+                                    "plain"))
         for j, leaf in enumerate(plan.leaves[p]):
-            if leaf != name:
+            ups = tuple(_via(plan, name, spine) for spine in plan.spines[p]
+                        if ok(name, spine) and ok(leaf, spine))
+            if leaf != name and ups:
                 routes.append(Route(plan.leaf_subnet(p, j), ups, "plain"))
     else:
         for j, leaf in enumerate(plan.leaves[p]):
             down = _via(plan, name, leaf)
             routes.append(Route(plan.sid(leaf, p), (down,), "srv6"))
-            routes.append(Route(plan.leaf_subnet(p, j), (down,), "plain"))
+            if ok(leaf, name):
+                routes.append(Route(plan.leaf_subnet(p, j), (down,), "plain"))
     return NodeConfig(name, True, tuple(addresses), tuple(routes), (plan.sid(name, p),),
                       tuple(neighbors))
 

@@ -197,7 +197,8 @@ def _run_workload(network: FabricNetwork, results: RunResults, progress: Progres
     out = results.dir / "agents"
     period = scenario.telemetry.period or default_period(len(network.plan.nodes))
     sampler = Sampler(network, period)
-    injector = Injector(network, scenario.faults, schedule(network.plan, scenario.faults))
+    injector = Injector(network, scenario.faults, schedule(
+        network.plan, scenario.faults, scenario.routing.convergence_delay))
     with progress.phase("traffic") as info:
         sampler.start()
         try:

@@ -17,7 +17,7 @@ from hostagent.wire import HEADER_SIZE
 
 from . import limits
 from .errors import ScenarioError
-from .faults import Fault, TimelineError, schedule
+from .faults import Fault, Routing, TimelineError, schedule
 from .units import Rate, Size, format_rate, format_size
 
 SAFE_NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,39}$"
@@ -255,6 +255,7 @@ class Scenario(StrictModel):
     telemetry: Telemetry = Field(default_factory=Telemetry)
     faults: list[Fault] = Field(default_factory=list,
                                 description="what breaks and when, s after the workload starts")
+    routing: Routing = Field(default_factory=Routing)
 
     @model_validator(mode="after")
     def _ranks_exist(self) -> Scenario:
@@ -282,7 +283,7 @@ class Scenario(StrictModel):
         if self.faults:
             from .plan import make_plan  # the plan imports this module
             try:
-                schedule(make_plan(self), self.faults)
+                schedule(make_plan(self), self.faults, self.routing.convergence_delay)
             except TimelineError as exc:
                 raise ValueError(str(exc)) from None
         if len(set(self.transport)) != len(self.transport):

@@ -49,6 +49,8 @@ faults: [{at: 0.3, kind: link_down, target: {plane: 0, leaf: 1, spine: 0}, durat
     assert res.returncode == 0, res.stderr
     (run,) = results_dir.iterdir()
     events = pd.read_parquet(run / "events.parquet")
+    assert set(events.condition) == {"down", "routed"}  # routing's echo, a delay later
+    events = events[events.condition == "down"]
     steps = list(zip(events["on"], events.condition, strict=True))
     assert steps == [(True, "down"), (False, "down")]
     assert (events.lag.abs() < 0.25).all(), events
@@ -60,3 +62,20 @@ faults: [{at: 0.3, kind: link_down, target: {plane: 0, leaf: 1, spine: 0}, durat
     after = port[port.time > up_at + 0.3]
     assert after.tx_bytes.max() > during.tx_bytes.max(), "traffic came back after link_up"
     assert pd.read_parquet(run / "iterations.parquet").verified.all()
+
+
+def test_baseline_routing_converges_around_a_link_and_back():
+    sc = scenario_mod.parse(QUICK, "test")
+    with fabric(sc) as network:
+        injector = Injector(network, [], [])
+        leaf, spine = network.node("p0l0"), network.node("p0s0")
+        assert leaf.cmd("ip -6 route show fd10:0:1::/64").count("nexthop via") == 2
+        injector.apply(Action(0, True, "routed", ("p0l0-p0s0",), 0))
+        converged = leaf.cmd("ip -6 route show fd10:0:1::/64")
+        assert "via fd20:0:5::2 dev p0l0-eth3 proto bgp" in converged, converged
+        assert "nexthop" not in converged
+        assert spine.cmd("ip -6 route show fd10::/64").strip() == ""
+        assert "p0l0-eth2" in leaf.cmd("ip -6 route show fcbb:bb00:e000::/48"), "MRC's stay"
+        injector.apply(Action(1, False, "routed", ("p0l0-p0s0",), 0))
+        assert leaf.cmd("ip -6 route show fd10:0:1::/64").count("nexthop via") == 2
+        assert "fd20:0:4::1" in spine.cmd("ip -6 route show fd10::/64")

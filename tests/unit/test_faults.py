@@ -9,9 +9,11 @@ from testbed.plan import make_plan
 from testbed.scenario import parse
 
 
-def timeline(faults: str):
+def timeline(faults: str, routed: bool = False):
+    """The actions of a timeline; without `routed`, only the faults' own (not routing's echo)."""
     sc = parse(f"name: f\nfaults: {faults}\n", "f.yaml")
-    return schedule(make_plan(sc), sc.faults)
+    actions = schedule(make_plan(sc), sc.faults, sc.routing.convergence_delay)
+    return actions if routed else [a for a in actions if a.condition != "routed"]
 
 
 def error_of(faults: str) -> str:
@@ -76,3 +78,12 @@ def test_link_up_ends_a_link_down():
 ])
 def test_bad_timelines_are_rejected_before_anything_runs(faults: str, message: str):
     assert message in error_of(faults)
+
+
+def test_routing_converges_a_delay_after_down_and_up():
+    acts = timeline("[{at: 1, kind: link_down, target: {plane: 0, leaf: 1, spine: 0},"
+                    " duration: 3}, {at: 0, kind: blackhole, target: {host: h0, plane: 0},"
+                    " duration: 2}]", routed=True)
+    assert [(a.time, a.on, a.condition) for a in acts] == [
+        (0, True, "blackhole"), (1, True, "down"), (2, False, "blackhole"),
+        (2, True, "routed"), (4, False, "down"), (5, False, "routed")]

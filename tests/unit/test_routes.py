@@ -245,3 +245,33 @@ def test_routers_stay_in_their_plane(fabric):
             for hop in route.nexthops:
                 assert plan.nodes[fabric.owner[hop.gateway]].plane in (p, None)
                 assert hop.gateway in IPv6Network(f"fd20:{p:x}::/32")
+
+
+def test_plain_routes_converge_around_failed_links():
+    """What BGP leaves once it has converged; the uSID routes never change."""
+    from testbed.routes import node_config
+    from testbed.scenario import parse as parse_scenario
+
+    plan = make_plan(parse_scenario("name: q", "x"))
+
+    def plain(node, failed):
+        cfg = node_config(plan, node, frozenset(failed))
+        return {str(r.dst): sorted(h.ifname for h in r.nexthops)
+                for r in cfg.routes if r.kind == "plain"}
+
+    def srv6(node, failed):
+        return [r for r in node_config(plan, node, frozenset(failed)).routes if r.kind == "srv6"]
+
+    spine_link = {"p0l0-p0s0"}
+    assert plain("p0l0", spine_link)["fd10:0:1::/64"] == ["p0l0-eth3"]  # only via p0s1
+    assert plain("p0l1", spine_link)["fd10::/64"] == ["p0l1-eth3"]  # p0s0 lost its way
+    assert "fd10::/64" not in plain("p0s0", spine_link)
+    assert plain("p0s0", spine_link)["fd10:0:1::/64"] == ["p0s0-eth1"]
+    assert plain("p1l0", spine_link) == plain("p1l0", set())  # another plane: untouched
+    host_link = {"h0-p0l0"}
+    assert "fd10::100/128" not in plain("p0l0", host_link)
+    assert "fd10::/32" not in plain("h0", host_link) and "fd10:1::/32" in plain("h0", host_link)
+    both = spine_link | {"p0l0-p0s1"}
+    assert "fd10:0:1::/64" not in plain("p0l0", both)  # no spine left: withdrawn
+    for node in ("p0l0", "p0s0", "h0"):
+        assert srv6(node, both) == srv6(node, set())
