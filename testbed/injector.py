@@ -24,6 +24,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 
+from . import shaping
 from .faults import Action, Fault
 from .network import FabricNetwork
 from .plan import Link
@@ -188,11 +189,8 @@ class Injector:
 
     def _set_rate(self, node: str, ifname: str, rate: int) -> None:
         handle = self._netlink(node)
-        mtu = self.network.plan.scenario.fabric.mtu
-        burst = max(4 * mtu, rate // 8 // 1000)
-        handle.ipr.tc("change-class", "htb", index=handle.ifindex(ifname), handle="1:1",
-                      parent="1:", rate=f"{rate}bit", ceil=f"{rate}bit", burst=burst,
-                      cburst=burst, quantum=mtu + 14)
+        shaping.set_port_rate(handle.ipr, handle.ifindex(ifname), rate,
+                              self.network.plan.scenario.fabric.mtu)
 
     def _set_delay(self, node: str, ifname: str, link: Link, delay: float | None) -> None:
         handle = self._netlink(node)

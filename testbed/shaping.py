@@ -34,20 +34,31 @@ ETH_P_IPV6 = 0x86DD
 _DSCP_KEY = f"{CONTROL_TCLASS << 20:#010x}/{0xFC << 20:#010x}+0"
 
 
-def shape_port(ipr, ifindex: int, rate_bps: int, buffer_bytes: int, mtu: int) -> None:
-    """Limit the port to `rate_bps`, data behind a byte FIFO of `buffer_bytes`, control first."""
+def _classes(ipr, command: str, ifindex: int, rate_bps: int, mtu: int) -> None:
+    """The line class and its two children at `rate_bps` (htb's assured rates of the children
+    are not capped by their parent: all three must follow the line rate)."""
     # A burst of a few packets keeps htb accurate at high rates on a busy 2-core host
     # without letting a queue build up behind the shaper.
     burst = max(4 * mtu, rate_bps // 8 // 1000)  # at least 1 ms at line rate
     line = {"ceil": f"{rate_bps}bit", "burst": burst, "cburst": burst, "quantum": mtu + 14}
-    ipr.tc("add", "htb", index=ifindex, handle=ROOT, default=0x10)
-    ipr.tc("add-class", "htb", index=ifindex, handle=LINE_CLASS, parent=ROOT,
+    ipr.tc(command, "htb", index=ifindex, handle=LINE_CLASS, parent=ROOT,
            rate=f"{rate_bps}bit", **line)
-    ipr.tc("add-class", "htb", index=ifindex, handle=CONTROL_CLASS, parent=LINE_CLASS,
+    ipr.tc(command, "htb", index=ifindex, handle=CONTROL_CLASS, parent=LINE_CLASS,
            rate=f"{rate_bps // 10}bit", prio=0, **line)
-    ipr.tc("add-class", "htb", index=ifindex, handle=DATA_CLASS, parent=LINE_CLASS,
+    ipr.tc(command, "htb", index=ifindex, handle=DATA_CLASS, parent=LINE_CLASS,
            rate=f"{rate_bps - rate_bps // 10}bit", prio=1, **line)
+
+
+def shape_port(ipr, ifindex: int, rate_bps: int, buffer_bytes: int, mtu: int) -> None:
+    """Limit the port to `rate_bps`, data behind a byte FIFO of `buffer_bytes`, control first."""
+    ipr.tc("add", "htb", index=ifindex, handle=ROOT, default=0x10)
+    _classes(ipr, "add-class", ifindex, rate_bps, mtu)
     ipr.tc("replace", "bfifo", index=ifindex, handle=DATA_QDISC, parent=DATA_CLASS,
            limit=buffer_bytes)
     ipr.tc("add-filter", "u32", index=ifindex, parent=0x10000, prio=1, protocol=ETH_P_IPV6,
            target=0x10020, keys=[_DSCP_KEY])
+
+
+def set_port_rate(ipr, ifindex: int, rate_bps: int, mtu: int) -> None:
+    """A shaped port's line rate changed in place (the degrade fault, and its undoing)."""
+    _classes(ipr, "change-class", ifindex, rate_bps, mtu)

@@ -1,7 +1,9 @@
 """Faults on a real fabric: each has a measurable effect, and is undone when it ends."""
 from __future__ import annotations
 
+import json
 import re
+import time
 from pathlib import Path
 
 import pandas as pd
@@ -79,3 +81,38 @@ def test_baseline_routing_converges_around_a_link_and_back():
         injector.apply(Action(1, False, "routed", ("p0l0-p0s0",), 0))
         assert leaf.cmd("ip -6 route show fd10:0:1::/64").count("nexthop via") == 2
         assert "fd20:0:4::1" in spine.cmd("ip -6 route show fd10::/64")
+
+
+def test_degrade_lowers_the_rate_and_is_undone():
+    sc = scenario_mod.parse("name: d\nfabric: {host_link: {rate: 40Mbit}}\n", "test")
+    with fabric(sc) as network:
+        injector = Injector(network, [], [])
+        degrade = Action(0, True, "degrade", ("h0-p0l0",), 0, (("fraction", 0.25),))
+
+        def tcp_mbps() -> float:
+            server = network.node("h1").popen(["iperf3", "-s", "-1", "-B", "fd10::101"])
+            try:
+                time.sleep(0.3)
+                out = network.node("h0").cmd("iperf3 -J -t 2 -c fd10::101")
+            finally:
+                server.wait(10)
+            return json.loads(out)["end"]["sum_received"]["bits_per_second"] / 1e6
+
+        injector.apply(degrade)
+        assert 7 <= tcp_mbps() <= 10.4, "a quarter of 40 Mbit/s"
+        injector.apply(Action(1, False, "degrade", ("h0-p0l0",), 0, degrade.params))
+        assert tcp_mbps() >= 34
+
+
+def test_router_down_drops_on_all_its_links():
+    sc = scenario_mod.parse(QUICK, "test")
+    with fabric(sc) as network:
+        from testbed.faults import Target, links_of
+        links = links_of(network.plan, Target(router="p0l0"))
+        assert set(links) == {"h0-p0l0", "h1-p0l0", "p0l0-p0s0", "p0l0-p0s1"}
+        injector = Injector(network, [], [])
+        injector.apply(Action(0, True, "down", links, 0))
+        assert lost(network.node("h0").cmd("ping -q -c 5 -i 0.01 -W 1 fd10::101")) == 5
+        assert lost(network.node("h0").cmd("ping -q -c 5 -i 0.01 -W 1 fd10:1::101")) == 0
+        injector.apply(Action(1, False, "down", links, 0))
+        assert lost(network.node("h0").cmd("ping -q -c 5 -i 0.01 -W 1 fd10::101")) == 0
