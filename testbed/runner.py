@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from . import cleanup, features, interrupts, state
+from .background import BackgroundTraffic, flows
 from .collect import collect
 from .errors import EnvironmentProblem, TestbedError, VerificationFailed
 from .faults import schedule
@@ -199,12 +200,21 @@ def _run_workload(network: FabricNetwork, results: RunResults, progress: Progres
     sampler = Sampler(network, period)
     injector = Injector(network, scenario.faults, schedule(
         network.plan, scenario.faults, scenario.routing.convergence_delay))
+    hosts_all = list(network.plan.hosts)
+    background = BackgroundTraffic(network, flows(hosts_all, scenario.background, scenario.seed),
+                                   results.dir / "background")
+
+    def start_timeline(t0: float) -> None:
+        injector.start(t0)
+        background.start(t0)
+
     with progress.phase("traffic") as info:
         sampler.start()
         try:
-            outcomes = run_agents(network, scenario, transport, out, on_start=injector.start)
+            outcomes = run_agents(network, scenario, transport, out, on_start=start_timeline)
         finally:
             injector.stop()
+            background.stop()
             sampler.stop()
         failed = [o for o in outcomes if o.result.get("status") != "ok"]
         info["done"] = (f"{w.collective} of {format_size(w.size)} x {w.iterations} on "
@@ -214,6 +224,8 @@ def _run_workload(network: FabricNetwork, results: RunResults, progress: Progres
         table, _ = collect(out, results.dir, outcomes, scenario, transport, sampler.rows,
                            injector.rows)
         results.meta["faults"] = {"actions": len(injector.actions), "error": injector.error}
+        results.meta["background"] = {"flows": len(background.flows),
+                                      "started": len(background.procs) // 2}
         wall = (sampler.rows[-1]["time"] - sampler.rows[0]["time"]) if sampler.rows else 0.0
         results.meta["telemetry"] = {
             "period_s": period, "samples": sampler.samples,

@@ -16,6 +16,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from hostagent.wire import HEADER_SIZE
 
 from . import limits
+from .background import Background
+from .background import check as check_background
 from .errors import ScenarioError
 from .faults import Fault, Routing, TimelineError, schedule
 from .units import Rate, Size, format_rate, format_size
@@ -256,6 +258,9 @@ class Scenario(StrictModel):
     faults: list[Fault] = Field(default_factory=list,
                                 description="what breaks and when, s after the workload starts")
     routing: Routing = Field(default_factory=Routing)
+    background: list[Background] = Field(
+        default_factory=list, description="iperf3 traffic beside the workload: incast, "
+                                          "permutation, elephant")
 
     @model_validator(mode="after")
     def _ranks_exist(self) -> Scenario:
@@ -286,6 +291,10 @@ class Scenario(StrictModel):
                 schedule(make_plan(self), self.faults, self.routing.convergence_delay)
             except TimelineError as exc:
                 raise ValueError(str(exc)) from None
+        if self.background:
+            check_background(self.background,
+                             [self.naming.host_name(i) for i in range(self.fabric.host_count)],
+                             self.fabric.planes)
         if len(set(self.transport)) != len(self.transport):
             raise ValueError(f"transport: {self.transport} names a transport twice")
         overhead = 40 + 8 + HEADER_SIZE  # IPv6, UDP, the transport's header

@@ -116,3 +116,33 @@ def test_router_down_drops_on_all_its_links():
         assert lost(network.node("h0").cmd("ping -q -c 5 -i 0.01 -W 1 fd10:1::101")) == 0
         injector.apply(Action(1, False, "down", links, 0))
         assert lost(network.node("h0").cmd("ping -q -c 5 -i 0.01 -W 1 fd10::101")) == 0
+
+
+def test_incast_background_fills_the_receivers_port(tmp_path: Path, results_dir: Path):
+    file = tmp_path / "incast.yaml"
+    file.write_text("""name: incast
+fabric: {host_link: {rate: 25Mbit}, fabric_link: {rate: 25Mbit}, mtu: 4200}
+qp: {mss: 4096}
+transport: [mrc]
+workload: {size: 1MiB, iterations: 10, warmup: 0}
+background:
+  - {pattern: incast, at: 0.2, duration: 1.5, protocol: udp, rate: 15Mbit, receiver: h0,
+     plane: 0}
+""")
+    res = run_cli("run", str(file), results=results_dir, timeout=300)
+    assert res.returncode == 0, res.stderr
+    (run,) = results_dir.iterdir()
+    meta = json.loads((run / "meta.json").read_text())
+    assert meta["background"] == {"flows": 3, "started": 3}
+    for k in range(3):
+        client = json.loads((run / "background" / f"flow{k}-client.json").read_text())
+        assert client["start"]["test_start"]["protocol"] == "UDP"
+        server = json.loads((run / "background" / f"flow{k}-server.json").read_text())
+        assert server["end"]["sum"]["lost_percent"] > 5, "3 x 15 Mbit/s into a 25 Mbit/s port"
+    began = json.loads((run / "background" / "flows.json").read_text())[0]["started"]
+    links = pd.read_parquet(run / "links.parquet")
+    port = links[(links.node == "p0l0") & (links.ifname == "p0l0-eth0")].sort_values("time")
+    window = port[(port.time > began + 0.2) & (port.time < began + 1.3)]  # inside the incast
+    mbps = (window.tx_bytes.iloc[-1] - window.tx_bytes.iloc[0]) * 8 / (
+        window.time.iloc[-1] - window.time.iloc[0]) / 1e6
+    assert mbps > 20, f"h0's plane-0 port ran at {mbps:.1f} Mbit/s during the incast"
