@@ -35,6 +35,8 @@ def _parser() -> argparse.ArgumentParser:
     mode.add_argument("--cli", action="store_true", help="open Mininet's CLI after verification")
     r.add_argument("--results", type=Path, default=results.DEFAULT_BASE,
                    help="folder for run results (default: %(default)s)")
+    r.add_argument("--capture", action="append", default=[], metavar="IFNAME",
+                   help="write a pcap of this port (e.g. p0s0-eth1) for the workload; repeatable")
     r.add_argument("--quiet", action="store_true", help="only errors")
 
     sub.add_parser("clean", help="remove what crashed runs left (their namespaces, processes)")
@@ -58,7 +60,9 @@ def _cmd_run(args) -> int:
         raise TestbedError("--hold must be 0 or more seconds")
     sc, text = scenario.load(args.file)
     progress = Progress(quiet=args.quiet)
-    dirs = run(sc, text, RunOptions(args.results, args.verify_only, args.hold, args.cli), progress)
+    options = RunOptions(args.results, args.verify_only, args.hold, args.cli,
+                         tuple(args.capture))
+    dirs = run(sc, text, options, progress)
     for d in dirs:
         progress.say(f"done: {d}")
     return 0

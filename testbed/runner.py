@@ -17,6 +17,7 @@ from pathlib import Path
 
 from . import cleanup, features, interrupts, state
 from .background import BackgroundTraffic, flows
+from .capture import Captures, port_of
 from .collect import collect
 from .errors import EnvironmentProblem, TestbedError, VerificationFailed
 from .faults import schedule
@@ -39,6 +40,7 @@ class RunOptions:
     verify_only: bool = False
     hold: float = 0.0
     cli: bool = False
+    capture: tuple[str, ...] = ()  # interface names to capture during the workload
 
 
 def preflight(progress: Progress) -> dict:
@@ -73,6 +75,8 @@ def run(scenario: Scenario, scenario_text: str, options: RunOptions,
                     "use a kernel with netem (stock Ubuntu/Debian kernels, e.g. the Vagrant "
                     "VM), or remove the delay faults")
             plan = make_plan(scenario)
+            for ifname in options.capture:
+                port_of(plan, ifname)  # a typo fails now, not after the build
             info["done"] = "root, Mininet, SRv6 next-csid, seg6local counters, htb"
         only_fabric = options.verify_only or options.cli or options.hold > 0
         transports: list[str | None] = [None] if only_fabric else list(scenario.transport)
@@ -178,7 +182,7 @@ def _build_and_use(network: FabricNetwork, results: RunResults, options: RunOpti
     if options.verify_only:
         return
     if transport is not None:
-        _run_workload(network, results, progress, transport)
+        _run_workload(network, results, progress, transport, options.capture)
     elif options.cli:
         from mininet.cli import CLI
         with progress.phase("cli", "Mininet CLI closed"):
@@ -191,7 +195,7 @@ def _build_and_use(network: FabricNetwork, results: RunResults, options: RunOpti
 
 
 def _run_workload(network: FabricNetwork, results: RunResults, progress: Progress,
-                  transport: str) -> None:
+                  transport: str, capture: tuple[str, ...]) -> None:
     scenario = network.plan.scenario
     w = scenario.workload
     hosts = scenario.rank_hosts()
@@ -208,7 +212,9 @@ def _run_workload(network: FabricNetwork, results: RunResults, progress: Progres
         injector.start(t0)
         background.start(t0)
 
+    captures = Captures(network, list(capture), results.dir)
     with progress.phase("traffic") as info:
+        captures.start()
         sampler.start()
         try:
             outcomes = run_agents(network, scenario, transport, out, on_start=start_timeline)
@@ -216,6 +222,7 @@ def _run_workload(network: FabricNetwork, results: RunResults, progress: Progres
             injector.stop()
             background.stop()
             sampler.stop()
+            captures.stop()
         failed = [o for o in outcomes if o.result.get("status") != "ok"]
         info["done"] = (f"{w.collective} of {format_size(w.size)} x {w.iterations} on "
                         f"{len(hosts)} ranks over {transport}: "

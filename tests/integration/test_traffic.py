@@ -2,6 +2,8 @@
 from __future__ import annotations
 
 import json
+import re
+import subprocess
 from pathlib import Path
 
 import pandas as pd
@@ -118,3 +120,17 @@ def test_gso_batching_sends_the_same_verified_bytes(tmp_path: Path, results_dir:
     assert res.returncode == 0, res.stderr
     for run in sorted(results_dir.iterdir()):
         assert pd.read_parquet(run / "iterations.parquet").verified.all()
+
+
+def test_capture_of_a_spine_port_shows_usid_traffic(tmp_path: Path, results_dir: Path):
+    file = tmp_path / "cap.yaml"
+    file.write_text(SMALL.format(name="cap", kind="all_reduce") + "transport: [mrc]\n")
+    res = run_cli("run", str(file), "--capture", "p0s0-eth1", results=results_dir, timeout=300)
+    assert res.returncode == 0, res.stderr
+    (run,) = results_dir.iterdir()
+    pcap = run / "capture-p0s0-eth1.pcap"
+    text = subprocess.run(["tcpdump", "-nr", str(pcap)], capture_output=True, text=True).stdout
+    # spine p0s0 toward leaf p0l1: its own uSID already shifted out, the leaf's next
+    assert re.search(r"> fcbb:bb00:d001:10[23]::\.4791: UDP", text), text[:2000]
+    bad = run_cli("run", str(file), "--capture", "nope-eth9", results=results_dir)
+    assert bad.returncode == 2 and "--capture nope-eth9: no such port" in bad.stderr
