@@ -18,6 +18,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from .cleanup import end_process
 from .units import Rate
 
 BASE_PORT = 5301
@@ -163,14 +164,9 @@ class BackgroundTraffic:
             (self.out / "flows.json").write_text(json.dumps(
                 [{**asdict(f), "started": self.started.get(f.index)} for f in self.flows],
                 indent=1))
-        deadline = time.time() + 2
+        deadline = time.time() + 2  # clients about to finish their duration may do so
         for proc in self.procs:
             try:
                 proc.wait(max(0.0, deadline - time.time()))
             except subprocess.TimeoutExpired:
-                proc.terminate()
-                try:
-                    proc.wait(2)
-                except subprocess.TimeoutExpired:
-                    proc.kill()
-                    proc.wait()
+                end_process(proc)

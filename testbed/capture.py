@@ -11,6 +11,7 @@ import re
 import subprocess
 from pathlib import Path
 
+from .cleanup import end_process
 from .errors import ScenarioError
 from .plan import FabricPlan
 
@@ -46,9 +47,4 @@ class Captures:
 
     def stop(self) -> None:
         for proc in self.procs:
-            proc.terminate()
-            try:
-                proc.wait(5)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+            end_process(proc, grace=5)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
 import time
 from pathlib import Path
 
@@ -67,6 +68,18 @@ def _is_node_shell(pid: int, name: str) -> bool:
     except OSError:
         return False
     return f"mininet:{name}".encode() in cmdline
+
+
+def end_process(proc: subprocess.Popen, grace: float = 2.0) -> None:
+    """SIGTERM (a tool like tcpdump or iperf3 then writes out what it has), SIGKILL if it
+    does not end within `grace` seconds; always reaped."""
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(grace)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
 
 
 def clean_record(record: state.RunRecord, reason: str) -> int:

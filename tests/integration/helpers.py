@@ -91,3 +91,17 @@ def run_cli(*args: str, timeout: float = 120, results: Path | None = None,
         cmd += ["--results", str(results)]
     return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=ROOT,
                           **kwargs)
+
+
+def iperf3_tcp_mbps(network: FabricNetwork, src: str, dst: str, dst_address: str,
+                    seconds: float = 2.0) -> float:
+    """Goodput of one TCP flow between two hosts of a built fabric, received side."""
+    import json
+
+    server = network.node(dst).popen(["iperf3", "-s", "-1", "-B", dst_address])
+    try:
+        time.sleep(0.4)
+        out = network.node(src).cmd(f"iperf3 -J -t {seconds:g} -c {dst_address}")
+    finally:
+        server.wait(15)
+    return json.loads(out)["end"]["sum_received"]["bits_per_second"] / 1e6

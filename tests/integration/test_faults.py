@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import json
 import re
-import time
 from pathlib import Path
 
 import pandas as pd
@@ -13,7 +12,7 @@ from testbed.faults import Action
 from testbed.injector import Injector
 from testbed.runner import fabric
 
-from .helpers import run_cli
+from .helpers import iperf3_tcp_mbps, run_cli
 
 QUICK = "name: f\nfabric: {host_link: {rate: 25Mbit}, fabric_link: {rate: 25Mbit}}\n"
 
@@ -90,13 +89,7 @@ def test_degrade_lowers_the_rate_and_is_undone():
         degrade = Action(0, True, "degrade", ("h0-p0l0",), 0, (("fraction", 0.25),))
 
         def tcp_mbps() -> float:
-            server = network.node("h1").popen(["iperf3", "-s", "-1", "-B", "fd10::101"])
-            try:
-                time.sleep(0.3)
-                out = network.node("h0").cmd("iperf3 -J -t 2 -c fd10::101")
-            finally:
-                server.wait(10)
-            return json.loads(out)["end"]["sum_received"]["bits_per_second"] / 1e6
+            return iperf3_tcp_mbps(network, "h0", "h1", "fd10::101")
 
         injector.apply(degrade)
         assert 7 <= tcp_mbps() <= 10.4, "a quarter of 40 Mbit/s"
