@@ -316,3 +316,12 @@ def test_denied_paths_become_denied_evs_per_pair(tmp_path):
 def test_denying_every_path_is_an_error():
     msg = error_of("mrc: {denied: [{plane: 0}, {plane: 1, spine: 0}, {plane: 1, spine: 1}]}")
     assert "mrc.denied: every path is denied" in msg
+
+
+def test_the_readme_scenario_example_is_valid():
+    """README shows every section of a scenario: it must stay a file the testbed accepts."""
+    from pathlib import Path
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    block = readme.split("## A scenario\n\n```yaml\n", 1)[1].split("```", 1)[0]
+    sc = parse(block)
+    assert sc.fabric.mtu == 4200 and sc.qp.mss == 4096 and sc.transport == ["mrc", "rocev2"]
