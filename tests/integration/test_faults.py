@@ -12,7 +12,7 @@ from testbed.faults import Action
 from testbed.injector import Injector
 from testbed.runner import fabric
 
-from .helpers import iperf3_tcp_mbps, run_cli
+from .helpers import iperf3_tcp_mbps, run_scenario
 
 QUICK = "name: f\nfabric: {host_link: {rate: 25Mbit}, fabric_link: {rate: 25Mbit}}\n"
 
@@ -38,17 +38,13 @@ def test_loss_matches_the_requested_rate_and_is_undone():
 
 
 def test_link_down_carries_nothing_until_it_comes_back(tmp_path: Path, results_dir: Path):
-    file = tmp_path / "down.yaml"
-    file.write_text("""name: down
+    (run,) = run_scenario("""name: down
 fabric: {host_link: {rate: 25Mbit}, fabric_link: {rate: 25Mbit}, mtu: 4200}
 qp: {mss: 4096}
 transport: [mrc]
 workload: {size: 1MiB, iterations: 8, warmup: 0}
 faults: [{at: 0.3, kind: link_down, target: {plane: 0, leaf: 1, spine: 0}, duration: 0.8}]
-""")
-    res = run_cli("run", str(file), results=results_dir, timeout=300)
-    assert res.returncode == 0, res.stderr
-    (run,) = results_dir.iterdir()
+""", tmp_path, results_dir)
     events = pd.read_parquet(run / "events.parquet")
     assert set(events.condition) == {"down", "routed"}  # routing's echo, a delay later
     events = events[events.condition == "down"]
@@ -112,8 +108,7 @@ def test_router_down_drops_on_all_its_links():
 
 
 def test_incast_background_fills_the_receivers_port(tmp_path: Path, results_dir: Path):
-    file = tmp_path / "incast.yaml"
-    file.write_text("""name: incast
+    (run,) = run_scenario("""name: incast
 fabric: {host_link: {rate: 25Mbit}, fabric_link: {rate: 25Mbit}, mtu: 4200}
 qp: {mss: 4096}
 transport: [mrc]
@@ -121,10 +116,7 @@ workload: {size: 1MiB, iterations: 10, warmup: 0}
 background:
   - {pattern: incast, at: 0.2, duration: 1.5, protocol: udp, rate: 15Mbit, receiver: h0,
      plane: 0}
-""")
-    res = run_cli("run", str(file), results=results_dir, timeout=300)
-    assert res.returncode == 0, res.stderr
-    (run,) = results_dir.iterdir()
+""", tmp_path, results_dir)
     meta = json.loads((run / "meta.json").read_text())
     assert meta["background"] == {"flows": 3, "started": 3}
     for k in range(3):

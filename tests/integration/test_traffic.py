@@ -14,7 +14,7 @@ from testbed.progress import Progress
 from testbed.traffic import run_agents
 from testbed.verify import verify
 
-from .helpers import build, run_cli
+from .helpers import build, run_cli, run_scenario
 
 SMALL = """name: {name}
 fabric: {{host_link: {{rate: 25Mbit}}, fabric_link: {{rate: 25Mbit}}}}
@@ -24,11 +24,8 @@ workload: {{collective: {kind}, size: 256KiB, iterations: 2, warmup: 1}}
 
 @pytest.mark.parametrize("kind", ["all_reduce", "all_gather", "reduce_scatter", "all_to_all"])
 def test_collective_verified_on_both_transports(kind: str, tmp_path: Path, results_dir: Path):
-    file = tmp_path / f"{kind}.yaml"
-    file.write_text(SMALL.format(name=kind.replace("_", "-"), kind=kind))
-    res = run_cli("run", str(file), results=results_dir, timeout=300)
-    assert res.returncode == 0, res.stderr
-    runs = sorted(results_dir.iterdir())
+    runs = run_scenario(SMALL.format(name=kind.replace("_", "-"), kind=kind), tmp_path,
+                        results_dir)
     assert [r.name.rsplit("-", 1)[1] for r in runs] == ["mrc", "rocev2"]
     for run in runs:
         meta = json.loads((run / "meta.json").read_text())
@@ -80,12 +77,9 @@ def test_mrc_completes_with_a_spine_link_down(tmp_path: Path):
 
 
 def test_denied_paths_are_never_used(tmp_path: Path, results_dir: Path):
-    file = tmp_path / "denied.yaml"
-    file.write_text(SMALL.format(name="denied", kind="all_reduce")
-                    + "transport: [mrc]\nmrc: {denied: [{plane: 0, spine: 1}]}\n")
-    res = run_cli("run", str(file), results=results_dir, timeout=300)
-    assert res.returncode == 0, res.stderr
-    (run,) = results_dir.iterdir()
+    (run,) = run_scenario(SMALL.format(name="denied", kind="all_reduce")
+                          + "transport: [mrc]\nmrc: {denied: [{plane: 0, spine: 1}]}\n",
+                          tmp_path, results_dir)
     msgs = pd.read_parquet(run / "messages.parquet")
     cross = msgs[(msgs["rank"] < 2) != (msgs["peer"] < 2)]
     used = set().union(*cross.evs_used.apply(set))
@@ -99,12 +93,9 @@ def test_denied_paths_are_never_used(tmp_path: Path, results_dir: Path):
 def test_rocev2_with_several_qps_per_peer(tmp_path: Path, results_dir: Path):
     """The MRC paper's 1/8/16-QP RoCEv2 comparison: 4 QPs per peer, spread over both planes,
     each with its own entropy; every write split across them, still verified."""
-    file = tmp_path / "roce4.yaml"
-    file.write_text(SMALL.format(name="roce4", kind="all_reduce")
-                    + "transport: [rocev2]\nqp: {qps_per_peer: {rocev2: 4}}\n")
-    res = run_cli("run", str(file), results=results_dir, timeout=300)
-    assert res.returncode == 0, res.stderr
-    (run,) = results_dir.iterdir()
+    (run,) = run_scenario(SMALL.format(name="roce4", kind="all_reduce")
+                          + "transport: [rocev2]\nqp: {qps_per_peer: {rocev2: 4}}\n",
+                          tmp_path, results_dir)
     qps = pd.read_parquet(run / "qps.parquet")
     assert qps.groupby(["rank", "peer"]).size().eq(4).all()
     busy = qps[qps.data_sent > 0]
@@ -114,23 +105,18 @@ def test_rocev2_with_several_qps_per_peer(tmp_path: Path, results_dir: Path):
 
 
 def test_gso_batching_sends_the_same_verified_bytes(tmp_path: Path, results_dir: Path):
-    file = tmp_path / "gso.yaml"
-    file.write_text(SMALL.format(name="gso", kind="all_reduce") + "qp: {gso: true}\n")
-    res = run_cli("run", str(file), results=results_dir, timeout=300)
-    assert res.returncode == 0, res.stderr
-    for run in sorted(results_dir.iterdir()):
+    for run in run_scenario(SMALL.format(name="gso", kind="all_reduce") + "qp: {gso: true}\n",
+                            tmp_path, results_dir):
         assert pd.read_parquet(run / "iterations.parquet").verified.all()
 
 
 def test_capture_of_a_spine_port_shows_usid_traffic(tmp_path: Path, results_dir: Path):
-    file = tmp_path / "cap.yaml"
-    file.write_text(SMALL.format(name="cap", kind="all_reduce") + "transport: [mrc]\n")
-    res = run_cli("run", str(file), "--capture", "p0s0-eth1", results=results_dir, timeout=300)
-    assert res.returncode == 0, res.stderr
-    (run,) = results_dir.iterdir()
+    text = SMALL.format(name="cap", kind="all_reduce") + "transport: [mrc]\n"
+    (run,) = run_scenario(text, tmp_path, results_dir, "--capture", "p0s0-eth1")
     pcap = run / "capture-p0s0-eth1.pcap"
     text = subprocess.run(["tcpdump", "-nr", str(pcap)], capture_output=True, text=True).stdout
     # spine p0s0 toward leaf p0l1: its own uSID already shifted out, the leaf's next
     assert re.search(r"> fcbb:bb00:d001:10[23]::\.4791: UDP", text), text[:2000]
-    bad = run_cli("run", str(file), "--capture", "nope-eth9", results=results_dir)
+    bad = run_cli("run", str(tmp_path / "scenario.yaml"), "--capture", "nope-eth9",
+                  results=results_dir)
     assert bad.returncode == 2 and "--capture nope-eth9: no such port" in bad.stderr
