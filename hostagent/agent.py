@@ -61,7 +61,9 @@ def build_qps(cfg: AgentConfig) -> tuple[socket.socket, dict[int, list]]:
     return listen, peers
 
 
-def path_report(peers: dict[int, list]) -> dict:
+def path_report(peers: dict[int, list], wall_offset: float) -> dict:
+    """Final EV and QP counters, and every EV state change on the wall clock (`wall_offset`:
+    QPs keep time on the event loop's monotonic clock, the results on the agents' wall clock)."""
     out: dict = {"evs": [], "transitions": [], "qps": []}
     for peer, entries in peers.items():
         for qp, _ in entries:
@@ -77,7 +79,7 @@ def path_report(peers: dict[int, list]) -> dict:
                                    "ecn": ev.ecn})
             for t in evset.transitions:
                 out["transitions"].append({"peer": peer, "qpn": qp.qpn, "ev": t.ev,
-                                           "time": t.time, "old": t.old.value,
+                                           "time": t.time + wall_offset, "old": t.old.value,
                                            "new": t.new.value, "reason": t.reason})
     return out
 
@@ -123,7 +125,8 @@ async def run(cfg: AgentConfig, out: Path) -> dict:
         drv.close()
     (out / "iterations.json").write_text(json.dumps([asdict(r) for r in records]))
     (out / "messages.json").write_text(json.dumps([asdict(m) for m in messages]))
-    (out / "paths.json").write_text(json.dumps(path_report(peers), default=float))
+    report = path_report(peers, drv.wall_offset)
+    (out / "paths.json").write_text(json.dumps(report, default=float))
     return {"status": status, "error": error, "host": cfg.host, "rank": cfg.rank,
             "transport": cfg.transport, "iterations": len(records),
             "verified": bool(records) and all(r.verified for r in records)}

@@ -101,7 +101,7 @@ class Driver:
         self._imms: dict[tuple[int, int], int] = defaultdict(int)  # (peer, imm) -> parts seen
         self._imm_waiters: dict[tuple[int, int], asyncio.Future] = {}
         self.failure: str | None = None
-        self._wall = time.time() - self.loop.time()  # QPs run on the loop's monotonic clock
+        self.wall_offset = time.time() - self.loop.time()  # QPs run on the loop's monotonic clock
         self.loop.add_reader(listen.fileno(), self._on_readable)
 
     def close(self) -> None:
@@ -131,8 +131,8 @@ class Driver:
             qp.post_write(write_id, part, remote_offset + bounds[k], imm, now, peer)
             self._kick(qp)
         stats = await pending.future
-        stats.start += self._wall
-        stats.end += self._wall
+        stats.start += self.wall_offset
+        stats.end += self.wall_offset
         return stats
 
     async def wait_imm(self, peer: int, imm: int) -> None:
