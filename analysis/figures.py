@@ -1,0 +1,324 @@
+"""The report's figures, drawn with matplotlib from what `metrics` computed.
+
+Every figure must survive a grayscale printer and a paper's column: series differ by line
+style, marker and hatch as well as colour, every axis names its unit, legends give the
+sample counts, and times are seconds since the workload's start. `save` writes each figure
+as PNG (for the HTML and quick looks) and PDF (vector, for papers).
+"""
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+from matplotlib.figure import Figure
+from matplotlib.patches import Patch
+
+from .metrics import Percentile, percentiles
+
+FORMATS = ("png", "pdf")
+# One style per series, in order: colour-blind-safe colours that also differ in gray level,
+# plus line style, marker and hatch, so that no series is told apart by colour alone.
+STYLES = (
+    {"color": "#0b4f8a", "linestyle": "-", "marker": "o", "hatch": "//"},
+    {"color": "#e08214", "linestyle": "--", "marker": "s", "hatch": ".."},
+    {"color": "#4d9221", "linestyle": ":", "marker": "^", "hatch": "xx"},
+    {"color": "#7b3294", "linestyle": "-.", "marker": "D", "hatch": "\\\\"},
+    {"color": "#bdbdbd", "linestyle": (0, (5, 1, 1, 1, 1, 1)), "marker": "v", "hatch": "oo"},
+    {"color": "#252525", "linestyle": (0, (8, 2)), "marker": "P", "hatch": "--"},
+)
+_PCT_MARKERS = {50.0: "o", 99.0: "^", 99.9: "*"}
+_STATE_STYLE = {  # EV states: GOOD light, ASSUMED_BAD dark and hatched, DENIED black, crossed
+    "GOOD": {"facecolor": "#e6e6e6", "hatch": "", "edgecolor": "#bbbbbb"},
+    "ASSUMED_BAD": {"facecolor": "#555555", "hatch": "////", "edgecolor": "white"},
+    "DENIED": {"facecolor": "black", "hatch": "xx", "edgecolor": "#888888"},
+}
+TIME_LABEL = "time since workload start (s)"
+
+plt.rcParams.update({"figure.dpi": 110, "savefig.dpi": 150, "font.size": 9,
+                     "axes.grid": True, "grid.alpha": 0.3, "legend.fontsize": 8,
+                     "hatch.linewidth": 0.6})
+
+
+def style(i: int) -> dict:
+    return STYLES[i % len(STYLES)]
+
+
+def rate_unit(bits_per_s: float) -> tuple[float, str]:
+    """Divisor and name of the unit that shows `bits_per_s` with a few digits: emulated links
+    run at Mbit/s, real ones at Gbit/s."""
+    for div, name in ((1e9, "Gbit/s"), (1e6, "Mbit/s"), (1e3, "kbit/s")):
+        if bits_per_s >= div:
+            return div, name
+    return 1.0, "bit/s"
+
+
+def save(fig: Figure, out_dir: Path, name: str) -> list[Path]:
+    """Write `name`.png and `name`.pdf into `out_dir`; return their paths."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    paths = [out_dir / f"{name}.{fmt}" for fmt in FORMATS]
+    for path in paths:
+        fig.savefig(path, bbox_inches="tight")
+    return paths
+
+
+def _mark_disturbances(ax, disturbances: pd.DataFrame, reroutes: pd.Series | None,
+                       t_max: float, labels: bool = True) -> list:
+    """Shade each fault or background pattern (hatched span, its label at the top) and draw
+    the baseline's reroutes as dotted lines; return legend handles for them."""
+    handles = []
+    for i, d in enumerate(disturbances.itertuples()):
+        end = d.end if d.end == d.end else t_max
+        fault = d.source == "fault"
+        ax.axvspan(d.start, end, facecolor="#999999" if fault else "#cccccc", alpha=0.25,
+                   hatch="\\\\" if fault else "++", edgecolor="#666666", linewidth=0, zorder=0)
+        ax.axvline(d.start, color="black", linewidth=0.8, zorder=1)
+        if labels:
+            ax.annotate(f"{d.label}\n{d.start:.2f}–{end:.2f} s", xy=(d.start, 1), xycoords=(
+                "data", "axes fraction"), xytext=(3, -3 - 22 * (i % 2)),
+                textcoords="offset points", va="top", fontsize=7,
+                bbox={"boxstyle": "round,pad=0.2", "fc": "white", "ec": "#888888",
+                      "alpha": 0.85})
+    if len(disturbances):
+        kinds = set(disturbances["source"])
+        if "fault" in kinds:
+            handles.append(Patch(facecolor="#999999", alpha=0.4, hatch="\\\\", label="fault"))
+        if "background" in kinds:
+            handles.append(Patch(facecolor="#cccccc", alpha=0.4, hatch="++",
+                                 label="background traffic"))
+    if reroutes is not None and len(reroutes):
+        for t in reroutes:
+            ax.axvline(t, color="black", linestyle=(0, (1, 2)), linewidth=1.0, zorder=1)
+        handles.append(plt.Line2D([], [], color="black", linestyle=(0, (1, 2)),
+                                  label="baseline routing converged"))
+    return handles
+
+
+def cct_cdf(samples: dict[str, pd.Series], title: str) -> Figure:
+    """CDF of collective completion times per series, p50/p99/p99.9 marked on each curve; log
+    x when the times span more than a factor of 20."""
+    fig, ax = plt.subplots(figsize=(6.4, 3.8))
+    every = np.concatenate([s.to_numpy(dtype=float) for s in samples.values()])
+    unit, name = (1e3, "ms") if every.size and every.max() < 10 else (1.0, "s")
+    notes: list[str] = []
+    for i, (label, s) in enumerate(samples.items()):
+        values = np.sort(s.to_numpy(dtype=float)) * unit
+        if not values.size:
+            continue
+        st = style(i)
+        y = np.arange(1, values.size + 1) / values.size
+        ax.step(np.concatenate([[values[0]], values]), np.concatenate([[0], y]),
+                where="post", color=st["color"], linestyle=st["linestyle"], linewidth=1.6,
+                label=f"{label} (n={values.size} iterations)")
+        for p in percentiles(values):
+            ax.plot(p.value, p.q / 100, marker=_PCT_MARKERS[p.q], color=st["color"],
+                    markeredgecolor="black", markersize=8, linestyle="none", zorder=3)
+            if p.note and p.q != 50:
+                notes.append(f"{label} p{p.q:g}: n={p.n} < {p.needed}")
+    if every.size and every.max() / max(every.min(), 1e-12) > 20:
+        ax.set_xscale("log")
+    ax.set_xlabel(f"collective completion time ({name})")
+    ax.set_ylabel("fraction of iterations")
+    ax.set_ylim(0, 1.05)
+    ax.set_title(title)
+    handles, _ = ax.get_legend_handles_labels()
+    handles += [plt.Line2D([], [], marker=m, color="gray", markeredgecolor="black",
+                           linestyle="none", label=f"p{q:g}") for q, m in _PCT_MARKERS.items()]
+    ax.legend(handles=handles, loc="lower right")
+    fig.tight_layout()
+    if notes:  # under the plot, where no curve can hide it
+        fig.text(0.01, 0.0, "too few samples for a measured tail (value interpolated): " +
+                 "; ".join(notes), va="top", fontsize=7, color="#444444", wrap=True)
+    return fig
+
+
+def goodput(totals: dict[str, pd.Series], disturbances: pd.DataFrame,
+            reroutes: pd.Series | None, title: str,
+            per_host: pd.DataFrame | None = None) -> Figure:
+    """Goodput (bytes/s series, indexed by bin start) over time: one thick line per series,
+    optionally each host's thin line, with every disturbance shaded and labelled."""
+    fig, ax = plt.subplots(figsize=(7.5, 3.8))
+    peak = max([float(s.max()) for s in totals.values()] + [1.0]) * 8
+    div, unit = rate_unit(peak)
+    t_max = max(float(s.index.max()) for s in totals.values()) if totals else 1.0
+    if per_host is not None:
+        for j, (host, s) in enumerate(per_host.items()):
+            ax.step(s.index, s * 8 / div, where="post", color="#777777", linewidth=0.7,
+                    linestyle=STYLES[(j + 1) % len(STYLES)]["linestyle"],
+                    label=f"received by {host}")
+    for i, (label, s) in enumerate(totals.items()):
+        st = style(i)
+        ax.step(s.index, s * 8 / div, where="post", color=st["color"],
+                linestyle=st["linestyle"], linewidth=1.8, label=label)
+    handles = _mark_disturbances(ax, disturbances, reroutes, t_max)
+    ax.set_xlabel(TIME_LABEL)
+    ax.set_ylabel(f"goodput ({unit})")
+    ax.set_xlim(0, t_max)
+    ax.set_ylim(0, None)
+    ax.set_title(title)
+    lines, _ = ax.get_legend_handles_labels()
+    ax.legend(handles=lines + handles, loc="upper left", bbox_to_anchor=(1.01, 1),
+              borderaxespad=0)
+    fig.tight_layout()
+    return fig
+
+
+def utilisation_heatmap(panels: list[tuple[str, pd.DataFrame, list]], bin_s: float,
+                        disturbances: pd.DataFrame, title: str) -> Figure:
+    """One heatmap per panel (name, grid, a group key per row; rows: planes or ports;
+    columns: time bins of `bin_s`) of the share of nominal link rate sent; a white line
+    between rows of different groups (planes, host or fabric ports), faults as dashed
+    lines. Row labels are dropped past 48 rows; the group lines stay."""
+    heights = [max(1.2, 0.16 * len(g) + 0.6) for _, g, _ in panels]
+    fig, axes = plt.subplots(len(panels), 1, figsize=(7.5, sum(heights) + 0.9),
+                             gridspec_kw={"height_ratios": heights}, sharex=True,
+                             squeeze=False, layout="constrained")
+    image = None
+    for ax, (name, grid, groups) in zip(axes[:, 0], panels):
+        t_end = len(grid.columns) * bin_s
+        image = ax.imshow(grid.to_numpy(dtype=float), aspect="auto", interpolation="nearest",
+                          cmap="viridis", vmin=0, vmax=1, extent=(0, t_end, len(grid), 0))
+        ax.grid(False)
+        ax.set_yticks(np.arange(len(grid)) + 0.5)
+        ax.set_yticklabels([str(r) for r in grid.index] if len(grid) <= 48 else [],
+                           fontsize=7 if len(grid) > 12 else 8)
+        ax.set_title(name, fontsize=9, loc="left")
+        for y in [i for i in range(1, len(groups)) if groups[i] != groups[i - 1]]:
+            ax.axhline(y, color="white", linewidth=2.5)  # between planes and port groups
+        for d in disturbances.itertuples():
+            for t in (d.start, d.end):
+                if t == t:
+                    ax.axvline(t, color="white", linestyle="--", linewidth=1.0)
+                    ax.axvline(t, color="black", linestyle=(3, (3, 3)), linewidth=1.0)
+    axes[-1, 0].set_xlabel(TIME_LABEL + f"; {bin_s:g} s bins")
+    bar = fig.colorbar(image, ax=axes[:, 0].tolist(), extend="max", fraction=0.04, pad=0.01)
+    bar.set_label("sent, share of nominal link rate")
+    bar.set_ticks([0, 0.25, 0.5, 0.75, 1.0], labels=["0%", "25%", "50%", "75%", "100%"])
+    fig.suptitle(title, fontsize=10)
+    return fig
+
+
+def busbw_bars(rows: pd.DataFrame, title: str) -> Figure:
+    """Bus bandwidth per series (`rows`: label, busbw and ideal in GB/s, `iterations` a list
+    of per-iteration busbw): bars at nccl-tests' value, each iteration as a dot, the ideal as a bold
+    line with its share."""
+    fig, ax = plt.subplots(figsize=(max(3.6, 1.7 * len(rows) + 1.5), 3.8))
+    peak = max(float(rows["ideal"].max()), float(rows["busbw"].max())) * 8e9
+    div, unit = rate_unit(peak)
+    scale = 8e9 / div
+    for i, r in enumerate(rows.itertuples()):
+        st = style(i)
+        ax.bar(i, r.busbw * scale, width=0.6, color=st["color"], alpha=0.75,
+               hatch=st["hatch"], edgecolor="black")
+        dots = np.asarray(r.iterations, dtype=float) * scale
+        jitter = np.linspace(-0.15, 0.15, dots.size) if dots.size > 1 else np.zeros(1)
+        ax.plot(i + jitter, dots, linestyle="none", marker=st["marker"], markersize=4,
+                color="black", markerfacecolor="white")
+        ax.hlines(r.ideal * scale, i - 0.38, i + 0.38, colors="black", linewidth=2.2)
+        ax.annotate(f"ideal {r.ideal * scale:.3g} {unit}", (i + 0.38, r.ideal * scale),
+                    xytext=(2, 0), textcoords="offset points", va="center", fontsize=7)
+        ax.annotate(f"{r.busbw * scale:.3g} {unit}\n{r.busbw / r.ideal:.0%} of ideal",
+                    (i, r.busbw * scale / 2), ha="center", va="center", fontsize=8,
+                    bbox={"boxstyle": "round,pad=0.2", "fc": "white", "alpha": 0.9})
+    ax.set_xticks(range(len(rows)), [f"{r.label}\n(n={len(r.iterations)} iterations)"
+                                     for r in rows.itertuples()])
+    ax.set_xlim(-0.6, len(rows) - 0.4 + 0.55)
+    ax.set_ylabel(f"bus bandwidth ({unit})")
+    ax.set_ylim(0, peak / div * 1.15)
+    ax.set_title(title)
+    ax.legend(handles=[plt.Line2D([], [], color="black", linewidth=2.2,
+                                  label="ideal (injection rate)"),
+                       plt.Line2D([], [], marker="o", color="black", markerfacecolor="white",
+                                  linestyle="none", label="one timed iteration")],
+              loc="upper right", fontsize=7)
+    fig.tight_layout()
+    return fig
+
+
+def ev_timeline(segments: pd.DataFrame, disturbances: pd.DataFrame, t_end: float,
+                title: str, transport: str, hosts: dict[int, str],
+                max_lanes: int = 40) -> Figure:
+    """One lane per EV that was not GOOD all along (state as hatched bars), faults shaded;
+    `hosts` names the peer ranks. A run without EVs (RoCEv2) or without changes says so in
+    the plot."""
+    key = ["host", "peer", "qpn", "ev"]
+    changed = segments.groupby(key).filter(lambda g: (g["state"] != "GOOD").any()) \
+        if not segments.empty else segments
+    lanes = list(changed.groupby(key, sort=True).groups)[:max_lanes] if len(changed) else []
+    total = segments.groupby(key).ngroups if not segments.empty else 0
+    fig, ax = plt.subplots(figsize=(7.5, max(2.2, 0.28 * len(lanes) + 1.4)))
+    _mark_disturbances(ax, disturbances, None, t_end, labels=False)
+    if segments.empty:
+        message = f"{transport}: no EVs (a QP is bound to one path), nothing to show"
+    elif not lanes:
+        message = f"all {total} EVs stayed in their state the whole run (no change)"
+    else:
+        message = ""
+    by_lane = dict(list(changed.groupby(key))) if lanes else {}
+    for y, lane in enumerate(lanes):
+        for state, part in by_lane[lane].groupby("state"):
+            ax.broken_barh(list(zip(part["start"], part["end"] - part["start"])),
+                           (y - 0.35, 0.7), **_STATE_STYLE.get(state, _STATE_STYLE["GOOD"]),
+                           linewidth=0.5)
+    ax.set_yticks(range(len(lanes)), [
+        f"{h}→{hosts.get(p, p)} qp{q} EV{e} (plane {int(by_lane[(h, p, q, e)]['plane'].iloc[0])})"
+        for h, p, q, e in lanes], fontsize=7)
+    ax.set_ylim(len(lanes) - 0.5 if lanes else 1, -0.5 if lanes else 0)
+    ax.set_xlim(0, t_end)
+    ax.set_xlabel(TIME_LABEL)
+    if message:
+        ax.text(0.5, 0.5, message, transform=ax.transAxes, ha="center", va="center")
+        ax.set_yticks([])
+    shown = (f"{len(changed.groupby(key))} of {total} EVs changed state"
+             + (f", first {len(lanes)} shown" if len(lanes) < changed.groupby(key).ngroups
+                else "") + "; the others stayed as they were") if lanes else f"{total} EVs"
+    ax.set_title(f"{title} ({shown})", fontsize=9)
+    ax.legend(handles=[Patch(**_STATE_STYLE[s], label=s) for s in _STATE_STYLE] +
+              [Patch(facecolor="#999999", alpha=0.4, hatch="\\\\", label="fault")],
+              loc="upper left", bbox_to_anchor=(1.01, 1), borderaxespad=0)
+    ax.grid(False)
+    fig.tight_layout()
+    return fig
+
+
+def counter_bars(counts: pd.DataFrame, title: str, group_name: str) -> Figure:
+    """Grouped bars: one group per row of `counts` (hosts or transports), one hatched bar
+    per counter (column), each labelled with its value; symlog y when the counts span more
+    than a factor of 100, so that a few timeouts stay visible next to thousands of
+    retransmissions."""
+    fig, ax = plt.subplots(figsize=(max(5.0, 0.9 * len(counts) * max(1, len(counts.columns)) /
+                                        2 + 2.5), 3.8))
+    width = 0.8 / max(1, len(counts.columns))
+    x = np.arange(len(counts))
+    for j, column in enumerate(counts.columns):
+        st = style(j)
+        values = counts[column].to_numpy(dtype=float)
+        bars = ax.bar(x + (j - (len(counts.columns) - 1) / 2) * width, values, width,
+                      color=st["color"], alpha=0.8, hatch=st["hatch"], edgecolor="black",
+                      label=column.replace("_", " "))
+        ax.bar_label(bars, labels=[f"{v:,.0f}" for v in values], fontsize=6, padding=1)
+    nonzero = counts.to_numpy(dtype=float)
+    nonzero = nonzero[nonzero > 0]
+    if nonzero.size and nonzero.max() / nonzero.min() > 100:
+        ax.set_yscale("symlog", linthresh=1)
+    ax.set_ylim(0, max(1.0, float(counts.to_numpy().max())) * (3 if ax.get_yscale() ==
+                                                                "symlog" else 1.15))
+    ax.set_xticks(x, [str(i) for i in counts.index])
+    ax.set_xlabel(group_name)
+    ax.set_ylabel("count (packets or events)")
+    ax.set_title(title)
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1), borderaxespad=0)
+    fig.tight_layout()
+    return fig
+
+
+def percentile_text(ps: list[Percentile], unit: float = 1e3, name: str = "ms") -> str:
+    """'p50 357 ms, p99 399 ms*, p99.9 400 ms* (n=10; * too few samples)'"""
+    cells = [f"p{p.q:g} {p.value * unit:.4g} {name}{'*' if p.note else ''}"
+             for p in ps if not math.isnan(p.value)]
+    n = ps[0].n if ps else 0
+    star = "; * interpolated: too few samples for a measured tail" if any(
+        p.note for p in ps) else ""
+    return ", ".join(cells) + f" (n={n}{star})"

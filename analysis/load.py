@@ -1,0 +1,127 @@
+"""Loading one run's results folder (the results contract) into pandas, and checking it.
+
+A report must never quietly draw a half-written run as if it were whole: a folder that lacks
+what every report needs raises `RunError` with one message saying which run and what is
+missing; a run whose status is not `complete` but whose tables exist loads, and carries its
+status so that the report says so on top.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pandas as pd
+
+from testbed.errors import TestbedError
+from testbed.scenario import Scenario, parse
+
+# Tables every report needs; the others may be absent (older runs, no faults) or empty (RoCEv2
+# has no EVs), and load as empty frames.
+REQUIRED = ("iterations", "messages", "qps")
+OPTIONAL = ("paths", "ev_states", "links", "events")
+
+
+class RunError(TestbedError):
+    """A folder that is not a readable, reportable run: missing, not a run, or incomplete."""
+
+    exit_code = 2
+
+
+@dataclass
+class Run:
+    """One run of one transport, as the contract stores it. Times in the tables stay wall clock
+    (s since the epoch); `t0`, the workload's start, turns them into seconds since it."""
+
+    dir: Path
+    meta: dict
+    scenario: Scenario
+    tables: dict[str, pd.DataFrame] = field(repr=False)
+
+    @property
+    def transport(self) -> str:
+        return self.meta["transport"]
+
+    @property
+    def status(self) -> str:
+        return self.meta.get("status", "unknown")
+
+    @property
+    def complete(self) -> bool:
+        return self.status == "complete"
+
+    @property
+    def name(self) -> str:
+        return self.dir.name
+
+    @property
+    def t0(self) -> float:
+        """The first rank's first start: the agents start together, so this is the workload's
+        start to within a few ms (faults' `at` counts from the runner's start time, which
+        the tables do not hold)."""
+        return float(self.tables["iterations"]["start"].min())
+
+    @property
+    def t_end(self) -> float:
+        return float(self.tables["iterations"]["end"].max())
+
+    @property
+    def world(self) -> int:
+        return int(self.tables["iterations"]["rank"].nunique())
+
+    def __getattr__(self, name: str) -> pd.DataFrame:
+        """run.iterations, run.links, ...: the tables by name."""
+        tables = self.__dict__.get("tables", {})
+        if name in tables:
+            return tables[name]
+        raise AttributeError(name)
+
+
+def _incomplete(path: Path, meta: dict, what: str) -> RunError:
+    status = meta.get("status", "unknown")
+    phase = meta.get("ended_in_phase")
+    error = meta.get("error")
+    how = f"status {status}" + (f", ended in phase {phase}" if phase else "") + \
+        (f": {error}" if error else "")
+    return RunError(f"{path}: incomplete run ({how}): it has {what}, so nothing to report",
+                    "rerun the scenario (`mrc-testbed run FILE`)")
+
+
+def load_run(path: str | Path) -> Run:
+    """Read a run folder; raise `RunError` if it is not one, or lacks a table every report
+    needs."""
+    path = Path(path)
+    if not path.is_dir():
+        raise RunError(f"{path}: no such run folder",
+                       "give a folder made by `mrc-testbed run` (see `mrc-testbed list`)")
+    try:
+        meta = json.loads((path / "meta.json").read_text())
+    except FileNotFoundError:
+        raise RunError(f"{path}: not a run folder (no meta.json)",
+                       "give a folder made by `mrc-testbed run` (see `mrc-testbed list`)"
+                       ) from None
+    except ValueError as exc:
+        raise RunError(f"{path}: meta.json is unreadable ({exc})") from None
+    if not meta.get("transport"):
+        raise RunError(f"{path}: a fabric-only run (--verify-only, --hold or --cli): it ran no "
+                       f"workload, so there is nothing to report")
+    try:
+        text = (path / "scenario.yaml").read_text()
+    except FileNotFoundError:
+        raise _incomplete(path, meta, "no scenario.yaml") from None
+    scenario = parse(text, str(path / "scenario.yaml"))
+    missing = [name for name in REQUIRED if not (path / f"{name}.parquet").exists()]
+    if missing:
+        raise _incomplete(path, meta, "no " + ", ".join(f"{m}.parquet" for m in missing))
+    tables = {name: pd.read_parquet(path / f"{name}.parquet") for name in REQUIRED}
+    for name in OPTIONAL:
+        file = path / f"{name}.parquet"
+        tables[name] = pd.read_parquet(file) if file.exists() else pd.DataFrame()
+    if tables["iterations"].empty:
+        raise _incomplete(path, meta, "no iteration in iterations.parquet")
+    return Run(path, meta, scenario, tables)
+
+
+def load_runs(paths: list[str | Path]) -> list[Run]:
+    """Several runs, each checked; the first bad one raises."""
+    return [load_run(p) for p in paths]

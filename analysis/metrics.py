@@ -1,0 +1,406 @@
+"""The numbers of a report, as pure functions of the contract's DataFrames.
+
+Times come in as wall clock (s since the epoch) and go out as seconds since the workload's
+start (`t0`): a reader compares runs by when things happened in the workload, and epoch
+seconds in float64 lose the microseconds that sums of bytes x times need.
+No plotting and no IO here, so that every number a figure shows is unit-tested.
+"""
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from hostagent import nccl
+from hostagent.workload import IterationRecord
+from testbed.scenario import Scenario
+
+QUANTILES = (50.0, 99.0, 99.9)
+
+
+# ---- tails ----------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Percentile:
+    """One percentile of a sample, with what it rests on."""
+
+    q: float  # 50, 99, 99.9
+    value: float  # NaN without samples
+    n: int
+
+    @property
+    def needed(self) -> int:
+        """Samples for the percentile to lie inside the data rather than between its two
+        largest values: 2 for p50, 100 for p99, 1000 for p99.9."""
+        return round(1 / (1 - self.q / 100))
+
+    @property
+    def note(self) -> str:
+        """Empty when the sample is large enough; else a warning a reader needs."""
+        if self.n == 0:
+            return f"p{self.q:g}: no samples"
+        if self.n < self.needed:
+            return (f"p{self.q:g} from {self.n} samples (needs >= {self.needed}): it is "
+                    f"interpolated between the largest samples, not a measured tail")
+        return ""
+
+
+def percentiles(values: Iterable[float], qs: Iterable[float] = QUANTILES) -> list[Percentile]:
+    """numpy's linear-interpolation percentiles, each with the sample count (NaNs dropped)."""
+    arr = np.asarray(list(values), dtype=float)
+    arr = arr[~np.isnan(arr)]
+    return [Percentile(q, float(np.percentile(arr, q)) if arr.size else math.nan, int(arr.size))
+            for q in qs]
+
+
+# ---- collectives ----------------------------------------------------------------------------
+
+def cct(iterations: pd.DataFrame, t0: float) -> pd.DataFrame:
+    """One row per iteration: start (first rank) and end (last rank) in s since t0, the
+    collective completion time `cct` (s; the definition of `hostagent.nccl.cct`), bytes,
+    warmup, how many ranks reported it and whether every rank verified it."""
+    g = iterations.groupby("iteration")
+    out = g.agg(start=("start", "min"), end=("end", "max"), kind=("kind", "first"),
+                bytes=("bytes", "first"), warmup=("warmup", "first"),
+                ranks=("rank", "nunique"), verified=("verified", "all"))
+    out["cct"] = out["end"] - out["start"]
+    out[["start", "end"]] -= t0
+    return out
+
+
+def bandwidth(ccts: pd.DataFrame, world: int) -> pd.DataFrame:
+    """`ccts` with algbw and busbw (GB/s) per iteration, by nccl-tests' formulas."""
+    out = ccts.copy()
+    kind = out["kind"].iloc[0]
+    out["algbw"] = nccl.algbw(out["bytes"], out["cct"])
+    out["busbw"] = nccl.busbw(kind, world, out["bytes"], out["cct"])
+    return out
+
+
+def nccl_rows(iterations: pd.DataFrame) -> list[nccl.Row]:
+    """The rows of the nccl-tests table (mean over timed iterations), by `hostagent.nccl`."""
+    fields = IterationRecord.__dataclass_fields__
+    records = [IterationRecord(**{k: r[k] for k in fields})
+               for r in iterations.to_dict("records")]
+    return nccl.summarize(records, int(iterations["rank"].nunique()))
+
+
+def ideal_busbw(scenario: Scenario, transport: str) -> tuple[float, int]:
+    """GB/s a rank can inject, and over how many planes: all of them for MRC, one per QP for
+    RoCEv2. The same as `testbed.collect.ideal_busbw` (a test holds them equal): that module
+    imports the Mininet runner, which analysis must not need."""
+    planes = scenario.fabric.planes
+    if transport == "rocev2":
+        planes = min(planes, scenario.qp.qps_per_peer.get("rocev2", 1))
+    return planes * scenario.fabric.host_link.rate / 8e9, planes
+
+
+# ---- goodput over time ----------------------------------------------------------------------
+
+def deliveries(messages: pd.DataFrame, iterations: pd.DataFrame, t0: float) -> pd.DataFrame:
+    """Writes whose bytes count as goodput: those of an iteration the receiving rank verified.
+    Columns: host (receiver), sender, start, end (s since t0), size (bytes)."""
+    host_of = iterations.groupby("rank")["host"].first()
+    verified = iterations.set_index(["rank", "iteration"])["verified"]
+    keys = pd.MultiIndex.from_arrays([messages["peer"], messages["iteration"]])
+    ok = verified.reindex(keys).fillna(False).to_numpy(dtype=bool)
+    m = messages[ok]
+    return pd.DataFrame({"host": m["peer"].map(host_of).to_numpy(),
+                         "sender": m["host"].to_numpy(),
+                         "start": (m["start"] - t0).to_numpy(),
+                         "end": (m["end"] - t0).to_numpy(),
+                         "size": m["size"].to_numpy(dtype=float)})
+
+
+def _ramps(x: np.ndarray, rate: np.ndarray, at: np.ndarray) -> np.ndarray:
+    """sum_i rate_i * max(t - x_i, 0) at every t of `at`, in O((n + m) log n)."""
+    order = np.argsort(x)
+    xs, rs = x[order], rate[order]
+    cum_r = np.concatenate([[0.0], np.cumsum(rs)])
+    cum_rx = np.concatenate([[0.0], np.cumsum(rs * xs)])
+    k = np.searchsorted(xs, at, side="right")
+    return at * cum_r[k] - cum_rx[k]
+
+
+def cumulative_bytes(start: np.ndarray, end: np.ndarray, size: np.ndarray,
+                     at: np.ndarray) -> np.ndarray:
+    """Bytes delivered by each time of `at`, each write's bytes spread evenly over its
+    lifetime: a 256 KiB write lasts tens of ms, and counting it at its end would turn a
+    steady flow into spikes as tall as the bin is short. A write of no duration counts at
+    its end."""
+    start, end, size, at = (np.asarray(a, dtype=float) for a in (start, end, size, at))
+    lasting = end > start
+    rate = size[lasting] / (end[lasting] - start[lasting])
+    spread = _ramps(start[lasting], rate, at) - _ramps(end[lasting], rate, at)
+    instant_end = np.sort(end[~lasting])
+    instant_bytes = np.concatenate([[0.0], np.cumsum(size[~lasting][np.argsort(end[~lasting])])])
+    return spread + instant_bytes[np.searchsorted(instant_end, at, side="right")]
+
+
+def goodput(delivered: pd.DataFrame, bin_s: float, t_end: float,
+            by: str | None = None) -> pd.DataFrame:
+    """Application bytes per second in bins of `bin_s` from 0 to `t_end` (s since t0; the
+    last bin may be shorter). Index: each bin's start; one column per value of `by` (e.g.
+    "host"), or a single "total"."""
+    edges = np.append(np.arange(0.0, t_end, bin_s), t_end)
+    width = np.diff(edges)  # the last bin ends with the workload: divide by its own width
+    groups = [("total", delivered)] if by is None else list(delivered.groupby(by))
+    data = {name: np.diff(cumulative_bytes(g["start"], g["end"], g["size"], edges)) / width
+            for name, g in groups}
+    return pd.DataFrame(data, index=pd.Index(edges[:-1], name="time"))
+
+
+# ---- faults and recovery --------------------------------------------------------------------
+
+def disturbances(events: pd.DataFrame, scenario: Scenario, t0: float) -> pd.DataFrame:
+    """What disturbed the workload, in s since t0: one row per fault (from its applied actions:
+    the first turned on to the last undone; NaN end if never undone) and per background
+    pattern (as scheduled). The baseline's route changes ("routed" actions) are kept apart
+    in `reroutes`, since they are the routing's reaction, not the fault."""
+    rows = []
+    if not events.empty:
+        own = events[events["condition"] != "routed"]
+        for event, g in own.groupby("event"):
+            on, off = g[g["on"]], g[~g["on"]]
+            rows.append({"source": "fault", "kind": g["kind"].iloc[0],
+                         "label": f"{g['kind'].iloc[0]} {g['target'].iloc[0]}",
+                         "start": on["applied"].min() - t0,
+                         "end": off["applied"].max() - t0 if len(off) else math.nan})
+    for bg in scenario.background:
+        rows.append({"source": "background", "kind": bg.pattern,
+                     "label": f"{bg.protocol} {bg.pattern} (plane {bg.plane})",
+                     "start": bg.at, "end": bg.at + bg.duration})
+    return pd.DataFrame(rows, columns=["source", "kind", "label", "start", "end"])
+
+
+def reroutes(events: pd.DataFrame, t0: float) -> pd.Series:
+    """Times (s since t0) at which the baseline's routing converged around a link change."""
+    if events.empty:
+        return pd.Series([], dtype=float, name="time")
+    return (events.loc[events["condition"] == "routed", "applied"] - t0).rename("time")
+
+
+def trailing_mean(series: pd.Series, window_s: float, bin_s: float) -> pd.Series:
+    """Each bin's mean over the last `window_s` (at least one bin): a collective's goodput
+    swings within one iteration by design (ring steps wait for each other), so recovery is
+    judged on goodput over about one iteration, not on single bins."""
+    return series.rolling(max(1, round(window_s / bin_s)), min_periods=1).mean()
+
+
+@dataclass(frozen=True)
+class Recovery:
+    """How goodput came through one disturbance. `recovery_s` is 0 when goodput never fell
+    below the threshold, None when it was not back by the end of the window."""
+
+    start: float  # s since t0
+    pre_rate: float  # bytes/s, mean over the window before the event
+    threshold: float  # bytes/s
+    dipped: bool
+    recovery_s: float | None
+    bytes_lost: float  # deficit against pre_rate from the event to recovery (or window end)
+    note: str
+
+
+def recovery(series: pd.Series, start: float, bin_s: float, until: float, *,
+             fraction: float = 0.9, pre_window: float = 1.0) -> Recovery:
+    """Recovery after an event at `start` from a goodput series (bytes/s per bin, indexed by
+    bin start): the time from the event until the first bin back at `fraction` of the mean
+    over the `pre_window` seconds before it, after the first bin below that; and the bytes
+    lost meanwhile against the pre-event rate. Only whole bins ending by `until` (the next
+    event or the workload's end) count, so the ramp-down at the end is not read as a dip."""
+    t = series.index.to_numpy(dtype=float)
+    v = series.to_numpy(dtype=float)
+    before = (t >= start - pre_window - 1e-9) & (t + bin_s <= start + 1e-9)
+    pre = float(v[before].mean()) if before.any() else 0.0
+    threshold = fraction * pre
+    if pre <= 0:
+        return Recovery(start, pre, threshold, False, None, 0.0,
+                        "no goodput before the event: nothing to recover to")
+    span = min(pre_window, start)
+    short = f"level before measured over {span:.2f} s only; " if span < pre_window else ""
+    window = (t + bin_s > start) & (t + bin_s <= until + 1e-9)
+    tw, vw = t[window], v[window]
+    below = np.flatnonzero(vw < threshold)
+    if below.size == 0:
+        return Recovery(start, pre, threshold, False, 0.0, 0.0,
+                        f"{short}goodput never fell below {fraction:.0%} of its level before")
+    back = np.flatnonzero(vw[below[0]:] >= threshold)
+    stop = below[0] + back[0] if back.size else len(vw)
+    lost = float(np.clip(pre - vw[:stop], 0, None).sum() * bin_s)
+    if not back.size:
+        return Recovery(start, pre, threshold, True, None, lost,
+                        f"{short}not back to {fraction:.0%} by {until:.2f} s")
+    return Recovery(start, pre, threshold, True, max(float(tw[stop]) - start, 0.0), lost,
+                    short.rstrip("; "))
+
+
+def recoveries(series: pd.Series, events: pd.DataFrame, bin_s: float, t_end: float, *,
+               fraction: float = 0.9, pre_window: float = 1.0) -> pd.DataFrame:
+    """`recovery` for each row of `disturbances(...)`, each judged until the next one starts
+    (or `t_end`); `after_end_s` says how long after the disturbance ended goodput was back
+    (negative: back while it lasted), since a fault that halves a path set keeps goodput
+    down until it is undone."""
+    ordered = events.sort_values("start").reset_index(drop=True)
+    rows = []
+    for i, ev in ordered.iterrows():
+        until = ordered["start"].iloc[i + 1] if i + 1 < len(ordered) else t_end
+        r = recovery(series, ev["start"], bin_s, until, fraction=fraction,
+                     pre_window=pre_window)
+        back_after_end = (ev["start"] + r.recovery_s - ev["end"]
+                          if r.recovery_s is not None and ev["end"] == ev["end"] else None)
+        rows.append({**ev.to_dict(), "pre_rate": r.pre_rate, "dipped": r.dipped,
+                     "recovery_s": r.recovery_s, "after_end_s": back_after_end,
+                     "bytes_lost": r.bytes_lost, "note": r.note})
+    out = pd.DataFrame(rows, columns=[*events.columns, "pre_rate", "dipped", "recovery_s",
+                                      "after_end_s", "bytes_lost", "note"])
+    return out.astype({"recovery_s": float, "after_end_s": float})  # None: NaN
+
+
+# ---- load balance, EV health, counters ------------------------------------------------------
+
+@dataclass(frozen=True)
+class Balance:
+    """How evenly a load spreads: max/mean 1 and cov 0 when perfectly even."""
+
+    n: int
+    mean: float
+    max_over_mean: float
+    min_over_mean: float
+    cov: float  # population standard deviation / mean
+
+
+def balance(values: Iterable[float]) -> Balance:
+    arr = np.asarray(list(values), dtype=float)
+    if arr.size == 0 or arr.mean() == 0:
+        return Balance(int(arr.size), 0.0, math.nan, math.nan, math.nan)
+    mean = float(arr.mean())
+    return Balance(int(arr.size), mean, float(arr.max() / mean), float(arr.min() / mean),
+                   float(arr.std() / mean))
+
+
+def ev_balance(paths: pd.DataFrame) -> pd.DataFrame:
+    """Per QP that sent anything: how evenly its packets spread over its EVs (DENIED ones,
+    never meant to carry traffic, left out)."""
+    cols = ["host", "peer", "qpn", "n", "mean", "max_over_mean", "min_over_mean", "cov"]
+    if paths.empty:
+        return pd.DataFrame(columns=cols)
+    used = paths[paths["state"] != "DENIED"]
+    rows = [{"host": h, "peer": p, "qpn": q, **balance(g["sent"]).__dict__}
+            for (h, p, q), g in used.groupby(["host", "peer", "qpn"]) if g["sent"].sum() > 0]
+    return pd.DataFrame(rows, columns=cols)
+
+
+def ev_segments(ev_states: pd.DataFrame, paths: pd.DataFrame, t0: float,
+                t_end: float) -> pd.DataFrame:
+    """Each EV's states as intervals (s since t0) from 0 to `t_end`: before its first change
+    it was in that change's `old` state; an EV that never changed stays in its final state."""
+    cols = ["host", "peer", "qpn", "ev", "plane", "state", "start", "end"]
+    if paths.empty:
+        return pd.DataFrame(columns=cols)
+    key = ["host", "peer", "qpn", "ev"]
+    plane = paths.set_index(key)["plane"]
+    changes = {} if ev_states.empty else dict(list(ev_states.groupby(key)))
+    rows = []
+    for k, final in paths.set_index(key)["state"].items():
+        g = changes.get(k)
+        if g is None:
+            rows.append((*k, plane[k], final, 0.0, t_end))
+            continue
+        g = g.sort_values("time")
+        times = [0.0, *(g["time"] - t0).clip(lower=0), t_end]
+        states = [g["old"].iloc[0], *g["new"]]
+        rows += [(*k, plane[k], s, a, b) for s, a, b in zip(states, times, times[1:]) if b > a]
+    return pd.DataFrame(rows, columns=cols)
+
+
+def state_time(segments: pd.DataFrame) -> pd.DataFrame:
+    """Seconds each EV spent in each state (one column per state)."""
+    if segments.empty:
+        return pd.DataFrame()
+    d = segments.assign(seconds=segments["end"] - segments["start"])
+    return d.pivot_table(index=["host", "peer", "qpn", "ev"], columns="state",
+                         values="seconds", aggfunc="sum", fill_value=0.0)
+
+
+QP_COUNTERS = ("data_sent", "retransmits", "timeouts", "nacks_sent", "trims_received",
+               "duplicates", "dropped_out_of_order")
+
+
+def qp_counters(qps: pd.DataFrame, by: str = "host") -> pd.DataFrame:
+    """Sums of the QP counters (those present) per `by`: where the loss recovery happened."""
+    present = [c for c in QP_COUNTERS if c in qps.columns]
+    return qps.groupby(by)[present].sum()
+
+
+# ---- ports ----------------------------------------------------------------------------------
+
+def node_tiers(scenario: Scenario) -> dict[str, str]:
+    """host / leaf / spine for every node name the scenario's fabric has."""
+    f, n = scenario.fabric, scenario.naming
+    tiers = {n.host_name(i): "host" for i in range(f.host_count)}
+    for p in range(f.planes):
+        tiers |= {n.leaf_name(p, j): "leaf" for j in range(f.leaves_per_plane)}
+        tiers |= {n.spine_name(p, s): "spine" for s in range(f.spines_per_plane)}
+    return tiers
+
+
+_UP = {"host": "leaf", "leaf": "spine"}  # a port toward the spines carries traffic "up"
+# Counters of the in-fabric eBPF queue (router ports; absent in older runs, NaN on host ports)
+FABRIC_COUNTERS = ("ecn_marked", "trimmed", "bpf_dropped")
+
+
+def ports(links: pd.DataFrame, tiers: dict[str, str]) -> pd.DataFrame:
+    """One row per port (node, ifname): its link, plane, the node at the other end, the
+    direction its transmissions go (up toward the spines, or down), a label "a→b", and an
+    order key: by plane, host ports before fabric ports, up before down."""
+    p = links.drop_duplicates(["node", "ifname"])[["node", "ifname", "link", "kind", "plane"]]
+    p = p.copy()
+    p["peer"] = [next((e for e in link.split("-") if e != node), node)
+                 for node, link in zip(p["node"], p["link"])]
+    p["direction"] = ["up" if _UP.get(tiers.get(a)) == tiers.get(b) else "down"
+                      for a, b in zip(p["node"], p["peer"])]
+    p["label"] = p["node"] + "→" + p["peer"]
+    p["order"] = list(zip(p["plane"], p["kind"] != "host", p["direction"] != "up", p["label"]))
+    return p.sort_values("order").drop(columns="order").reset_index(drop=True)
+
+
+def port_rates(links: pd.DataFrame, t0: float, rates: dict[str, float]) -> pd.DataFrame:
+    """Per port and sample interval: its end time (s since t0), transmitted bits/s, the
+    share of its nominal rate (`rates[kind]`, bits/s) and the drops in that interval
+    (interface drops plus the data queue's, which are read on some samples only)."""
+    d = links.sort_values(["node", "ifname", "time"]).copy()
+    g = d.groupby(["node", "ifname"], sort=False)
+    dt = g["time"].diff()
+    d["tx_bps"] = g["tx_bytes"].diff() * 8 / dt
+    d["util"] = d["tx_bps"] / d["kind"].map(rates)
+    queue = d.groupby(["node", "ifname"], sort=False)["queue_drops"].ffill().fillna(0)
+    d["drops"] = g["tx_drop"].diff() + queue.groupby([d["node"], d["ifname"]]).diff()
+    d["time"] = d["time"] - t0
+    return d[dt.notna()][["time", "node", "ifname", "link", "kind", "plane", "tx_bps", "util",
+                          "drops"]]
+
+
+def port_totals(links: pd.DataFrame) -> pd.DataFrame:
+    """Per port over the whole run: bytes and packets sent, drops (interface and data queue),
+    and the in-fabric queue's ECN marks, trims and drops where the run has them."""
+    counters = ["tx_bytes", "tx_packets", "tx_drop", "queue_drops",
+                *[c for c in FABRIC_COUNTERS if c in links.columns]]
+    g = links.sort_values("time").groupby(["node", "ifname"])[counters]
+    return (g.max() - g.min()).fillna(0)
+
+
+def utilisation_grid(rates: pd.DataFrame, bin_s: float, t_end: float,
+                     row: str | list[str]) -> pd.DataFrame:
+    """Mean utilisation per `row` (a column such as the port's label, or plane) and time bin
+    of `bin_s`, over the whole bins from 0 to `t_end` (a bin past the workload's end would
+    show idle ports): rows x bins, for a heatmap. A sample counts in the bin its interval
+    ends in."""
+    n = max(1, math.floor(t_end / bin_s + 1e-9))
+    r = rates[(rates["time"] > 0) & (rates["time"] <= n * bin_s + 1e-9)]
+    bins = np.floor((r["time"] - 1e-9) / bin_s) * bin_s
+    grid = r.assign(bin=bins.round(9)).pivot_table(index=row, columns="bin", values="util",
+                                                    aggfunc="mean")
+    return grid.reindex(columns=np.round(np.arange(n) * bin_s, 9))

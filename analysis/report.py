@@ -1,0 +1,255 @@
+"""What a report shows of a run, computed once, and the figures drawn from one or more runs.
+
+Both notebooks (one run; runs side by side) and the terminal summary read a `RunView`, so a
+number printed at the end of `run` is the number in the HTML. Every figure function takes a
+list of views: one for a run's report, several for a comparison.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pandas as pd
+from matplotlib.figure import Figure
+
+from . import figures, metrics
+from .load import Run
+
+BIN_S = 0.1  # goodput and heatmap bins: the telemetry's period on small fabrics
+FRACTION = 0.9  # recovered = goodput back to this share of its level before the event
+PRE_WINDOW = 1.0  # s of goodput before an event that make its level
+COUNTERS = ("retransmits", "timeouts", "nacks_sent", "trims_received")
+
+
+@dataclass
+class RunView:
+    """A run and every derived frame its report needs (times in s since the workload start)."""
+
+    run: Run
+    label: str
+    bin_s: float
+    ccts: pd.DataFrame  # per iteration, with algbw and busbw (GB/s)
+    delivered: pd.DataFrame
+    goodput_hosts: pd.DataFrame  # bytes/s per receiving host
+    goodput_total: pd.Series
+    disturbances: pd.DataFrame
+    reroutes: pd.Series
+    recoveries: pd.DataFrame
+    ports: pd.DataFrame
+    port_rates: pd.DataFrame
+    segments: pd.DataFrame  # EV states as intervals
+    t_end: float
+    ideal: float = field(default=0.0)  # GB/s
+    planes: int = field(default=1)
+
+    @classmethod
+    def of(cls, run: Run, label: str | None = None, bin_s: float = BIN_S) -> RunView:
+        t0 = run.t0
+        t_end = run.t_end - t0
+        ccts = metrics.bandwidth(metrics.cct(run.iterations, t0), run.world)
+        delivered = metrics.deliveries(run.messages, run.iterations, t0)
+        hosts = metrics.goodput(delivered, bin_s, t_end, by="host")
+        total = hosts.sum(axis=1).rename("total")
+        dist = metrics.disturbances(run.events, run.scenario, t0)
+        timed = ccts[~ccts["warmup"]]["cct"]
+        judged = metrics.trailing_mean(total, float(timed.median()) if len(timed) else bin_s,
+                                       bin_s)
+        rec = metrics.recoveries(judged, dist, bin_s, t_end, fraction=FRACTION,
+                                 pre_window=PRE_WINDOW)
+        f = run.scenario.fabric
+        if run.links.empty:
+            ports = rates = pd.DataFrame()
+        else:
+            ports = metrics.ports(run.links, metrics.node_tiers(run.scenario))
+            rates = metrics.port_rates(run.links, t0, {"host": f.host_link.rate,
+                                                       "fabric": f.fabric_link.rate})
+            rates = rates.merge(ports[["node", "ifname", "label", "direction"]],
+                                on=["node", "ifname"])
+        ideal, planes = metrics.ideal_busbw(run.scenario, run.transport)
+        return cls(run, label or run.transport, bin_s, ccts, delivered, hosts, total, dist,
+                   metrics.reroutes(run.events, t0), rec, ports, rates,
+                   metrics.ev_segments(run.ev_states, run.paths, t0, t_end), t_end, ideal,
+                   planes)
+
+    @property
+    def timed(self) -> pd.DataFrame:
+        """Iterations that count (nccl-tests leaves warmup out of its numbers)."""
+        return self.ccts[~self.ccts["warmup"]]
+
+    @property
+    def busbw(self) -> float:
+        """GB/s at the mean CCT of the timed iterations: nccl-tests' number (summary.txt's)."""
+        return metrics.nccl_rows(self.run.iterations)[0].busbw
+
+    def percentiles(self) -> list[metrics.Percentile]:
+        return metrics.percentiles(self.timed["cct"])
+
+    def counters(self) -> pd.Series:
+        """Loss-recovery counters summed over the run's QPs, plus the ports' drops."""
+        qp = metrics.qp_counters(self.run.qps).sum()
+        out = qp.reindex(list(COUNTERS)).fillna(0)
+        if not self.run.links.empty:
+            totals = metrics.port_totals(self.run.links)
+            out["port_drops"] = totals["tx_drop"].sum() + totals["queue_drops"].sum()
+        return out
+
+    def utilisation(self) -> tuple[pd.DataFrame, pd.DataFrame]:
+        """Heatmap grids: per plane (mean over its ports), and per port (label, in plan
+        order)."""
+        planes = metrics.utilisation_grid(self.port_rates, self.bin_s, self.t_end, "plane")
+        planes.index = [f"plane {p}" for p in planes.index]
+        per_port = metrics.utilisation_grid(self.port_rates, self.bin_s, self.t_end, "label")
+        return planes, per_port.reindex(self.ports["label"])
+
+
+def labels(runs: list[Run]) -> list[str]:
+    """Each run's name in legends: its transport, or its folder name where two runs share a
+    transport (settings compared, not transports)."""
+    transports = [r.transport for r in runs]
+    return [r.transport if transports.count(r.transport) == 1 else r.name for r in runs]
+
+
+def views_of(runs: list[Run]) -> list[RunView]:
+    return [RunView.of(r, label) for r, label in zip(runs, labels(runs))]
+
+
+def _title(views: list[RunView], what: str) -> str:
+    sc = views[0].run.scenario
+    w = sc.workload
+    return f"{what}: {sc.name}, {w.collective} of {w.size:,} B on {views[0].run.world} ranks"
+
+
+def cct_figure(views: list[RunView]) -> Figure:
+    return figures.cct_cdf({v.label: v.timed["cct"] for v in views},
+                           _title(views, "Collective completion time"))
+
+
+def goodput_figure(views: list[RunView]) -> Figure:
+    """A single run also shows each receiving host; a comparison only the totals. The
+    baseline's route changes are drawn only where a baseline ran: MRC ignores them."""
+    baseline = [v.reroutes for v in views if v.run.transport == "rocev2" and len(v.reroutes)]
+    return figures.goodput({f"{v.label} (all hosts)": v.goodput_total for v in views},
+                           views[0].disturbances, pd.concat(baseline) if baseline else None,
+                           _title(views, "Goodput (verified application bytes)"),
+                           per_host=views[0].goodput_hosts if len(views) == 1 else None)
+
+
+def utilisation_figure(views: list[RunView]) -> Figure:
+    """Per plane for every run; per port too for a single run (a comparison would need one
+    tall panel per run)."""
+    panels = []
+    for v in views:
+        if v.port_rates.empty:
+            continue
+        planes, per_port = v.utilisation()
+        panels.append((f"{v.label}: mean over each plane's ports", planes,
+                       list(range(len(planes)))))
+        if len(views) == 1:
+            groups = list(zip(v.ports["plane"], v.ports["kind"]))
+            panels.append((f"{v.label}: each port, sender→receiver, by plane "
+                           f"(host ports, then leaf–spine)", per_port, groups))
+    return figures.utilisation_heatmap(panels, views[0].bin_s, views[0].disturbances,
+                                       _title(views, "Link utilisation"))
+
+
+def busbw_figure(views: list[RunView]) -> Figure:
+    rows = pd.DataFrame([{"label": v.label, "busbw": v.busbw, "ideal": v.ideal,
+                          "iterations": v.timed["busbw"].to_list()} for v in views])
+    return figures.busbw_bars(rows, _title(views, "Bus bandwidth"))
+
+
+def ev_state_figure(view: RunView) -> Figure:
+    hosts = view.run.iterations.groupby("rank")["host"].first().to_dict()
+    return figures.ev_timeline(view.segments, view.disturbances, view.t_end,
+                               f"EV states, {view.label}", view.run.transport, hosts)
+
+
+def counter_figure(views: list[RunView]) -> Figure:
+    """Per sending host for one run; per run for a comparison."""
+    if len(views) == 1:
+        counts = metrics.qp_counters(views[0].run.qps)[list(COUNTERS)]
+        return figures.counter_bars(counts, _title(views, f"Loss recovery, {views[0].label}"),
+                                    "sending host")
+    counts = pd.DataFrame({v.label: v.counters() for v in views}).T
+    return figures.counter_bars(counts, _title(views, "Loss recovery"), "run")
+
+
+def headline(views: list[RunView]) -> pd.DataFrame:
+    """The table on top of a report: one row per run."""
+    rows = []
+    for v in views:
+        ps = v.percentiles()
+        c = v.counters()
+        rows.append({"run": v.run.name, "transport": v.run.transport, "status": v.run.status,
+                     "timed iterations": len(v.timed),
+                     "busbw (Mbit/s)": round(v.busbw * 8e3, 2),
+                     "ideal (Mbit/s)": round(v.ideal * 8e3, 2),
+                     "share of ideal": f"{v.busbw / v.ideal:.0%}",
+                     **{f"CCT p{p.q:g} (ms)": round(p.value * 1e3, 1) for p in ps},
+                     "wrong": int((~v.run.iterations["verified"]).sum()),
+                     **{k.replace("_", " "): int(c[k]) for k in c.index}})
+    return pd.DataFrame(rows).set_index("run")
+
+
+def recovery_table(views: list[RunView]) -> pd.DataFrame:
+    """Every run's recovery after every disturbance, readable units."""
+    frames = []
+    for v in views:
+        r = v.recoveries.copy()
+        if r.empty:
+            continue
+        frames.append(pd.DataFrame({
+            "run": v.label, "disturbance": r["label"], "from (s)": r["start"].round(2),
+            "to (s)": r["end"].round(2),
+            "level before (Mbit/s)": (r["pre_rate"] * 8e-6).round(1),
+            f"back to {FRACTION:.0%} after (s)": r["recovery_s"].round(2),
+            "after it ended (s)": r["after_end_s"].round(2),
+            "bytes lost (MB)": (r["bytes_lost"] / 1e6).round(2), "note": r["note"]}))
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+
+
+def balance_table(views: list[RunView]) -> pd.DataFrame:
+    """Per run: how evenly load spread over planes (host ports' bytes sent) and, for MRC,
+    over each QP's EVs (packets sent)."""
+    rows = []
+    for v in views:
+        row = {"run": v.label}
+        if not v.run.links.empty:
+            totals = metrics.port_totals(v.run.links).reset_index()
+            up = totals.merge(v.ports[["node", "ifname", "plane", "kind", "direction"]])
+            host_up = up[(up["kind"] == "host") & (up["direction"] == "up")]
+            b = metrics.balance(host_up.groupby("plane")["tx_bytes"].sum())
+            row |= {"planes: max/mean": round(b.max_over_mean, 2),
+                    "planes: min/mean": round(b.min_over_mean, 2)}
+        evb = metrics.ev_balance(v.run.paths)
+        if len(evb):
+            row |= {"EVs per QP: worst max/mean": round(evb["max_over_mean"].max(), 2),
+                    "EVs per QP: mean cov": round(evb["cov"].mean(), 3)}
+        st = metrics.state_time(v.segments)
+        for state in ("ASSUMED_BAD", "DENIED"):
+            if state in st.columns:
+                row[f"EV-seconds {state}"] = round(float(st[state].sum()), 2)
+        rows.append(row)
+    return pd.DataFrame(rows).set_index("run")
+
+
+def port_table(view: RunView, top: int = 12) -> pd.DataFrame:
+    """The ports that dropped, marked or trimmed most, then the busiest."""
+    if view.run.links.empty:
+        return pd.DataFrame()
+    totals = metrics.port_totals(view.run.links).reset_index().merge(
+        view.ports[["node", "ifname", "label", "plane"]])
+    rates = view.port_rates.groupby("label")["util"]
+    totals["mean util"] = totals["label"].map(rates.mean()).round(3)
+    totals["peak util"] = totals["label"].map(rates.max()).round(3)
+    signals = [c for c in ("tx_drop", "queue_drops", *metrics.FABRIC_COUNTERS)
+               if c in totals.columns]
+    totals["signals"] = totals[signals].sum(axis=1)
+    out = totals.sort_values(["signals", "tx_bytes"], ascending=False).head(top)
+    return out.drop(columns=["node", "ifname", "signals"]).set_index("label")
+
+
+def save(fig: Figure, out_dir: str | Path, name: str) -> Figure:
+    """Write the figure's files and hand it back, so that a notebook cell shows it."""
+    figures.save(fig, Path(out_dir), name)
+    return fig

@@ -1,0 +1,80 @@
+"""The few lines a terminal user reads at the end of `run` (or `report`, `compare`): one
+nccl-tests-style row per run with its tail, then how goodput came through each fault."""
+from __future__ import annotations
+
+import math
+
+from . import metrics
+from .report import FRACTION, PRE_WINDOW, RunView
+
+_HEAD = (("transport", 11), ("time", 9), ("algbw", 9), ("busbw", 9), ("ideal", 6),
+         ("#wrong", 6), ("CCT p50", 8), ("p99", 8), ("p99.9", 8), ("n", 4), ("retrans", 8))
+_UNITS = ("", "(us)", "(GB/s)", "(GB/s)", "(%)", "", "(ms)", "(ms)", "(ms)", "", "")
+
+
+def _row(cells: list[str]) -> str:
+    return "  ".join(c.rjust(w) for c, (_, w) in zip(cells, _HEAD)).rstrip()
+
+
+def _bw(gbytes: float) -> str:
+    """More decimals for the Mbit/s rates of emulated links, never an exponent."""
+    return f"{gbytes:.{2 if gbytes >= 10 else 4 if gbytes >= 0.01 else 6}f}"
+
+
+def _ms(seconds: float, starred: bool) -> str:
+    return "-" if math.isnan(seconds) else f"{seconds * 1e3:.1f}" + ("*" if starred else "")
+
+
+def table(views: list[RunView]) -> str:
+    """One row per run: mean CCT of the timed iterations and algbw and busbw at that time
+    (nccl-tests' numbers, from `hostagent.nccl`, as in summary.txt), the share of the ideal, wrong results, and the CCT tail with its sample count."""
+    sc = views[0].run.scenario
+    lines = [f"# {sc.workload.collective} of {sc.workload.size} B on {views[0].run.world} "
+             f"ranks ({sc.name})",
+             "#" + _row([h for h, _ in _HEAD])[1:], "#" + _row(list(_UNITS))[1:]]
+    starred = False
+    for v in views:
+        t = v.timed
+        nccl_row = metrics.nccl_rows(v.run.iterations)[0]
+        ps = v.percentiles()
+        starred |= any(p.note for p in ps[1:])
+        status = "" if v.run.complete else f"  (run {v.run.status})"
+        lines.append(_row([
+            v.label, f"{nccl_row.time_us:.0f}", _bw(nccl_row.algbw), _bw(nccl_row.busbw),
+            f"{nccl_row.busbw / v.ideal:.0%}", str(nccl_row.wrong),
+            *[_ms(p.value, bool(p.note)) for p in ps], str(len(t)),
+            str(int(v.counters().get("retransmits", 0)))]) + status)
+    if starred:
+        lines.append("# * fewer timed iterations than the percentile needs (p99: 100, "
+                     "p99.9: 1000): interpolated between the largest, not a measured tail")
+    return "\n".join(lines) + "\n"
+
+
+def recoveries(views: list[RunView]) -> str:
+    """Per disturbance, each run's recovery time and bytes lost; empty without faults."""
+    if all(v.recoveries.empty for v in views):
+        return ""
+    lines = [f"# recovery: goodput (mean over one iteration) back to {FRACTION:.0%} of its "
+             f"level in the {PRE_WINDOW:g} s before"]
+    first = views[0].recoveries.reset_index(drop=True)
+    for i, d in first.iterrows():
+        end = f"{d['end']:.2f} s" if d["end"] == d["end"] else "the end"
+        lines.append(f"#   {d['label']}, {d['start']:.2f} s to {end}:")
+        for v in views:
+            if i >= len(v.recoveries):
+                continue
+            r = v.recoveries.iloc[i]
+            if math.isnan(r["recovery_s"]):
+                how = r["note"] or "not back"
+            elif not r["dipped"]:
+                how = "no dip"
+            else:
+                after = (f" ({r['after_end_s']:.2f} s after it ended)"
+                         if r["after_end_s"] == r["after_end_s"] else "")
+                how = f"back after {r['recovery_s']:.2f} s{after}"
+            lines.append(f"#     {v.label:<8} {how}, {r['bytes_lost'] / 1e6:.2f} MB lost")
+    return "\n".join(lines) + "\n"
+
+
+def text(views: list[RunView]) -> str:
+    return table(views) + recoveries(views)
