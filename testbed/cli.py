@@ -1,4 +1,4 @@
-"""`mrc-testbed`: validate, run, clean, list, schema.
+"""`mrc-testbed`: validate, run, report, compare, clean, list, schema.
 
 Exit status: 0 fine, 1 internal error, 2 invalid scenario or arguments, 3 machine cannot run
 it (not root, kernel feature missing, another run active), 4 fabric failed verification,
@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 from . import cleanup, features, results, scenario, state
-from .errors import TestbedError
+from .errors import ScenarioError, TestbedError
 from .progress import Progress
 
 
@@ -38,6 +38,17 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument("--capture", action="append", default=[], metavar="IFNAME",
                    help="write a pcap of this port (e.g. p0s0-eth1) for the workload; repeatable")
     r.add_argument("--quiet", action="store_true", help="only errors")
+    r.add_argument("--no-report", action="store_true",
+                   help="skip the report (HTML and figures) and the summary at the end")
+
+    rep = sub.add_parser("report", help="render each run's report (HTML + figures in RUN/report/)")
+    rep.add_argument("runs", nargs="+", type=Path, metavar="RUN")
+    cmp = sub.add_parser("compare", help="render runs side by side (e.g. both transports)")
+    cmp.add_argument("runs", nargs="+", type=Path, metavar="RUN",
+                     help="two or more results folders")
+    cmp.add_argument("--out", type=Path, default=None,
+                     help="folder for the comparison (default: <utc>-compare-<scenario>/ beside "
+                          "the first run)")
 
     sub.add_parser("clean", help="remove what crashed runs left (their namespaces, processes)")
     ls = sub.add_parser("list", help="runs in the results folder, and runs still active")
@@ -65,6 +76,38 @@ def _cmd_run(args) -> int:
     dirs = run(sc, text, options, progress)
     for d in dirs:
         progress.say(f"done: {d}")
+    if args.no_report or options.verify_only or options.cli or options.hold > 0:
+        return 0
+    _report(dirs, compare=len(dirs) > 1, out=None)
+    return 0
+
+
+def _report(dirs: list[Path], compare: bool, out: Path | None) -> None:
+    """Render each run's report (and a comparison of them), then print the summary and where
+    the reports are, the last line being the report a reader opens first."""
+    from analysis import render, report, summary  # pandas, matplotlib: only when reporting
+    rendered = [render.render_run(d) for d in dirs]
+    written = [r.html for r in rendered]
+    runs = [run for r in rendered for run in r.runs]
+    if compare:
+        written.append(render.render_compare(dirs, out).html)
+    print(summary.text(report.views_of(runs)), end="")
+    for html in written:
+        print(f"report: {html}")
+
+
+def _cmd_report(args) -> int:
+    _report(args.runs, compare=False, out=None)
+    return 0
+
+
+def _cmd_compare(args) -> int:
+    if len(args.runs) < 2:
+        raise ScenarioError("compare needs at least two runs")
+    from analysis import render, report, summary
+    rendered = render.render_compare(args.runs, args.out)
+    print(summary.text(report.views_of(rendered.runs)), end="")
+    print(f"report: {rendered.html}")
     return 0
 
 
@@ -110,8 +153,9 @@ def _cmd_schema(_args) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
-    handler = {"validate": _cmd_validate, "run": _cmd_run, "clean": _cmd_clean,
-               "list": _cmd_list, "schema": _cmd_schema}[args.command]
+    handler = {"validate": _cmd_validate, "run": _cmd_run, "report": _cmd_report,
+               "compare": _cmd_compare, "clean": _cmd_clean, "list": _cmd_list,
+               "schema": _cmd_schema}[args.command]
     try:
         return handler(args)
     except TestbedError as exc:
