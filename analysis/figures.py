@@ -70,7 +70,7 @@ def _mark_disturbances(ax, disturbances: pd.DataFrame, reroutes: pd.Series | Non
     the baseline's reroutes as dotted lines; return legend handles for them."""
     handles = []
     for i, d in enumerate(disturbances.itertuples()):
-        end = d.end if d.end == d.end else t_max
+        end = d.end if pd.notna(d.end) else t_max
         fault = d.source == "fault"
         ax.axvspan(d.start, end, facecolor="#999999" if fault else "#cccccc", alpha=0.25,
                    hatch="\\\\" if fault else "++", edgecolor="#666666", linewidth=0, zorder=0)
@@ -189,7 +189,7 @@ def utilisation_heatmap(panels: list[tuple[str, pd.DataFrame, list]], bin_s: flo
             ax.axhline(y, color="white", linewidth=2.5)  # between planes and port groups
         for d in disturbances.itertuples():
             for t in (d.start, d.end):
-                if t == t:
+                if pd.notna(t):
                     ax.axvline(t, color="white", linestyle="--", linewidth=1.0)
                     ax.axvline(t, color="black", linestyle=(3, (3, 3)), linewidth=1.0)
     axes[-1, 0].set_xlabel(TIME_LABEL + f"; {bin_s:g} s bins")

@@ -250,7 +250,7 @@ def recoveries(series: pd.Series, events: pd.DataFrame, bin_s: float, t_end: flo
         r = recovery(series, ev["start"], bin_s, until, fraction=fraction,
                      pre_window=pre_window)
         back_after_end = (ev["start"] + r.recovery_s - ev["end"]
-                          if r.recovery_s is not None and ev["end"] == ev["end"] else None)
+                          if r.recovery_s is not None and pd.notna(ev["end"]) else None)
         rows.append({**ev.to_dict(), "pre_rate": r.pre_rate, "dipped": r.dipped,
                      "recovery_s": r.recovery_s, "after_end_s": back_after_end,
                      "bytes_lost": r.bytes_lost, "note": r.note})

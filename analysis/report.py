@@ -146,8 +146,8 @@ def utilisation_figure(views: list[RunView]) -> Figure:
                        list(range(len(planes)))))
         if len(views) == 1:
             groups = list(zip(v.ports["plane"], v.ports["kind"]))
-            panels.append((f"{v.label}: each port, sender→receiver, by plane "
-                           f"(host ports, then leaf–spine)", per_port, groups))
+            panels.append(((f"{v.label}: each port, sender→receiver, by plane "
+                            f"(host ports, then leaf–spine)"), per_port, groups))
     return figures.utilisation_heatmap(panels, views[0].bin_s, views[0].disturbances,
                                        _title(views, "Link utilisation"))
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import math
 
+import pandas as pd
+
 from . import metrics
 from .report import FRACTION, PRE_WINDOW, RunView
 
@@ -29,8 +31,8 @@ def table(views: list[RunView]) -> str:
     """One row per run: mean CCT of the timed iterations and algbw and busbw at that time
     (nccl-tests' numbers, from `hostagent.nccl`, as in summary.txt), the share of the ideal, wrong results, and the CCT tail with its sample count."""
     sc = views[0].run.scenario
-    lines = [f"# {sc.workload.collective} of {sc.workload.size} B on {views[0].run.world} "
-             f"ranks ({sc.name})",
+    lines = [(f"# {sc.workload.collective} of {sc.workload.size} B on {views[0].run.world} "
+              f"ranks ({sc.name})"),
              "#" + _row([h for h, _ in _HEAD])[1:], "#" + _row(list(_UNITS))[1:]]
     starred = False
     for v in views:
@@ -54,11 +56,11 @@ def recoveries(views: list[RunView]) -> str:
     """Per disturbance, each run's recovery time and bytes lost; empty without faults."""
     if all(v.recoveries.empty for v in views):
         return ""
-    lines = [f"# recovery: goodput (mean over one iteration) back to {FRACTION:.0%} of its "
-             f"level in the {PRE_WINDOW:g} s before"]
+    lines = [(f"# recovery: goodput (mean over one iteration) back to {FRACTION:.0%} of its "
+              f"level in the {PRE_WINDOW:g} s before")]
     first = views[0].recoveries.reset_index(drop=True)
     for i, d in first.iterrows():
-        end = f"{d['end']:.2f} s" if d["end"] == d["end"] else "the end"
+        end = f"{d['end']:.2f} s" if pd.notna(d["end"]) else "the end"
         lines.append(f"#   {d['label']}, {d['start']:.2f} s to {end}:")
         for v in views:
             if i >= len(v.recoveries):
@@ -70,7 +72,7 @@ def recoveries(views: list[RunView]) -> str:
                 how = "no dip"
             else:
                 after = (f" ({r['after_end_s']:.2f} s after it ended)"
-                         if r["after_end_s"] == r["after_end_s"] else "")
+                         if pd.notna(r["after_end_s"]) else "")
                 how = f"back after {r['recovery_s']:.2f} s{after}"
             lines.append(f"#     {v.label:<8} {how}, {r['bytes_lost'] / 1e6:.2f} MB lost")
     return "\n".join(lines) + "\n"

@@ -85,7 +85,11 @@ def _cmd_run(args) -> int:
 def _report(dirs: list[Path], compare: bool, out: Path | None) -> None:
     """Render each run's report (and a comparison of them), then print the summary and where
     the reports are, the last line being the report a reader opens first."""
-    from analysis import render, report, summary  # pandas, matplotlib: only when reporting
+    from analysis import (  # pandas, matplotlib: only when reporting
+        render,
+        report,
+        summary,
+    )
     rendered = [render.render_run(d) for d in dirs]
     written = [r.html for r in rendered]
     runs = [run for r in rendered for run in r.runs]

@@ -68,7 +68,9 @@ def test_nccl_rows_use_the_mean_time_of_timed_iterations():
 
 
 def test_ideal_busbw_matches_the_runner():
-    from testbed.collect import ideal_busbw  # imports Mininet: fine in a test, not in analysis
+    from testbed.collect import (
+        ideal_busbw,  # imports Mininet: fine in a test, not in analysis
+    )
     for text in ("name: a", "name: b\nfabric: {planes: 4}",
                  "name: c\nqp: {qps_per_peer: {mrc: 1, rocev2: 2}}"):
         sc = parse(text, "t")
