@@ -23,6 +23,7 @@ from .collectives import DTYPE, Communicator
 from .config import AgentConfig
 from .evs import EVPolicy, EVSet
 from .mrc import MrcQP
+from .nic import Nic
 from .qp import QPConfig, QueuePair
 from .rocev2 import RoceQP
 from .workload import MessageRecord, run_iterations
@@ -49,13 +50,14 @@ def build_qps(cfg: AgentConfig) -> tuple[socket.socket, dict[int, list]]:
                                     random.Random(seed), denied=frozenset(peer.denied))
                 qp: QueuePair = MrcQP(ours, theirs, empty, qp_cfg, evset, seed)
                 route = driver.Route(mrc_sock, {i: (addr, driver.PORT)
-                                                for i, _, addr in peer.evs})
+                                                for i, _, addr in peer.evs},
+                                     {i: plane for i, plane, _ in peer.evs})
             else:
                 plane = k % len(cfg.plain)
                 sock = driver.ecn_socket(socket.socket(socket.AF_INET6, socket.SOCK_DGRAM))
                 sock.bind((cfg.plain[plane], ROCE_PORT_BASE + 16 * peer.rank + k))
                 qp = RoceQP(ours, theirs, empty, qp_cfg, seed)
-                route = driver.Route(sock, {0: (peer.plain[plane], driver.PORT)})
+                route = driver.Route(sock, {0: (peer.plain[plane], driver.PORT)}, {0: plane})
             entries.append((qp, route))
         peers[peer.rank] = entries
     return listen, peers
@@ -99,7 +101,8 @@ async def wait_for_start(cfg: AgentConfig, out: Path) -> None:
 
 async def run(cfg: AgentConfig, out: Path) -> dict:
     listen, peers = build_qps(cfg)
-    drv = driver.Driver(cfg.rank, cfg.world, listen, peers, gso=cfg.gso)
+    nic = Nic(len(cfg.plain), **cfg.nic) if cfg.nic else None
+    drv = driver.Driver(cfg.rank, cfg.world, listen, peers, gso=cfg.gso, nic=nic)
     messages: list[MessageRecord] = []
     records = []
     status, error = "ok", None

@@ -25,11 +25,12 @@ import asyncio
 import socket
 import struct
 import time
-from collections import defaultdict
+from collections import defaultdict, deque
 from dataclasses import dataclass, field
 
 from . import wire
 from .endpoint import MessageStats
+from .nic import Nic
 from .qp import ImmArrived, QPFailed, QueuePair, WriteDone
 
 PORT = 4791
@@ -51,6 +52,11 @@ class Route:
 
     sock: socket.socket
     destinations: dict[int, tuple[str, int]]  # EV index (0 for RoCEv2) -> (address, port)
+    planes: dict[int, int]  # EV index -> the plane (NIC port) it leaves through
+
+    @property
+    def plane_set(self) -> tuple[int, ...]:
+        return tuple(sorted(set(self.planes.values())))
 
 
 @dataclass
@@ -65,15 +71,31 @@ def qpn(local_rank: int, peer_rank: int, k: int) -> tuple[int, int]:
     return peer_rank * QPS_PER_PEER_MAX + k, local_rank * QPS_PER_PEER_MAX + k
 
 
+# A NIC does not drop what its host posts, nor what it received and must deliver: the fabric's
+# ports are where packets may be lost, not the agents' sockets. Socket buffers are therefore
+# far above what windows can fill (the *FORCE options pass net.core.[rw]mem_max: agents are
+# root in their namespace), and a host port's queue is sized from the windows (testbed/plan.py).
+_SO_SNDBUFFORCE, _SO_RCVBUFFORCE = 32, 33
+SOCKET_BUFFER = 64 << 20
+
+
+def _big_buffer(sock: socket.socket, force: int, plain: int) -> None:
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, force, SOCKET_BUFFER)
+    except PermissionError:  # not root (unit tests on loopback): as large as allowed
+        sock.setsockopt(socket.SOL_SOCKET, plain, SOCKET_BUFFER)
+
+
 def ecn_socket(sock: socket.socket) -> socket.socket:
     sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_TCLASS, ECT0)
+    _big_buffer(sock, _SO_SNDBUFFORCE, socket.SO_SNDBUF)
     sock.setblocking(False)
     return sock
 
 
 def listen_socket() -> socket.socket:
     sock = socket.socket(socket.AF_INET6, socket.SOCK_DGRAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4 << 20)
+    _big_buffer(sock, _SO_RCVBUFFORCE, socket.SO_RCVBUF)
     sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_RECVTCLASS, 1)
     sock.bind(("::", PORT))
     sock.setblocking(False)
@@ -84,9 +106,13 @@ class Driver:
     """The `Endpoint` of one rank over real sockets."""
 
     def __init__(self, rank: int, world: int, listen: socket.socket,
-                 qps: dict[int, list[tuple[QueuePair, Route]]], gso: bool = False) -> None:
+                 qps: dict[int, list[tuple[QueuePair, Route]]], gso: bool = False,
+                 nic: Nic | None = None) -> None:
         self.rank, self.world = rank, world
         self.gso = gso  # consecutive data packets to one destination in one system call
+        self.nic = nic  # QPs send only what the ports can take (None: as fast as the kernel)
+        self._nic_waiting: deque[QueuePair] = deque()  # blocked on the NIC, served in turn
+        self._nic_wake: asyncio.TimerHandle | None = None
         self.loop = asyncio.get_running_loop()
         self._listen = listen
         self._peers = qps  # peer rank -> its QPs and routes
@@ -181,7 +207,9 @@ class Driver:
     def _kick(self, qp: QueuePair) -> None:
         """Send what the QP has to send, deliver its events, re-arm its timer."""
         _, _, route = self._by_qpn[qp.qpn]
-        out = qp.poll_transmit(self.loop.time())
+        now = self.loop.time()
+        nic = self.nic
+        out = qp.poll_transmit(now, nic.budget(route.plane_set, now) if nic else None)
         i = 0
         while i < len(out):
             ev, datagram = out[i]
@@ -203,7 +231,14 @@ class Driver:
                     route.sock.sendmsg([datagram], _CONTROL_CMSG, 0, route.destinations[ev])
             except (BlockingIOError, OSError):
                 pass  # a full socket or an unreachable path is a lost packet: the QP recovers
+            if nic is not None:
+                for ev, sent in out[i:j]:
+                    if sent[1] == wire.DATA:
+                        nic.sent(route.planes[ev], len(sent), now)
             i = j
+        if qp.nic_blocked and qp not in self._nic_waiting:
+            self._nic_waiting.append(qp)
+            self._wake_on_nic_room(qp)
         self._deliver(qp)
         deadline = qp.next_deadline()
         handle = self._timers.pop(qp.qpn, None)
@@ -211,6 +246,24 @@ class Driver:
             handle.cancel()
         if deadline is not None and not qp.failed:
             self._timers[qp.qpn] = self.loop.call_at(deadline, self._on_timer, qp)
+
+    def _wake_on_nic_room(self, qp: QueuePair) -> None:
+        if self._nic_wake is None and self.nic is not None:
+            planes = self._by_qpn[qp.qpn][2].plane_set
+            delay = self.nic.wait(planes, qp.cfg.mss + wire.HEADER_SIZE, self.loop.time())
+            self._nic_wake = self.loop.call_later(delay, self._on_nic_room)
+
+    def _on_nic_room(self) -> None:
+        """Serve blocked QPs in turn while the ports have room: one that fills them goes to
+        the back of the line, so QPs sharing a port share it."""
+        self._nic_wake = None
+        for _ in range(len(self._nic_waiting)):
+            qp = self._nic_waiting.popleft()
+            self._kick(qp)  # back in the line if it is still blocked
+            if qp.nic_blocked:
+                break
+        if self._nic_waiting:
+            self._wake_on_nic_room(self._nic_waiting[0])
 
     def _deliver(self, qp: QueuePair) -> None:
         peer = self._by_qpn[qp.qpn][0]

@@ -18,7 +18,7 @@ import random
 from collections import deque
 from dataclasses import dataclass, field
 
-from . import wire
+from . import nic, wire
 from .cc import CCConfig, WindowCC
 from .endpoint import MessageStats
 
@@ -34,6 +34,11 @@ class QPConfig:
     ack_every: int = 4  # ACK after this many packets unless something needs an ACK now
     ack_delay: float = 0.0005  # longest an ACK waits for company
     target_delay: float = 0.002
+
+
+def _wire_bytes(p: _Packet) -> int:
+    """What a data packet occupies on the line: payload, our header, UDP/IPv6/Ethernet."""
+    return p.length + wire.HEADER_SIZE + nic.FRAME_OVERHEAD
 
 
 class AccessError(ValueError):
@@ -104,6 +109,7 @@ class QueuePair:
         self.rng = random.Random(seed)
         self.events: deque = deque()
         self.failed: str | None = None
+        self.nic_blocked = False  # the last poll left data for want of NIC room
         self.counters = {"data_sent": 0, "retransmits": 0, "acks_sent": 0, "nacks_sent": 0,
                          "trims_received": 0, "corrupt": 0, "duplicates": 0, "out_of_order": 0,
                          "dropped_out_of_order": 0, "timeouts": 0, "placed_bytes": 0,
@@ -175,17 +181,24 @@ class QueuePair:
         h = wire.Header(kind, flags, ev, 0, self.peer_qpn, psn, offset, imm, 0, ts)
         self._out.append((ev, wire.encode(h)))
 
-    def poll_transmit(self, now: float) -> list[tuple[int, bytes]]:
-        """Datagrams to send now (resends first, then new data the window allows)."""
+    def poll_transmit(self, now: float, budget: float | None = None) -> list[tuple[int, bytes]]:
+        """Datagrams to send now: control first, then resends, then new data the window
+        allows. `budget`: wire bytes of data the NIC can take now (None: no limit); data that
+        does not fit stays here untimed, and `nic_blocked` says so (hostagent/nic.py)."""
+        self.nic_blocked = False
         if self.failed:
             self._out.clear()
             return []
         self._flush_ack(now, force=False)
-        self._transmit_resends(now)
+        room = self._transmit_resends(now, float("inf") if budget is None else budget)
         while self._next_msg_packets:
             p = self._next_msg_packets[0]
             if not self.cc.allows(self._inflight_bytes, p.length):
                 break
+            if _wire_bytes(p) > room:
+                self.nic_blocked = True
+                break
+            room -= _wire_bytes(p)
             self._next_msg_packets.popleft()
             p.psn = self._next_psn
             self._next_psn += 1
@@ -336,13 +349,21 @@ class QueuePair:
         if psn in self._inflight and psn not in self._resend:
             self._resend.append(psn)
 
-    def _transmit_resends(self, now: float) -> None:
+    def _transmit_resends(self, now: float, room: float) -> float:
+        """Resend what is due, within `room` wire bytes; the room left."""
         while self._resend:
-            p = self._inflight.get(self._resend.popleft())
+            p = self._inflight.get(self._resend[0])
             if p is None:
+                self._resend.popleft()
                 continue
+            if _wire_bytes(p) > room:
+                self.nic_blocked = True
+                break
+            room -= _wire_bytes(p)
+            self._resend.popleft()
             p.ev = self._path_for_resend(p, now)
             self._send_packet(p, now)
+        return room
 
     # ---- what the transports define ----
     def _path_for_new(self, now: float) -> int:

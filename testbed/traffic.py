@@ -16,6 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from hostagent.config import AgentConfig, PeerConfig
+from hostagent.nic import FRAME_OVERHEAD
+from hostagent.wire import HEADER_SIZE
 
 from . import interrupts, paths
 from .errors import TestbedError
@@ -56,13 +58,24 @@ def agent_configs(plan: FabricPlan, scenario: Scenario, transport: str,
             rank, len(hosts), host, transport,
             [str(plan.plain_address(host, p)) for p in range(plan.planes)], peers,
             q.qps_per_peer.get(transport, 1), qp, mrc, workload, scenario.seed,
-            str(out / "start"), str(out / host), timeout=deadline_for(scenario), gso=q.gso)
+            str(out / "start"), str(out / host), timeout=deadline_for(scenario), gso=q.gso,
+            nic=nic_limits(scenario))
     return configs
 
 
 def _denied(ev: paths.EV, denied) -> bool:
     """A same-leaf EV crosses no spine: only a whole-plane denial removes it."""
     return any(d.plane == ev.plane and (d.spine is None or d.spine == ev.spine) for d in denied)
+
+
+def nic_limits(scenario: Scenario) -> dict:
+    """How much a host port may have queued before its QPs wait (hostagent/nic.py): a few
+    packets, or 4 ms of the line (the agents' timers are about a millisecond coarse, and the
+    port must not run dry between two wake-ups), within half the port's buffer."""
+    link = scenario.fabric.host_link
+    packet = scenario.qp.mss + HEADER_SIZE + FRAME_OVERHEAD
+    limit = min(link.buffer // 2, max(4 * packet, link.rate // 8 * 4 // 1000))
+    return {"rate_bps": link.rate, "limit": limit}
 
 
 def deadline_for(scenario: Scenario) -> float:

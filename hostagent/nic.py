@@ -1,0 +1,59 @@
+"""The NIC's transmit side: what each port still has to send, so QPs post no faster than the
+wire takes their packets.
+
+Why: a QP's timers run from the moment it sends. A real NIC sends a packet when its port is
+free and starts the packet's timer then; the host keeps the rest (as work requests) without
+dropping or timing any of it. An agent that handed its whole window to the kernel at once
+would instead fill its own port's queue: packets would either be dropped by the sender's own
+FIFO (a loss no NIC has) or wait there long enough to time out. So each port's backlog is
+tracked here (bytes handed over, drained at the port's rate) and a QP may only send what keeps
+it under `limit`; the rest waits in the QP until the port has room.
+Pure: the driver feeds it the clock.
+"""
+from __future__ import annotations
+
+# Ethernet, IPv6 and UDP headers around a transport datagram: what the line carries.
+FRAME_OVERHEAD = 14 + 40 + 8
+
+
+class Port:
+    def __init__(self, rate_bps: int, limit: int) -> None:
+        self.rate = rate_bps / 8  # bytes per second
+        self.limit = limit  # bytes the port may hold
+        self.backlog = 0.0
+        self._t = 0.0
+
+    def _drain(self, now: float) -> None:
+        self.backlog = max(0.0, self.backlog - (now - self._t) * self.rate)
+        self._t = now
+
+    def room(self, now: float) -> float:
+        self._drain(now)
+        return max(0.0, self.limit - self.backlog)
+
+    def sent(self, nbytes: int, now: float) -> None:
+        self._drain(now)
+        self.backlog += nbytes
+
+    def wait(self, nbytes: int, now: float) -> float:
+        """Seconds until `nbytes` fit."""
+        self._drain(now)
+        return max(0.0, (self.backlog + nbytes - self.limit) / self.rate)
+
+
+class Nic:
+    """One port per plane, all at the host link's rate."""
+
+    def __init__(self, planes: int, rate_bps: int, limit: int) -> None:
+        self.ports = [Port(rate_bps, limit) for _ in range(planes)]
+
+    def budget(self, planes: tuple[int, ...], now: float) -> float:
+        """Bytes a QP using `planes` may send now. A QP spraying over several planes spreads
+        its packets evenly, so it gets its fullest port's room once per plane."""
+        return min(self.ports[p].room(now) for p in planes) * len(planes)
+
+    def sent(self, plane: int, datagram_bytes: int, now: float) -> None:
+        self.ports[plane].sent(datagram_bytes + FRAME_OVERHEAD, now)
+
+    def wait(self, planes: tuple[int, ...], nbytes: int, now: float) -> float:
+        return max(self.ports[p].wait(nbytes + FRAME_OVERHEAD, now) for p in planes)

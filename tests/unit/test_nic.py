@@ -1,0 +1,46 @@
+"""The NIC's transmit pacing: QPs hand the kernel no more than their ports can send."""
+from __future__ import annotations
+
+import pytest
+
+from hostagent import wire
+from hostagent.nic import FRAME_OVERHEAD, Nic, Port
+from hostagent.qp import QPConfig
+
+from .test_transport import mrc_pair, post_all, roce_pair
+
+RATE = 8_000_000  # 1 MB/s: one byte per microsecond
+
+
+def test_port_drains_at_its_rate():
+    port = Port(RATE, limit=10_000)
+    port.sent(10_000, now=0.0)
+    assert port.room(0.0) == 0
+    assert port.room(0.004) == pytest.approx(4_000)
+    assert port.wait(4_000, now=0.004) == pytest.approx(0.0)
+    assert port.wait(6_000, now=0.004) == pytest.approx(0.002)
+    assert port.room(1.0) == 10_000, "an idle port is empty, never negative"
+
+
+def test_a_spraying_qp_gets_its_fullest_port_once_per_plane():
+    nic = Nic(planes=2, rate_bps=RATE, limit=10_000)
+    nic.sent(0, 6_000 - FRAME_OVERHEAD, now=0.0)
+    assert nic.budget((1,), 0.0) == 10_000
+    assert nic.budget((0, 1), 0.0) == 2 * 4_000
+    assert nic.wait((0, 1), 5_000 - FRAME_OVERHEAD, 0.0) == pytest.approx(0.001)
+
+
+@pytest.mark.parametrize("pair", [mrc_pair, roce_pair])
+def test_qp_sends_no_more_data_than_the_budget_and_keeps_the_rest(pair):
+    a, _, _ = pair(64 * 1024)
+    post_all(a, [(bytes(16 * 1024), 0, None)])
+    cfg: QPConfig = a.cfg
+    packet = cfg.mss + wire.HEADER_SIZE + FRAME_OVERHEAD
+    out = a.poll_transmit(0.0, budget=3.5 * packet)
+    data = [d for _, d in out if d[1] == wire.DATA]
+    assert len(data) == 3 and a.nic_blocked
+    assert a.next_deadline() is not None, "what was sent is timed"
+    out = a.poll_transmit(0.001, budget=None)
+    window = cfg.init_cwnd // cfg.mss  # now the congestion window is the limit
+    assert len([d for _, d in out if d[1] == wire.DATA]) == window - 3
+    assert not a.nic_blocked
