@@ -3,10 +3,16 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 PYTEST := $(BIN)/python -m pytest
 
-.PHONY: install demo test unit integration bench clean distclean
+.PHONY: install bpf demo test unit integration bench clean distclean
 
 install:
 	./scripts/install.sh
+
+# The in-fabric ECN/trimming program (tc eBPF), built from source with clang.
+BPF_OBJ := testbed/bpf/fabric_queue.o
+bpf: $(BPF_OBJ)
+$(BPF_OBJ): testbed/bpf/fabric_queue.c
+	clang -O2 -g -Wall -Werror -target bpf -I/usr/include/$$(uname -m)-linux-gnu -c $< -o $@
 
 demo: install
 	$(BIN)/mrc-testbed run
@@ -30,4 +36,4 @@ clean:
 	rm -rf .pytest_cache .hypothesis
 
 distclean: clean
-	rm -rf $(VENV) *.egg-info
+	rm -rf $(VENV) *.egg-info $(BPF_OBJ)

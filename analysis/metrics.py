@@ -88,16 +88,6 @@ def nccl_rows(iterations: pd.DataFrame) -> list[nccl.Row]:
     return nccl.summarize(records, int(iterations["rank"].nunique()))
 
 
-def ideal_busbw(scenario: Scenario, transport: str) -> tuple[float, int]:
-    """GB/s a rank can inject, and over how many planes: all of them for MRC, one per QP for
-    RoCEv2. The same as `testbed.collect.ideal_busbw` (a test holds them equal): that module
-    imports the Mininet runner, which analysis must not need."""
-    planes = scenario.fabric.planes
-    if transport == "rocev2":
-        planes = min(planes, scenario.qp.qps_per_peer.get("rocev2", 1))
-    return planes * scenario.fabric.host_link.rate / 8e9, planes
-
-
 # ---- goodput over time ----------------------------------------------------------------------
 
 def deliveries(messages: pd.DataFrame, iterations: pd.DataFrame, t0: float) -> pd.DataFrame:

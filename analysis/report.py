@@ -65,7 +65,7 @@ class RunView:
                                                        "fabric": f.fabric_link.rate})
             rates = rates.merge(ports[["node", "ifname", "label", "direction"]],
                                 on=["node", "ifname"])
-        ideal, planes = metrics.ideal_busbw(run.scenario, run.transport)
+        ideal, planes = run.scenario.ideal_busbw(run.transport)
         return cls(run, label or run.transport, bin_s, ccts, delivered, hosts, total, dist,
                    metrics.reroutes(run.events, t0), rec, ports, rates,
                    metrics.ev_segments(run.ev_states, run.paths, t0, t_end), t_end, ideal,

@@ -29,7 +29,7 @@ sys.path.insert(0, str(ROOT))
 
 from hostagent.wire import HEADER_SIZE  # noqa: E402
 from testbed import scenario as scenario_mod  # noqa: E402
-from testbed.collect import collect, ideal_busbw  # noqa: E402
+from testbed.collect import collect  # noqa: E402
 from testbed.runner import fabric  # noqa: E402
 from testbed.traffic import run_agents  # noqa: E402
 
@@ -106,7 +106,7 @@ def main() -> None:
             outcomes = run_agents(network, sc, t, out / "agents")
             table, _ = collect(out / "agents", out, outcomes, sc, t)
         measured = float(re.search(r"sum\s+\d+\s+\S+\s+(\S+)", table).group(1))
-        ideal, planes = ideal_busbw(sc, t)
+        ideal, planes = sc.ideal_busbw(t)
         print(f"   {t:<8} busbw {measured * 8e3:7.2f} Mb/s   ideal {ideal * 8e3:6.1f} Mb/s "
               f"({planes} plane{'s' if planes > 1 else ''})   {measured / ideal:.0%} of ideal")
 

@@ -6,7 +6,7 @@ set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 cd "$here"
 
-APT_PACKAGES=(mininet iperf3 iproute2 clang llvm libbpf-dev tcpdump iputils-ping
+APT_PACKAGES=(mininet iperf3 iproute2 clang llvm libbpf-dev libbpf1 tcpdump iputils-ping
               python3-venv python3-pip nftables make ethtool
               ruby)  # ruby: only to check the Vagrantfile in the tests
 VENV=.venv
@@ -30,6 +30,9 @@ if [ ${#missing[@]} -gt 0 ]; then
     # --no-install-recommends: Mininet recommends Open vSwitch, which the testbed does not use
     apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
+
+# The in-fabric ECN/trimming eBPF program, from its C source (make skips it when up to date).
+make -s bpf
 
 if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ] && [ -x "$VENV/bin/mrc-testbed" ]; then
     exit 0

@@ -26,15 +26,6 @@ def _read(out: Path, host: str, name: str):
     return json.loads(path.read_text()) if path.exists() else []
 
 
-def ideal_busbw(scenario: Scenario, transport: str) -> tuple[float, int]:
-    """GB/s a rank can inject, and over how many planes: every plane for MRC (one QP sprays
-    them all), one plane per QP for RoCEv2 (a QP is bound to one NIC port)."""
-    planes = scenario.fabric.planes
-    if transport == "rocev2":
-        planes = min(planes, scenario.qp.qps_per_peer.get("rocev2", 1))
-    return planes * scenario.fabric.host_link.rate / 8e9, planes
-
-
 def collect(out: Path, results_dir: Path, outcomes: list[AgentOutcome], scenario: Scenario,
             transport: str, link_rows: list[dict] | None = None,
             event_rows: list[dict] | None = None) -> tuple[str, pd.DataFrame]:
@@ -75,7 +66,7 @@ def collect(out: Path, results_dir: Path, outcomes: list[AgentOutcome], scenario
     world = len(scenario.rank_hosts())
     rows = nccl.summarize(records, world)
     table = nccl.format_table(rows, transport=transport, world=world)
-    ideal, planes = ideal_busbw(scenario, transport)
+    ideal, planes = scenario.ideal_busbw(transport)
     measured = rows[0].busbw if rows else 0.0
     table += (f"# Ideal bus bandwidth  : {ideal:.4g} GB/s ({planes} plane"
               f"{'s' if planes > 1 else ''} x {format_rate(scenario.fabric.host_link.rate)}); "

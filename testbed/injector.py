@@ -6,7 +6,8 @@ Where each condition lives:
   exactly the plan. MRC's paths are static and see nothing; see the note below for RoCEv2.
 - loss: random drop with the given probability (nftables `numgen random`, in 1/10,000 steps)
   at the egress of the lower end ("up", toward the spine), the upper end ("down"), or both;
-- degrade: the port's htb line class at a lower rate, on both ends;
+- degrade: the port's htb line class at a lower rate, on both ends (and the eBPF virtual
+  queue of a router port drains at that rate too);
 - delay: netem in place of the data FIFO, where the kernel has netem (checked before the run).
 All nftables rules of a node live in one table, `inet mrc_faults`, rewritten whole at every
 change, so a node never holds a half-applied state. The namespaces, and the rules with them,
@@ -27,7 +28,7 @@ from dataclasses import dataclass, field
 from . import shaping
 from .faults import Action, Fault
 from .network import FabricNetwork
-from .plan import Link
+from .plan import Link, Port
 from .routes import node_config
 from .rtnl import RTPROT_BGP, NodeNetlink
 
@@ -130,12 +131,12 @@ class Injector:
                 params = dict(action.params)
                 rate = params.get("rate") or int(link.rate * params["fraction"])
                 for port in (link.lower, link.upper):
-                    self._set_rate(port.node, port.ifname, rate if action.on else link.rate)
+                    self._set_rate(port, link, rate if action.on else link.rate)
             elif action.condition == "routed":
                 (self.routed_around.add if action.on else self.routed_around.discard)(name)
             elif action.condition == "delay":
                 for port in (link.lower, link.upper):
-                    self._set_delay(port.node, port.ifname, link,
+                    self._set_delay(port, link,
                                     dict(action.params)["delay"] if action.on else None)
         for node in nodes:
             self._render(node)
@@ -187,18 +188,21 @@ class Injector:
         if res.returncode != 0:
             raise RuntimeError(f"nft in {node}: {res.stderr.strip()}")
 
-    def _set_rate(self, node: str, ifname: str, rate: int) -> None:
-        handle = self._netlink(node)
-        shaping.set_port_rate(handle.ipr, handle.ifindex(ifname), rate,
+    def _set_rate(self, port: Port, link: Link, rate: int) -> None:
+        """The shaper's rate, and the rate the port's eBPF virtual queue drains at."""
+        handle = self._netlink(port.node)
+        shaping.set_port_rate(handle.ipr, handle.ifindex(port.ifname), rate,
                               self.network.plan.scenario.fabric.mtu)
+        self.network.set_queue_rate(port, link, rate)
 
-    def _set_delay(self, node: str, ifname: str, link: Link, delay: float | None) -> None:
-        handle = self._netlink(node)
-        index = handle.ifindex(ifname)
+    def _set_delay(self, port: Port, link: Link, delay: float | None) -> None:
+        handle = self._netlink(port.node)
+        index = handle.ifindex(port.ifname)
+        limit = self.network.fifo_limit(port, link)
         if delay is None:
             handle.ipr.tc("replace", "bfifo", index=index, handle="10:", parent="1:10",
-                          limit=link.buffer)
+                          limit=limit)
         else:
-            packets = max(1, link.buffer // self.network.plan.scenario.fabric.mtu)
+            packets = max(1, limit // self.network.plan.scenario.fabric.mtu)
             handle.ipr.tc("replace", "netem", index=index, handle="10:", parent="1:10",
                           delay=int(delay * 1e6), limit=packets)

@@ -12,15 +12,21 @@ import os
 import pty
 import select
 import signal
+import socket
 from collections.abc import Callable
 
-from mininet.link import Intf, Link
+from mininet.link import Intf
+from mininet.link import Link as MininetLink
 from mininet.net import Mininet
 from mininet.node import Host
 from pyroute2 import IPRoute
+from pyroute2.netlink import NLM_F_ACK, NLM_F_CREATE, NLM_F_EXCL, NLM_F_REQUEST
+from pyroute2.netlink.rtnl import RTM_NEWLINK
+from pyroute2.netlink.rtnl.ifinfmsg import ifinfmsg
 
 from . import cleanup, netns
-from .plan import FabricPlan
+from .fabric_queue import FabricQueues, port_config, router_ports
+from .plan import FabricPlan, Link, Port
 from .progress import Progress
 from .routes import node_configs
 from .rtnl import NodeNetlink
@@ -51,12 +57,15 @@ def node_sysctls(router: bool) -> dict[str, int]:
     return values
 
 
+FIFO_HEADROOM = 2  # FIFO size / buffer at ports whose buffer the eBPF program enforces
+
+
 class FabricNode(Host):
     """A Mininet host whose start is split in two, spawn (`startShell`) and wait for the
     shell's prompt (`finish_start`), so that a hundred nodes boot at once instead of one after
     the other. The two halves are Mininet 2.3's own `Node.startShell`, cut at its wait."""
 
-    def startShell(self, mnopts: str | None = None) -> None:  # noqa: N802 (Mininet's name)
+    def startShell(self, mnopts: str | None = None) -> None:
         opts = ("-cd" if mnopts is None else mnopts) + ("n" if self.inNamespace else "")
         cmd = ["mnexec", opts, "env", "PS1=" + chr(127), "bash", "--norc", "--noediting",
                "-is", "mininet:" + self.name]
@@ -94,35 +103,50 @@ class NetlinkIntf(Intf):
         return {}
 
 
-class NetlinkVeth(Link):
-    """A Mininet link whose veth pair is made by one netlink call into both namespaces."""
+class NetlinkVeth(MininetLink):
+    """A Mininet link whose veth pair is made by one netlink message into both namespaces,
+    with the plan's interface indexes (distinct across the fabric) and MACs."""
 
-    def __init__(self, node1: Host, node2: Host, rtnl: IPRoute, mtu: int, macs: tuple[str, str],
-                 **params) -> None:
-        self._rtnl, self._mtu, self._macs = rtnl, mtu, macs
+    def __init__(self, node1: Host, node2: Host, rtnl: IPRoute, mtu: int,
+                 ports: tuple[Port, Port], **params) -> None:
+        self._rtnl, self._mtu, self._ports = rtnl, mtu, ports
         for key in ("intf", "addr1", "addr2"):  # Mininet.addLink's defaults: ours win
             params.pop(key, None)
-        super().__init__(node1, node2, intf=NetlinkIntf, addr1=macs[0], addr2=macs[1], **params)
+        super().__init__(node1, node2, intf=NetlinkIntf, addr1=ports[0].mac,
+                         addr2=ports[1].mac, **params)
 
     def makeIntfPair(self, intfname1, intfname2, addr1=None, addr2=None, node1=None,
-                     node2=None, deleteIntfs=True, **_kw):  # noqa: N802 (Mininet's name)
+                     node2=None, deleteIntfs=True, **_kw):
         # gso_max_segs 1: a switch port queues packets, not 64 KB TSO super-packets (which
         # would also never fit a byte FIFO smaller than themselves); TCP then sends MTU-sized
-        # segments, as it would through a real switch.
-        common = {"mtu": self._mtu, "gso_max_segs": 1}
-        self._rtnl.link("add", ifname=intfname1, kind="veth", net_ns_pid=node1.pid,
-                        address=self._macs[0], **common,
-                        peer={"ifname": intfname2, "net_ns_pid": node2.pid,
-                              "address": self._macs[1], **common})
+        # segments, as it would through a real switch. pyroute2's link("add") cannot give the
+        # peer an index, hence the message built by hand.
+        def end(port: Port, ifname: str, node: Host) -> tuple[int, list]:
+            return port.ifindex, [("IFLA_IFNAME", ifname), ("IFLA_NET_NS_PID", node.pid),
+                                  ("IFLA_ADDRESS", port.mac), ("IFLA_MTU", self._mtu),
+                                  ("IFLA_GSO_MAX_SEGS", 1)]
+
+        index, attrs = end(self._ports[0], intfname1, node1)
+        peer_index, peer_attrs = end(self._ports[1], intfname2, node2)
+        msg = ifinfmsg()
+        msg["family"] = socket.AF_UNSPEC
+        msg["index"] = index
+        msg["attrs"] = attrs + [("IFLA_LINKINFO", {"attrs": [
+            ("IFLA_INFO_KIND", "veth"),
+            ("IFLA_INFO_DATA", {"attrs": [
+                ("VETH_INFO_PEER", {"index": peer_index, "attrs": peer_attrs})]})]})]
+        msg["header"]["type"] = RTM_NEWLINK
+        msg["header"]["flags"] = NLM_F_REQUEST | NLM_F_ACK | NLM_F_CREATE | NLM_F_EXCL
+        self._rtnl.nlm_request_batch([msg])
 
 
 def _configure_node(job: tuple) -> tuple[str, dict[str, int] | str]:
     """Configure one node; its interface indexes, or what went wrong."""
-    pid, cfg, ports, mtu = job
+    pid, cfg, ports, mtu, queue_prog = job
     try:
         handle = NodeNetlink(pid)
         try:
-            handle.configure(cfg, ports, mtu)
+            handle.configure(cfg, ports, mtu, queue_prog)
             return cfg.name, handle.ifindexes()
         finally:
             handle.close()
@@ -141,6 +165,7 @@ class FabricNetwork:
                            autoStaticArp=False, waitConnected=False)
         self.inodes: set[int] = set()
         self.ifindex: dict[str, dict[str, int]] = {}  # node -> interface name -> index
+        self.queues: FabricQueues | None = None  # the eBPF ECN/trimming program, if asked for
         self._netlink: dict[str, NodeNetlink] = {}
         self._closed = False
 
@@ -165,20 +190,28 @@ class FabricNetwork:
             for link in self.progress.bar(self.plan.links, len(self.plan.links), "links"):
                 a, b = link.lower, link.upper
                 self.net.addLink(self.net[a.node], self.net[b.node], cls=NetlinkVeth,
-                                 rtnl=rtnl, mtu=mtu, macs=(a.mac, b.mac),
+                                 rtnl=rtnl, mtu=mtu, ports=(a, b),
                                  intfName1=a.ifname, intfName2=b.ifname)
 
     def configure(self) -> None:
-        """Addresses, neighbours, routes, End SIDs and shapers, one netlink socket per node,
-        nodes spread over the cores (each worker enters the nodes' namespaces itself)."""
+        """Addresses, neighbours, routes, End SIDs, shapers and the ECN/trimming program of
+        router ports, one netlink socket per node, nodes spread over the cores (each worker
+        enters the nodes' namespaces itself; forked after the program's load, it holds its fd)."""
         configs = node_configs(self.plan)
         mtu = self.plan.scenario.fabric.mtu
         links = self.plan.link_by_ports
+        if self.plan.scenario.switch.enabled:
+            self.queues = FabricQueues()
+            for port, link in router_ports(self.plan):
+                self.queues.configure(port.ifindex, port_config(link))
         jobs = []
         for name, cfg in configs.items():
-            ports = [(port, links[(name, port.ifname)].rate, links[(name, port.ifname)].buffer)
+            router = self.plan.nodes[name].role != "host"
+            prog = self.queues.prog_fd if self.queues is not None and router else None
+            ports = [(port, links[(name, port.ifname)].rate,
+                      self.fifo_limit(port, links[(name, port.ifname)]))
                      for port in self.plan.ports(name)]
-            jobs.append((self.pid(name), cfg, ports, mtu))
+            jobs.append((self.pid(name), cfg, ports, mtu, prog))
         for name, result in parallel_map(_configure_node, jobs, self.progress, "routes"):
             if isinstance(result, str):
                 raise RuntimeError(result)
@@ -205,6 +238,20 @@ class FabricNetwork:
             handle.ipr.link("set", index=handle.ifindex(port.ifname),
                             state="up" if up else "down")
 
+    def fifo_limit(self, port: Port, link: Link) -> int:
+        """Bytes of the FIFO behind the port's shaper. Where the ECN/trimming program runs, its
+        virtual queue is the port's buffer (it drops and trims at the buffer's size), and the
+        FIFO gets headroom: a shaper running late on a busy CPU must not drop what the program
+        let through."""
+        if self.queues is not None and self.plan.nodes[port.node].role != "host":
+            return link.buffer * FIFO_HEADROOM
+        return link.buffer
+
+    def set_queue_rate(self, port: Port, link: Link, rate_bps: int) -> None:
+        """The rate a router port's virtual queue drains at, after its shaper changed."""
+        if self.queues is not None and self.plan.nodes[port.node].role != "host":
+            self.queues.set_rate(port.ifindex, port_config(link, rate_bps))
+
     # ---- the end ----
     def close(self, on_step: Callable[[str], None] | None = None) -> int:
         """Tear down: close our sockets (they pin namespaces), kill every process in the
@@ -216,6 +263,8 @@ class FabricNetwork:
             handle.close()
         self._netlink.clear()
         killed = cleanup.kill_namespaces(self.inodes)
+        if self.queues is not None:
+            self.queues.close()  # the program goes when its last port (namespace) is gone
         for node in self.net.hosts:
             for fd in (node.stdin, node.stdout):
                 try:

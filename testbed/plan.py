@@ -29,6 +29,9 @@ SPINE_USID_BASE = 0xE000
 BLOCK_BITS = 32
 USID_BITS = 16
 MAX_USIDS = (128 - BLOCK_BITS) // USID_BITS
+# Fabric ports get interface indexes from here on, two per link, distinct across namespaces
+# (a fresh namespace numbers its own devices from 1: lo, then the End SID device).
+IFINDEX_BASE = 1000
 
 Role = Literal["host", "leaf", "spine"]
 
@@ -50,6 +53,7 @@ class Port:
     plane: int
     peer: str  # the node at the other end
     mac: str  # fixed, so neighbours can be static and captures readable
+    ifindex: int  # distinct across the fabric: one eBPF map keyed by ifindex serves all ports
 
 
 @dataclass(frozen=True)
@@ -62,6 +66,8 @@ class Link:
     plane: int
     rate: int  # bit/s
     buffer: int  # bytes
+    ecn: int  # queue bytes above which router ports mark CE; 0: off
+    trim: int  # queue bytes above which router ports trim MRC data; 0: off
 
     @property
     def name(self) -> str:
@@ -184,14 +190,17 @@ def make_plan(scenario: Scenario) -> FabricPlan:
                 kind: Literal["host", "fabric"]) -> None:
         subnet = f"fd20:{plane:x}:{k:x}::"
         mac = f"02:{plane:02x}:{k >> 8:02x}:{k & 0xff:02x}:00:0"
+        index = IFINDEX_BASE + 2 * len(links)
         lp = Port(lower, f"{lower}-eth{len(ports[lower])}", IPv6Interface(f"{subnet}1/64"),
-                  plane, upper, mac + "1")
+                  plane, upper, mac + "1", index)
         up = Port(upper, f"{upper}-eth{len(ports[upper])}", IPv6Interface(f"{subnet}2/64"),
-                  plane, lower, mac + "2")
+                  plane, lower, mac + "2", index + 1)
         ports[lower].append(lp)
         ports[upper].append(up)
         cls = f.host_link if kind == "host" else f.fabric_link
-        links.append(Link(lp, up, kind, plane, cls.rate, cls.buffer))
+        links.append(Link(lp, up, kind, plane, cls.rate, cls.buffer,
+                          cls.ecn() if scenario.switch.ecn else 0,
+                          cls.trim() if scenario.switch.trim else 0))
 
     # Host port p is plane p; leaf ports: its hosts first, then its spines; spine port j: leaf j.
     for p in range(f.planes):

@@ -11,14 +11,20 @@ import socket
 from ipaddress import IPv6Address, IPv6Interface, IPv6Network
 
 from pyroute2 import IPRoute
-from pyroute2.netlink import NETLINK_ROUTE, NLM_F_ACK, NLM_F_CREATE, NLM_F_EXCL, NLM_F_REQUEST
+from pyroute2.netlink import (
+    NETLINK_ROUTE,
+    NLM_F_ACK,
+    NLM_F_CREATE,
+    NLM_F_EXCL,
+    NLM_F_REQUEST,
+)
 from pyroute2.netlink.rtnl import RTM_NEWADDR, RTM_NEWLINK, RTM_NEWNEIGH, RTM_NEWROUTE
 from pyroute2.netlink.rtnl.ifaddrmsg import ifaddrmsg
 from pyroute2.netlink.rtnl.ifinfmsg import IFF_UP, ifinfmsg
 from pyroute2.netlink.rtnl.ndmsg import ndmsg
 from pyroute2.netlink.rtnl.rtmsg import rtmsg
 
-from . import netns, seg6local, shaping
+from . import fabric_queue, netns, seg6local, shaping
 from .plan import BLOCK_BITS, USID_BITS, Port
 from .routes import NodeConfig, Route
 
@@ -129,14 +135,18 @@ class NodeNetlink:
         index = self._index.get(ifname)
         return index if index is not None else self.ifindexes()[ifname]
 
-    def configure(self, cfg: NodeConfig, ports: list[tuple[Port, int, int]], mtu: int) -> None:
-        """Install cfg; `ports` lists (port, rate bit/s, buffer bytes) to shape.
+    def configure(self, cfg: NodeConfig, ports: list[tuple[Port, int, int]], mtu: int,
+                  queue_prog: int | None = None) -> None:
+        """Install cfg; `ports` lists (port, rate bit/s, buffer bytes) to shape; `queue_prog`,
+        when given, is the fd of the ECN/trimming program to attach at every port's egress.
 
         Shapers go through pyroute2's tc API (htb's rate tables are its job); everything else
         is sent as one batch of messages per kind, which costs a fraction of one call each."""
         ipr = self.ipr
         for port, rate, buffer in ports:
             shaping.shape_port(ipr, self.ifindex(port.ifname), rate, buffer, mtu)
+            if queue_prog is not None:
+                fabric_queue.attach(ipr, self.ifindex(port.ifname), queue_prog)
         sid_dev = add_sid_device(ipr)
         idx = self.ifindex
         batches = [

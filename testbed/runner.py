@@ -20,6 +20,7 @@ from .background import BackgroundTraffic, flows
 from .capture import Captures, port_of
 from .collect import collect
 from .errors import EnvironmentProblem, TestbedError, VerificationFailed
+from .fabric_queue import FabricQueues
 from .faults import schedule
 from .injector import Injector
 from .network import FabricNetwork
@@ -74,10 +75,15 @@ def run(scenario: Scenario, scenario_text: str, options: RunOptions,
                     f"faults.{delays[0]} adds delay, which needs sch_netem: {found.get('netem')}",
                     "use a kernel with netem (stock Ubuntu/Debian kernels, e.g. the Vagrant "
                     "VM), or remove the delay faults")
+            done = "root, Mininet, SRv6 next-csid, seg6local counters, htb"
+            if scenario.switch.enabled:
+                FabricQueues().close()  # built and accepted by this kernel, or a clear error
+                found["fabric_queue"] = True
+                done += ", eBPF ECN/trimming"
             plan = make_plan(scenario)
             for ifname in options.capture:
                 port_of(plan, ifname)  # a typo fails now, not after the build
-            info["done"] = "root, Mininet, SRv6 next-csid, seg6local counters, htb"
+            info["done"] = done
         only_fabric = options.verify_only or options.cli or options.hold > 0
         transports: list[str | None] = [None] if only_fabric else list(scenario.transport)
         dirs = []
@@ -166,7 +172,8 @@ def _build_and_use(network: FabricNetwork, results: RunResults, options: RunOpti
         info["done"] = f"{len(plan.links)} veth links"
     with progress.phase("routes") as info:
         network.configure()
-        info["done"] = "addresses, neighbours, routes, End SIDs, htb shapers"
+        info["done"] = "addresses, neighbours, routes, End SIDs, htb shapers" + (
+            ", ECN/trimming at router ports" if network.queues is not None else "")
     with progress.phase("verify") as info:
         report = verify(network, progress)
         results.write_json("verify.json", report.to_json())

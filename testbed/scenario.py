@@ -11,7 +11,14 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from hostagent.wire import HEADER_SIZE
 
@@ -39,6 +46,13 @@ class LinkClass(StrictModel):
     rate: Rate = Field(100 * 10**6, description="line rate, e.g. '100Mbit'")
     buffer: Size = Field(100_000, description="egress queue limit in bytes, e.g. '100KB'")
 
+    ecn_threshold: Size | None = Field(
+        None, description="queue bytes above which a router port marks ECN-capable packets CE "
+                          "(switch.ecn); default: a fifth of the buffer")
+    trim_threshold: Size | None = Field(
+        None, description="queue bytes above which a router port trims MRC data packets to "
+                          "their header (switch.trim); default: four fifths of the buffer")
+
     @field_validator("rate", "buffer")
     @classmethod
     def _in_range(cls, value: int, info) -> int:
@@ -49,6 +63,24 @@ class LinkClass(StrictModel):
         if not low <= value <= high:
             raise ValueError(f"{fmt(value)} is outside {fmt(low)}..{fmt(high)}")
         return value
+
+    @model_validator(mode="after")
+    def _thresholds_in_buffer(self) -> LinkClass:
+        for name in ("ecn_threshold", "trim_threshold"):
+            value = getattr(self, name)
+            if value is not None and not 0 < value <= self.buffer:
+                raise ValueError(f"{name} {format_size(value)} must be above 0 and at most the "
+                                 f"buffer ({format_size(self.buffer)})")
+        return self
+
+    def ecn(self) -> int:
+        """Queue bytes above which packets are marked: early, as DCQCN's K_min is."""
+        return self.ecn_threshold if self.ecn_threshold is not None else self.buffer // 5
+
+    def trim(self) -> int:
+        """Queue bytes above which MRC data is trimmed: below the buffer, so that trimming
+        (decided on the eBPF program's virtual queue) happens before the real FIFO would drop."""
+        return self.trim_threshold if self.trim_threshold is not None else self.buffer * 4 // 5
 
 
 class Fabric(StrictModel):
@@ -108,6 +140,19 @@ class Fabric(StrictModel):
                 f"{self.link_count} links (planes x (hosts + leaves x spines)) exceed this "
                 f"testbed's limit of {limits.MAX_LINKS}; use fewer planes, leaves or spines")
         return self
+
+
+class Switch(StrictModel):
+    """What every router port does as its queue fills, beyond dropping at the buffer: an eBPF
+    program at its egress (testbed/bpf/fabric_queue.c). Thresholds are per link class."""
+
+    ecn: bool = Field(True, description="mark CE on ECN-capable packets above ecn_threshold")
+    trim: bool = Field(True, description="cut MRC data packets to their header above "
+                                         "trim_threshold and forward the header first")
+
+    @property
+    def enabled(self) -> bool:
+        return self.ecn or self.trim
 
 
 class Naming(StrictModel):
@@ -247,6 +292,7 @@ class Scenario(StrictModel):
     description: str = ""
     seed: int = Field(1, ge=0, le=2**32 - 1)
     fabric: Fabric = Field(default_factory=Fabric)
+    switch: Switch = Field(default_factory=Switch)
     naming: Naming = Field(default_factory=Naming)
     verify: Verify = Field(default_factory=Verify)
     transport: list[Transport] = Field(["mrc", "rocev2"], min_length=1,
@@ -295,6 +341,14 @@ class Scenario(StrictModel):
             check_background(self.background,
                              [self.naming.host_name(i) for i in range(self.fabric.host_count)],
                              self.fabric.planes)
+        if self.switch.ecn and self.switch.trim:
+            for name in ("host_link", "fabric_link"):
+                cls = getattr(self.fabric, name)
+                if cls.ecn() >= cls.trim():
+                    raise ValueError(
+                        f"fabric.{name}: ecn_threshold {format_size(cls.ecn())} must be below "
+                        f"trim_threshold {format_size(cls.trim())}: a queue signals congestion "
+                        f"(ECN) before it cuts packets")
         if len(set(self.transport)) != len(self.transport):
             raise ValueError(f"transport: {self.transport} names a transport twice")
         overhead = 40 + 8 + HEADER_SIZE  # IPv6, UDP, the transport's header
@@ -303,6 +357,14 @@ class Scenario(StrictModel):
                              f"transport) exceed fabric.mtu {self.fabric.mtu}; lower qp.mss "
                              f"to {self.fabric.mtu - overhead} or raise the MTU")
         return self
+
+    def ideal_busbw(self, transport: str) -> tuple[float, int]:
+        """GB/s a rank can inject, and over how many planes: every plane for MRC (one QP
+        sprays them all), one plane per QP for RoCEv2 (a QP is bound to one NIC port)."""
+        planes = self.fabric.planes
+        if transport == "rocev2":
+            planes = min(planes, self.qp.qps_per_peer.get("rocev2", 1))
+        return planes * self.fabric.host_link.rate / 8e9, planes
 
     def drain_time(self) -> float:
         """Seconds the slowest port takes to send a full buffer: the worst queueing per hop."""

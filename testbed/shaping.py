@@ -44,9 +44,9 @@ def _classes(ipr, command: str, ifindex: int, rate_bps: int, mtu: int) -> None:
     ipr.tc(command, "htb", index=ifindex, handle=LINE_CLASS, parent=ROOT,
            rate=f"{rate_bps}bit", **line)
     ipr.tc(command, "htb", index=ifindex, handle=CONTROL_CLASS, parent=LINE_CLASS,
-           rate=f"{rate_bps // 10}bit", prio=0, **line)
+           rate=f"{rate_bps // 100}bit", prio=0, **line)
     ipr.tc(command, "htb", index=ifindex, handle=DATA_CLASS, parent=LINE_CLASS,
-           rate=f"{rate_bps - rate_bps // 10}bit", prio=1, **line)
+           rate=f"{rate_bps - rate_bps // 100}bit", prio=1, **line)
 
 
 def shape_port(ipr, ifindex: int, rate_bps: int, buffer_bytes: int, mtu: int) -> None:

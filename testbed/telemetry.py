@@ -5,8 +5,10 @@ shell: no netlink, no namespace switch, about 50 microseconds a node. Queue drop
 (the byte FIFO behind each port's shaper, where congestion losses happen) come from a netlink
 qdisc dump per node, which costs about 1 ms a node in pyroute2: they are read every k-th
 sample, k chosen from their measured cost so that they take at most a tenth of a core (their
-rows carry them; the others leave them empty). Timestamps are wall clock, the clock the agents
-use. The sampler runs in a thread and measures its own CPU time, so its cost is a number in
+rows carry them; the others leave them empty). Router ports running the ECN/trimming program
+also carry its counters (`ecn_marked`, `trimmed`, `bpf_dropped`) and virtual queue
+(`vq_bytes`), read from its BPF map every sample (a few microseconds a port); host ports leave
+them empty. Timestamps are wall clock, the clock the agents use. The sampler runs in a thread and measures its own CPU time, so its cost is a number in
 meta.json, not a guess.
 """
 from __future__ import annotations
@@ -20,6 +22,7 @@ from .network import FabricNetwork
 from .rtnl import NodeNetlink
 
 QUEUE_BUDGET = 0.1  # share of one core the queue statistics may take
+_QUEUE_FIELDS = ("ecn_marked", "trimmed", "bpf_dropped", "vq_bytes")
 _FIELDS = ("rx_bytes", "rx_packets", "rx_errors", "rx_drop", "tx_bytes", "tx_packets",
            "tx_errors", "tx_drop")
 
@@ -50,6 +53,8 @@ class Sampler:
         links = plan.link_by_ports
         self._ports = {name: {p.ifname: links[(name, p.ifname)] for p in plan.ports(name)}
                        for name in plan.nodes}
+        self._ifindex = {(p.node, p.ifname): p.ifindex
+                         for name in plan.nodes for p in plan.ports(name)}
         self.rows: list[dict] = []
         self.cpu_seconds = 0.0
         self.samples = 0
@@ -100,8 +105,18 @@ class Sampler:
                 self.rows.append({"time": now, "node": name, "ifname": ifname,
                                   "link": link.name, "kind": link.kind, "plane": link.plane,
                                   **dict(zip(_FIELDS, c, strict=True)),
-                                  "queue_backlog": q[0], "queue_drops": q[1]})
+                                  "queue_backlog": q[0], "queue_drops": q[1],
+                                  **self._queue_counters(name, ifname)})
         if with_queues:
             cost = time.thread_time() - t0
             self.queue_every = max(1, math.ceil(cost / (QUEUE_BUDGET * self.period)))
         self.samples += 1
+
+    def _queue_counters(self, node: str, ifname: str) -> dict[str, int | None]:
+        state = None
+        if self.network.queues is not None:
+            state = self.network.queues.counters(self._ifindex[(node, ifname)])
+        if state is None:
+            return dict.fromkeys(_QUEUE_FIELDS)
+        return {"ecn_marked": state["marked"], "trimmed": state["trimmed"],
+                "bpf_dropped": state["dropped"], "vq_bytes": state["queue"]}

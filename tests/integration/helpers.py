@@ -108,10 +108,11 @@ def iperf3_tcp_mbps(network: FabricNetwork, src: str, dst: str, dst_address: str
 
 
 def run_scenario(text: str, tmp_path: Path, results: Path, *args: str) -> Path:
-    """Write `text` as a scenario, `mrc-testbed run` it as a user would (with `args`), insist
+    """Write `text` as a scenario, `mrc-testbed run --no-report` it as a user would (with
+    `args`; reports have a test of their own), insist
     it succeeded and made one results folder per transport; the folders, sorted."""
     file = tmp_path / "scenario.yaml"
     file.write_text(text)
-    res = run_cli("run", str(file), *args, results=results, timeout=300)
+    res = run_cli("run", str(file), "--no-report", *args, results=results, timeout=300)
     assert res.returncode == 0, res.stderr
     return sorted(results.iterdir())

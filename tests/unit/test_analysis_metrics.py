@@ -67,15 +67,14 @@ def test_nccl_rows_use_the_mean_time_of_timed_iterations():
     assert row.busbw == pytest.approx(1_000_000 / 2 / 1e9 * 2 * 1 / 2)
 
 
-def test_ideal_busbw_matches_the_runner():
-    from testbed.collect import (
-        ideal_busbw,  # imports Mininet: fine in a test, not in analysis
-    )
-    for text in ("name: a", "name: b\nfabric: {planes: 4}",
-                 "name: c\nqp: {qps_per_peer: {mrc: 1, rocev2: 2}}"):
+def test_ideal_busbw_all_planes_for_mrc_one_per_qp_for_rocev2():
+    for text, mrc, rocev2 in (("name: a", 2, 1), ("name: b\nfabric: {planes: 4}", 4, 1),
+                              ("name: c\nqp: {qps_per_peer: {mrc: 1, rocev2: 2}}", 2, 2)):
         sc = parse(text, "t")
-        for transport in ("mrc", "rocev2"):
-            assert M.ideal_busbw(sc, transport) == ideal_busbw(sc, transport)
+        rate = sc.fabric.host_link.rate / 8e9
+        assert sc.ideal_busbw("mrc") == (pytest.approx(mrc * rate), mrc)
+        assert sc.ideal_busbw("rocev2") == (pytest.approx(rocev2 * rate), rocev2)
+
 
 
 def test_cumulative_bytes_spreads_each_write_over_its_lifetime():

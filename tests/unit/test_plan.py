@@ -6,7 +6,7 @@ from ipaddress import IPv6Address, IPv6Interface, IPv6Network
 import pytest
 
 from testbed import scenario
-from testbed.plan import make_plan, sid_prefix, usid_address
+from testbed.plan import IFINDEX_BASE, make_plan, sid_prefix, usid_address
 
 REF64 = ("name: ref\nfabric: {planes: 4, leaves_per_plane: 8, spines_per_plane: 4, "
          "hosts_per_leaf: 8}\n")
@@ -201,3 +201,16 @@ def test_ref64_subnets_and_addresses_unique(ref64):
     sids = [ref64.sid(n, node.plane if node.plane is not None else 0)
             for n, node in ref64.nodes.items()]
     assert len(set(sids)) == 112
+
+
+def test_interface_indexes_are_distinct_across_the_fabric(plan):
+    """One eBPF map keyed by ifindex serves every router port: no two ports may share one."""
+    indexes = [p.ifindex for name in plan.nodes for p in plan.ports(name)]
+    assert len(indexes) == len(set(indexes)) == 2 * len(plan.links)
+    assert min(indexes) >= IFINDEX_BASE
+
+
+def test_links_carry_their_class_thresholds(plan):
+    host = next(link for link in plan.links if link.kind == "host")
+    cls = plan.scenario.fabric.host_link
+    assert (host.ecn, host.trim) == (cls.ecn(), cls.trim())

@@ -325,3 +325,36 @@ def test_the_readme_scenario_example_is_valid():
     block = readme.split("## A scenario\n\n```yaml\n", 1)[1].split("```", 1)[0]
     sc = parse(block)
     assert sc.fabric.mtu == 4200 and sc.qp.mss == 4096 and sc.transport == ["mrc", "rocev2"]
+
+
+# ---- in-fabric ECN and trimming ---------------------------------------------------------------
+
+def test_switch_defaults_ecn_and_trim_on_with_thresholds_from_the_buffer():
+    s = parse("fabric: {host_link: {buffer: 100KB}}")
+    assert s.switch.ecn and s.switch.trim and s.switch.enabled
+    assert (s.fabric.host_link.ecn(), s.fabric.host_link.trim()) == (20_000, 80_000)
+
+
+def test_switch_thresholds_explicit_and_off():
+    s = parse("switch: {ecn: false, trim: false}\n"
+              "fabric: {fabric_link: {buffer: 100KB, ecn_threshold: 10KB, trim_threshold: 50KB}}")
+    assert not s.switch.enabled
+    assert (s.fabric.fabric_link.ecn(), s.fabric.fabric_link.trim()) == (10_000, 50_000)
+    links = make_plan(s).links
+    assert all(link.ecn == 0 and link.trim == 0 for link in links), "off: 0 in the plan"
+
+
+@pytest.mark.parametrize(("text", "words"), [
+    ("fabric: {host_link: {buffer: 100KB, trim_threshold: 200KB}}",
+     "fabric.host_link: trim_threshold 195 KiB must be above 0 and at most the buffer (97.7 KiB)"),
+    ("fabric: {fabric_link: {buffer: 100KB, ecn_threshold: 90KB}}",
+     "fabric.fabric_link: ecn_threshold 87.9 KiB must be below trim_threshold 78.1 KiB"),
+    ("switch: {trimming: true}", "unknown key; did you mean 'trim'?"),
+])
+def test_switch_errors_name_the_field(text: str, words: str):
+    assert words in error_of(text)
+
+
+def test_ecn_above_the_default_trim_is_fine_when_trimming_is_off():
+    s = parse("switch: {trim: false}\nfabric: {fabric_link: {buffer: 100KB, ecn_threshold: 90KB}}")
+    assert s.fabric.fabric_link.ecn() == 90_000
