@@ -78,11 +78,12 @@ def _cmd_run(args) -> int:
         progress.say(f"done: {d}")
     if args.no_report or options.verify_only or options.cli or options.hold > 0:
         return 0
-    _report(dirs, compare=len(dirs) > 1, out=None)
+    _report(dirs, compare=len(dirs) > 1, out=None, progress=progress)
     return 0
 
 
-def _report(dirs: list[Path], compare: bool, out: Path | None) -> None:
+def _report(dirs: list[Path], compare: bool, out: Path | None,
+            progress: Progress | None = None) -> None:
     """Render each run's report (and a comparison of them), then print the summary and where
     the reports are, the last line being the report a reader opens first."""
     from analysis import (  # pandas, matplotlib: only when reporting
@@ -90,11 +91,15 @@ def _report(dirs: list[Path], compare: bool, out: Path | None) -> None:
         report,
         summary,
     )
-    rendered = [render.render_run(d) for d in dirs]
-    written = [r.html for r in rendered]
-    runs = [run for r in rendered for run in r.runs]
-    if compare:
-        written.append(render.render_compare(dirs, out).html)
+    progress = progress or Progress()
+    with progress.phase("report") as info:
+        rendered = [render.render_run(d) for d in dirs]
+        written = [r.html for r in rendered]
+        runs = [run for r in rendered for run in r.runs]
+        if compare:
+            written.append(render.render_compare(dirs, out).html)
+        info["done"] = (f"{len(written)} report{'s' if len(written) > 1 else ''} "
+                        f"(notebooks run headless, HTML + PNG/PDF figures)")
     print(summary.text(report.views_of(runs)), end="")
     for html in written:
         print(f"report: {html}")

@@ -1,0 +1,76 @@
+#!/usr/bin/env python3
+"""Every fault scenario, MRC and RoCEv2 side by side, in one run: busbw as a share of each
+transport's ideal (planes it may use x host link rate), the ratio of their busbw, the CCT tail,
+retransmissions and in-fabric trims. The same fabric, workload and seed for both transports.
+
+    sudo .venv/bin/python bench/faults.py [SCENARIO.yaml ...]
+
+Without arguments it runs the quickstart-sized fault scenarios shipped in scenarios/ (those that
+need netem are skipped, with the reason, where the kernel lacks it).
+"""
+from __future__ import annotations
+
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from analysis.load import load_run  # noqa: E402
+from analysis.metrics import cct, nccl_rows, percentiles  # noqa: E402
+
+DEFAULT = ["quickstart", "loss-0", "loss-0.1pct", "loss-1pct", "gray-loss", "link-down",
+           "host-flap", "degrade", "t1-blackhole-reboot", "leaf-down", "plane-down", "delay",
+           "incast-victim"]
+
+
+def measure(run_dir: Path) -> dict:
+    run = load_run(run_dir)
+    row = nccl_rows(run.tables["iterations"])[0]
+    ideal, _ = run.scenario.ideal_busbw(run.transport)
+    timed = cct(run.tables["iterations"], run.t0)
+    timed = timed[~timed["warmup"]]
+    p50, p99 = percentiles(timed["cct"].to_numpy() * 1e3, (50, 99))
+    qps = run.tables["qps"]
+    links = run.tables["links"]
+    trims = 0
+    if "trimmed" in links:
+        trims = int(links.sort_values("time").groupby(["node", "ifname"])["trimmed"].last()
+                    .fillna(0).sum())
+    return {"busbw": row.busbw, "share": row.busbw / ideal, "p50": p50.value, "p99": p99.value, "n": len(timed),
+            "retx": int(qps["retransmits"].sum()), "trims": trims,
+            "verified": bool(timed["verified"].all())}
+
+
+def main() -> int:
+    names = sys.argv[1:] or [str(ROOT / "scenarios" / f"{n}.yaml") for n in DEFAULT]
+    print(f"{'scenario':<22}{'MRC':>7}{'RoCEv2':>8}{'MRC/RoCEv2':>11}  {'CCT p50/p99 MRC':>17}  "
+          f"{'RoCEv2 (ms)':>13}  {'n':>3}  {'retx M/R':>11}  {'trims M/R':>10}  verified")
+    with tempfile.TemporaryDirectory() as tmp:
+        for file in names:
+            name = Path(file).stem
+            out = Path(tmp) / name
+            res = subprocess.run([sys.executable, "-m", "testbed.cli", "run", file,
+                                  "--no-report", "--quiet", "--results", str(out)],
+                                 capture_output=True, text=True, cwd=ROOT)
+            if res.returncode != 0:
+                reason = res.stderr.strip().splitlines()[0] if res.stderr.strip() else "?"
+                print(f"{name:<22}skipped: {reason}")
+                continue
+            m = {d.name.rsplit("-", 1)[1]: measure(d) for d in sorted(out.iterdir())}
+            a, b = m["mrc"], m["rocev2"]
+            print(f"{name:<22}{a['share']:>7.0%}{b['share']:>8.0%}"
+                  f"{a['busbw'] / b['busbw']:>10.2f}x  {a['p50']:>8.0f}/{a['p99']:<8.0f}"
+                  f"  {b['p50']:>6.0f}/{b['p99']:<6.0f}  {a['n']:>3}  "
+                  f"{a['retx']:>5}/{b['retx']:<5}  {a['trims']:>4}/{b['trims']:<5}  "
+                  f"{a['verified'] and b['verified']}")
+    print("MRC, RoCEv2: busbw as a share of each transport's own ideal (MRC sprays every plane,\n"
+          "a RoCEv2 QP uses one); MRC/RoCEv2: ratio of the busbw themselves. CCT over the timed\n"
+          "iterations (a p99 of so few samples is near their maximum, not a measured tail)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
