@@ -249,7 +249,15 @@ def port_table(view: RunView, top: int = 12) -> pd.DataFrame:
     return out.drop(columns=["node", "ifname", "signals"]).set_index("label")
 
 
-def save(fig: Figure, out_dir: str | Path, name: str) -> Figure:
-    """Write the figure's files and hand it back, so that a notebook cell shows it."""
-    figures.save(fig, Path(out_dir), name)
-    return fig
+def save(fig: Figure, out_dir: str | Path, name: str) -> None:
+    """Write the figure's files and show the PNG in the notebook with its title as alternative
+    text (screen readers, and the HTML report, which would otherwise say it has none)."""
+    import matplotlib.pyplot as plt
+    from IPython.display import Image, display
+
+    paths = figures.save(fig, Path(out_dir), name)
+    title = fig._suptitle.get_text() if fig._suptitle else \
+        next((ax.get_title() for ax in fig.axes if ax.get_title()), name)
+    plt.close(fig)  # shown once, as the saved PNG, not again by the inline backend
+    png = next(p for p in paths if p.suffix == ".png")
+    display(Image(filename=str(png)), metadata={"image/png": {"alt": f"{name}: {title}"}})

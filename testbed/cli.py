@@ -91,7 +91,7 @@ def _report(dirs: list[Path], compare: bool, out: Path | None,
         report,
         summary,
     )
-    progress = progress or Progress()
+    progress = progress or Progress(quiet=True)  # report, compare: the paths say it all
     with progress.phase("report") as info:
         rendered = [render.render_run(d) for d in dirs]
         written = [r.html for r in rendered]

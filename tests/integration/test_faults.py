@@ -131,3 +131,41 @@ background:
     mbps = (window.tx_bytes.iloc[-1] - window.tx_bytes.iloc[0]) * 8 / (
         window.time.iloc[-1] - window.time.iloc[0]) / 1e6
     assert mbps > 20, f"h0's plane-0 port ran at {mbps:.1f} Mbit/s during the incast"
+
+
+def test_every_dropping_kind_silences_its_links_for_its_window(tmp_path: Path,
+                                                               results_dir: Path):
+    """blackhole, flap, router_reboot and plane_down on one timeline during MRC traffic: in
+    each window (from events.parquet) every port of the affected links sends nothing, and the
+    links carry traffic again after it; every rank still verifies."""
+    (run,) = run_scenario("""name: kinds
+fabric: {host_link: {rate: 25Mbit}, fabric_link: {rate: 25Mbit}, mtu: 4200}
+qp: {mss: 4096}
+transport: [mrc]
+workload: {size: 1MiB, iterations: 12, warmup: 0}
+faults:
+  - {at: 0.3, kind: blackhole, target: {plane: 0, leaf: 0, spine: 0}, duration: 0.6}
+  - {at: 0.3, kind: flap, target: {host: h1, plane: 1}, period: 0.8, count: 2}
+  - {at: 1.2, kind: router_reboot, target: {router: p1s1}, duration: 0.6}
+  - {at: 2.0, kind: plane_down, target: {plane: 0}, duration: 0.6}
+""", tmp_path, results_dir)
+    events = pd.read_parquet(run / "events.parquet")
+    events = events[events.condition.isin(["down", "blackhole"])]
+    links = pd.read_parquet(run / "links.parquet")
+    checked = set()
+    for _event, group in events.sort_values("applied").groupby("event"):
+        group = group.reset_index(drop=True)
+        for k in range(0, len(group) - 1, 2):
+            start, end = group.loc[k], group.loc[k + 1]
+            assert start["on"] and not end["on"], group
+            for link in start["links"]:
+                ports = links[links.link == link]
+                during = ports[(ports.time > start.applied + 0.05)
+                               & (ports.time < end.applied - 0.05)]
+                sent = during.groupby("ifname").tx_bytes.agg(lambda s: s.max() - s.min())
+                assert len(during) and (sent == 0).all(), (start.kind, link, sent)
+                checked.add(start.kind)
+    assert checked == {"blackhole", "flap", "router_reboot", "plane_down"}
+    final = links.sort_values("time").groupby("link").tx_bytes.last()
+    assert (final[final.index.str.startswith("p0")] > 0).all()
+    assert pd.read_parquet(run / "iterations.parquet").verified.all()
