@@ -203,7 +203,7 @@ def recovery_table(views: list[RunView]) -> pd.DataFrame:
             "to (s)": r["end"].round(2),
             "level before (Mbit/s)": (r["pre_rate"] * 8e-6).round(1),
             f"back to {FRACTION:.0%} after (s)": r["recovery_s"].round(2),
-            "after it ended (s)": r["after_end_s"].round(2),
+            "after it ended (s; < 0: before)": r["after_end_s"].round(2),
             "bytes lost (MB)": (r["bytes_lost"] / 1e6).round(2), "note": r["note"]}))
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
 

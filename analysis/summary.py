@@ -71,8 +71,9 @@ def recoveries(views: list[RunView]) -> str:
             elif not r["dipped"]:
                 how = "no dip"
             else:
-                after = (f" ({r['after_end_s']:.2f} s after it ended)"
-                         if pd.notna(r["after_end_s"]) else "")
+                gap = r["after_end_s"]
+                after = "" if pd.isna(gap) else (f" ({gap:.2f} s after it ended)" if gap >= 0
+                                                 else f" ({-gap:.2f} s before it ended)")
                 how = f"back after {r['recovery_s']:.2f} s{after}"
             lines.append(f"#     {v.label:<8} {how}, {r['bytes_lost'] / 1e6:.2f} MB lost")
     return "\n".join(lines) + "\n"
