@@ -217,8 +217,9 @@ def busbw_bars(rows: pd.DataFrame, title: str) -> Figure:
         ax.plot(i + jitter, dots, linestyle="none", marker=st["marker"], markersize=4,
                 color="black", markerfacecolor="white")
         ax.hlines(r.ideal * scale, i - 0.38, i + 0.38, colors="black", linewidth=2.2)
-        ax.annotate(f"ideal {r.ideal * scale:.3g} {unit}", (i + 0.38, r.ideal * scale),
-                    xytext=(2, 0), textcoords="offset points", va="center", fontsize=7)
+        ax.annotate(f"ideal {r.ideal * scale:.3g} {unit}", (i, r.ideal * scale),
+                    xytext=(0, 3), textcoords="offset points", ha="center", va="bottom",
+                    fontsize=7)
         ax.annotate(f"{r.busbw * scale:.3g} {unit}\n{r.busbw / r.ideal:.0%} of ideal",
                     (i, r.busbw * scale / 2), ha="center", va="center", fontsize=8,
                     bbox={"boxstyle": "round,pad=0.2", "fc": "white", "alpha": 0.9})

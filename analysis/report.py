@@ -103,10 +103,14 @@ class RunView:
 
 
 def labels(runs: list[Run]) -> list[str]:
-    """Each run's name in legends: its transport, or its folder name where two runs share a
-    transport (settings compared, not transports)."""
+    """Each run's name in legends: its transport; where two runs share a transport, its
+    scenario and transport (a sweep: loss-0 mrc, loss-1pct mrc), or its folder name when
+    the scenario is the same too."""
     transports = [r.transport for r in runs]
-    return [r.transport if transports.count(r.transport) == 1 else r.name for r in runs]
+    pairs = [(r.scenario.name, r.transport) for r in runs]
+    return [r.transport if transports.count(r.transport) == 1 else
+            f"{r.scenario.name} {r.transport}" if pairs.count(pair) == 1 else r.name
+            for r, pair in zip(runs, pairs, strict=True)]
 
 
 def views_of(runs: list[Run]) -> list[RunView]:
@@ -116,7 +120,8 @@ def views_of(runs: list[Run]) -> list[RunView]:
 def _title(views: list[RunView], what: str) -> str:
     sc = views[0].run.scenario
     w = sc.workload
-    return f"{what}: {sc.name}, {w.collective} of {w.size:,} B on {views[0].run.world} ranks"
+    names = ", ".join(dict.fromkeys(v.run.scenario.name for v in views))
+    return f"{what}: {names}, {w.collective} of {w.size:,} B on {views[0].run.world} ranks"
 
 
 def cct_figure(views: list[RunView]) -> Figure:

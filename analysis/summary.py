@@ -14,8 +14,9 @@ _HEAD = (("transport", 11), ("time", 9), ("algbw", 9), ("busbw", 9), ("ideal", 6
 _UNITS = ("", "(us)", "(GB/s)", "(GB/s)", "(%)", "", "(ms)", "(ms)", "(ms)", "", "")
 
 
-def _row(cells: list[str]) -> str:
-    return "  ".join(c.rjust(w) for c, (_, w) in zip(cells, _HEAD)).rstrip()
+def _row(cells: list[str], first: int = _HEAD[0][1]) -> str:
+    widths = [first] + [w for _, w in _HEAD[1:]]
+    return "  ".join(c.rjust(w) for c, w in zip(cells, widths)).rstrip()
 
 
 def _bw(gbytes: float) -> str:
@@ -31,9 +32,12 @@ def table(views: list[RunView]) -> str:
     """One row per run: mean CCT of the timed iterations and algbw and busbw at that time
     (nccl-tests' numbers, from `hostagent.nccl`, as in summary.txt), the share of the ideal, wrong results, and the CCT tail with its sample count."""
     sc = views[0].run.scenario
+    names = list(dict.fromkeys(v.run.scenario.name for v in views))
+    first = max([_HEAD[0][1]] + [len(v.label) for v in views])
     lines = [(f"# {sc.workload.collective} of {sc.workload.size} B on {views[0].run.world} "
-              f"ranks ({sc.name})"),
-             "#" + _row([h for h, _ in _HEAD])[1:], "#" + _row(list(_UNITS))[1:]]
+              f"ranks ({', '.join(names)})"),
+             "#" + _row([h for h, _ in _HEAD], first)[1:],
+             "#" + _row(list(_UNITS), first)[1:]]
     starred = False
     for v in views:
         t = v.timed
@@ -45,7 +49,7 @@ def table(views: list[RunView]) -> str:
             v.label, f"{nccl_row.time_us:.0f}", _bw(nccl_row.algbw), _bw(nccl_row.busbw),
             f"{nccl_row.busbw / v.ideal:.0%}", str(nccl_row.wrong),
             *[_ms(p.value, bool(p.note)) for p in ps], str(len(t)),
-            str(int(v.counters().get("retransmits", 0)))]) + status)
+            str(int(v.counters().get("retransmits", 0)))], first) + status)
     if starred:
         lines.append("# * fewer timed iterations than the percentile needs (p99: 100, "
                      "p99.9: 1000): interpolated between the largest, not a measured tail")

@@ -97,3 +97,22 @@ def test_ports_direction_and_order():
     p = M.ports(links, M.node_tiers(sc))
     assert p["label"].tolist() == ["h0→p0l0", "p0l0→h0", "p0l0→p0s0", "p0s0→p0l0"]
     assert p["direction"].tolist() == ["up", "down", "up", "down"]
+
+
+def test_run_labels_name_what_differs():
+    """Transports alone when they differ; scenario and transport in a sweep; the folder name
+    when even those repeat."""
+    from pathlib import Path
+
+    from analysis.load import Run
+    from analysis.report import labels
+    from testbed.scenario import parse
+
+    def run(folder: str, scenario: str, transport: str) -> Run:
+        return Run(Path(folder), {"transport": transport}, parse(f"name: {scenario}", "t"), {})
+
+    assert labels([run("a", "q", "mrc"), run("b", "q", "rocev2")]) == ["mrc", "rocev2"]
+    assert labels([run("a", "loss-0", "mrc"), run("b", "loss-1pct", "mrc"),
+                   run("c", "loss-1pct", "rocev2")]) == ["loss-0 mrc", "loss-1pct mrc",
+                                                         "rocev2"]
+    assert labels([run("x1", "q", "mrc"), run("x2", "q", "mrc")]) == ["x1", "x2"]
