@@ -108,6 +108,22 @@ def test_every_router_port_runs_the_program_and_hosts_none(tmp_path: Path):
         network.close()
 
 
+def test_with_ecn_and_trimming_off_no_program_is_loaded(tmp_path: Path):
+    network = build("name: q\nswitch: {ecn: false, trim: false}", tmp_path)
+    try:
+        assert network.queues is None
+        for name in network.plan.routers:
+            for port in network.plan.ports(name):
+                assert not tc_json(network, name, "filter", "show", "dev", port.ifname,
+                                   "egress")
+                fifo = [q for q in tc_json(network, name, "qdisc", "show", "dev", port.ifname)
+                        if q["kind"] == "bfifo"]
+                assert fifo[0]["options"]["limit"] == network.plan.link_by_ports[
+                    (name, port.ifname)].buffer, "the FIFO is the buffer again"
+    finally:
+        network.close()
+
+
 INCAST = """name: {name}
 switch: {{trim: {trim}}}
 fabric:
