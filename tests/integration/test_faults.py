@@ -160,8 +160,10 @@ faults:
             assert start["on"] and not end["on"], group
             for link in start["links"]:
                 ports = links[links.link == link]
+                # from when every node had the rule (`applied` is recorded after the last)
+                # to when the undoing began (the first node may be restored at once)
                 during = ports[(ports.time > start.applied + 0.05)
-                               & (ports.time < end.applied - 0.05)]
+                               & (ports.time < end.scheduled - 0.02)]
                 sent = during.groupby("ifname").tx_bytes.agg(lambda s: s.max() - s.min())
                 assert len(during) and (sent == 0).all(), (start.kind, link, sent)
                 checked.add(start.kind)
