@@ -74,7 +74,7 @@ def qpn(local_rank: int, peer_rank: int, k: int) -> tuple[int, int]:
 # A NIC does not drop what its host posts, nor what it received and must deliver: the fabric's
 # ports are where packets may be lost, not the agents' sockets. Socket buffers are therefore
 # far above what windows can fill (the *FORCE options pass net.core.[rw]mem_max: agents are
-# root in their namespace), and a host port's queue is sized from the windows (testbed/plan.py).
+# root in their namespace); the NIC pacing (nic.py) keeps what waits in a host port short.
 _SO_SNDBUFFORCE, _SO_RCVBUFFORCE = 32, 33
 SOCKET_BUFFER = 64 << 20
 
@@ -238,7 +238,7 @@ class Driver:
             i = j
         if qp.nic_blocked and qp not in self._nic_waiting:
             self._nic_waiting.append(qp)
-            self._wake_on_nic_room(qp)
+            self._wake_on_nic_room()
         self._deliver(qp)
         deadline = qp.next_deadline()
         handle = self._timers.pop(qp.qpn, None)
@@ -247,23 +247,25 @@ class Driver:
         if deadline is not None and not qp.failed:
             self._timers[qp.qpn] = self.loop.call_at(deadline, self._on_timer, qp)
 
-    def _wake_on_nic_room(self, qp: QueuePair) -> None:
-        if self._nic_wake is None and self.nic is not None:
-            planes = self._by_qpn[qp.qpn][2].plane_set
-            delay = self.nic.wait(planes, qp.cfg.mss + wire.HEADER_SIZE, self.loop.time())
+    def _wake_on_nic_room(self) -> None:
+        """One timer, for when the first blocked QP's ports can take a packet again."""
+        if self._nic_wake is None and self.nic is not None and self._nic_waiting:
+            now = self.loop.time()
+            delay = min(self.nic.wait(self._by_qpn[qp.qpn][2].plane_set,
+                                      qp.cfg.mss + wire.HEADER_SIZE, now)
+                        for qp in self._nic_waiting)
             self._nic_wake = self.loop.call_later(delay, self._on_nic_room)
 
     def _on_nic_room(self) -> None:
-        """Serve blocked QPs in turn while the ports have room: one that fills them goes to
-        the back of the line, so QPs sharing a port share it."""
+        """Kick every blocked QP once (one still blocked queues again); then the line turns,
+        so that QPs sharing a port take turns at being first."""
         self._nic_wake = None
-        for _ in range(len(self._nic_waiting)):
-            qp = self._nic_waiting.popleft()
-            self._kick(qp)  # back in the line if it is still blocked
-            if qp.nic_blocked:
-                break
-        if self._nic_waiting:
-            self._wake_on_nic_room(self._nic_waiting[0])
+        waiting = list(self._nic_waiting)
+        self._nic_waiting.clear()
+        for qp in waiting:
+            self._kick(qp)
+        self._nic_waiting.rotate(-1)
+        self._wake_on_nic_room()
 
     def _deliver(self, qp: QueuePair) -> None:
         peer = self._by_qpn[qp.qpn][0]

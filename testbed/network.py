@@ -65,7 +65,7 @@ class FabricNode(Host):
     shell's prompt (`finish_start`), so that a hundred nodes boot at once instead of one after
     the other. The two halves are Mininet 2.3's own `Node.startShell`, cut at its wait."""
 
-    def startShell(self, mnopts: str | None = None) -> None:
+    def startShell(self, mnopts: str | None = None) -> None:  # Mininet's name
         opts = ("-cd" if mnopts is None else mnopts) + ("n" if self.inNamespace else "")
         cmd = ["mnexec", opts, "env", "PS1=" + chr(127), "bash", "--norc", "--noediting",
                "-is", "mininet:" + self.name]
@@ -116,7 +116,7 @@ class NetlinkVeth(MininetLink):
                          addr2=ports[1].mac, **params)
 
     def makeIntfPair(self, intfname1, intfname2, addr1=None, addr2=None, node1=None,
-                     node2=None, deleteIntfs=True, **_kw):
+                     node2=None, deleteIntfs=True, **_kw):  # Mininet's name
         # gso_max_segs 1: a switch port queues packets, not 64 KB TSO super-packets (which
         # would also never fit a byte FIFO smaller than themselves); TCP then sends MTU-sized
         # segments, as it would through a real switch. pyroute2's link("add") cannot give the
