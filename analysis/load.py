@@ -56,10 +56,12 @@ class Run:
 
     @property
     def t0(self) -> float:
-        """The first rank's first start: the agents start together, so this is the workload's
-        start to within a few ms (faults' `at` counts from the runner's start time, which
-        the tables do not hold)."""
-        return float(self.tables["iterations"]["start"].min())
+        """The workload's start, which faults' `at` counts from: the common start time the
+        runner gave the agents (meta.json), or in older runs the first rank's first start
+        (a few ms later)."""
+        start = self.meta.get("workload_start")
+        return float(start) if start is not None else \
+            float(self.tables["iterations"]["start"].min())
 
     @property
     def t_end(self) -> float:

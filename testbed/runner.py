@@ -216,6 +216,7 @@ def _run_workload(network: FabricNetwork, results: RunResults, progress: Progres
                                    results.dir / "background")
 
     def start_timeline(t0: float) -> None:
+        results.meta["workload_start"] = t0  # what faults' `at` counts from (wall clock)
         injector.start(t0)
         background.start(t0)
 
