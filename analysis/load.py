@@ -19,7 +19,7 @@ from testbed.scenario import Scenario, parse
 # Tables every report needs; the others may be absent (older runs, no faults) or empty (RoCEv2
 # has no EVs), and load as empty frames.
 REQUIRED = ("iterations", "messages", "qps")
-OPTIONAL = ("paths", "ev_states", "links", "events")
+OPTIONAL = ("paths", "ev_states", "links", "events", "ev_load")
 
 
 class RunError(TestbedError):

@@ -373,6 +373,26 @@ def port_rates(links: pd.DataFrame, t0: float, rates: dict[str, float]) -> pd.Da
                           "drops"]]
 
 
+def ev_rates(ev_load: pd.DataFrame, t0: float, packet_bits: float, link_bps: float,
+             hosts: dict[int, str]) -> pd.DataFrame:
+    """Per MRC EV and sample interval: its end time (s since t0) and the EV's data rate as a
+    share of the host link rate (`util`, like a port's), with a label "h0→h3 p0s1" (plane and
+    spine; "p1 local" for a same-leaf path). `hosts`: rank -> host name."""
+    cols = ["time", "host", "label", "plane", "util"]
+    if ev_load.empty:
+        return pd.DataFrame(columns=cols)
+    d = ev_load.sort_values(["host", "qpn", "ev", "time"]).copy()
+    g = d.groupby(["host", "qpn", "ev"], sort=False)
+    dt = g["time"].diff()
+    d["util"] = g["sent"].diff() * packet_bits / dt / link_bps
+    path = [f"p{p}s{int(s)}" if pd.notna(s) else f"p{p} local"
+            for p, s in zip(d["plane"], d["spine"], strict=True)]
+    d["label"] = [f"{h}→{hosts.get(r, r)} {p}" for h, r, p in zip(d["host"], d["peer"], path,
+                                                                   strict=True)]
+    d["time"] = d["time"] - t0
+    return d[dt.notna()][cols]
+
+
 def port_totals(links: pd.DataFrame) -> pd.DataFrame:
     """Per port over the whole run: bytes and packets sent, drops (interface and data queue),
     and the in-fabric queue's ECN marks, trims and drops where the run has them."""

@@ -12,6 +12,9 @@ from pathlib import Path
 import pandas as pd
 from matplotlib.figure import Figure
 
+from hostagent.nic import FRAME_OVERHEAD
+from hostagent.wire import HEADER_SIZE
+
 from . import figures, metrics
 from .load import Run
 
@@ -41,6 +44,7 @@ class RunView:
     t_end: float
     ideal: float = field(default=0.0)  # GB/s
     planes: int = field(default=1)
+    ev_rates: pd.DataFrame = field(default_factory=pd.DataFrame)  # MRC, where sampled
 
     @classmethod
     def of(cls, run: Run, label: str | None = None, bin_s: float = BIN_S) -> RunView:
@@ -66,10 +70,13 @@ class RunView:
             rates = rates.merge(ports[["node", "ifname", "label", "direction"]],
                                 on=["node", "ifname"])
         ideal, planes = run.scenario.ideal_busbw(run.transport)
+        packet_bits = 8 * (run.scenario.qp.mss + HEADER_SIZE + FRAME_OVERHEAD)
+        ev_rates = metrics.ev_rates(run.ev_load, t0, packet_bits, f.host_link.rate,
+                                    run.iterations.groupby("rank")["host"].first().to_dict())
         return cls(run, label or run.transport, bin_s, ccts, delivered, hosts, total, dist,
                    metrics.reroutes(run.events, t0), rec, ports, rates,
                    metrics.ev_segments(run.ev_states, run.paths, t0, t_end), t_end, ideal,
-                   planes)
+                   planes, ev_rates)
 
     @property
     def timed(self) -> pd.DataFrame:
@@ -153,6 +160,14 @@ def utilisation_figure(views: list[RunView]) -> Figure:
             groups = list(zip(v.ports["plane"], v.ports["kind"]))
             panels.append(((f"{v.label}: each port, sender→receiver, by plane "
                             f"(host ports, then leaf–spine)"), per_port, groups))
+            if not v.ev_rates.empty:
+                evs = metrics.utilisation_grid(v.ev_rates, v.bin_s, v.t_end, "label")
+                pairs = [label.split(" p")[0] for label in evs.index]
+                busy = evs.groupby(pairs).transform("sum").sum(axis=1) > 0
+                evs = evs[busy.to_numpy()]
+                panels.append((f"{v.label}: each EV of the QPs that sent (sender→receiver, "
+                               f"plane, spine)", evs,
+                               [label.split("→")[0] for label in evs.index]))
     return figures.utilisation_heatmap(panels, views[0].bin_s, views[0].disturbances,
                                        _title(views, "Link utilisation"))
 

@@ -99,18 +99,37 @@ async def wait_for_start(cfg: AgentConfig, out: Path) -> None:
     await asyncio.sleep(max(0.0, float(start_file.read_text()) - time.time()))
 
 
+async def sample_ev_load(peers: dict[int, list], period: float, wall_offset: float,
+                         rows: list[dict]) -> None:
+    """Every `period`, each MRC EV's packets sent so far: the per-EV load over time
+    (ev_load.parquet). Cancelled when the workload ends."""
+    loop = asyncio.get_running_loop()
+    evs = [(peer, qp, ev) for peer, entries in peers.items() for qp, _ in entries
+           for ev in getattr(getattr(qp, "evset", None), "evs", ())]
+    while True:
+        now = loop.time() + wall_offset
+        rows += [{"time": now, "peer": peer, "qpn": qp.qpn, "ev": ev.index, "plane": ev.plane,
+                  "sent": ev.sent} for peer, qp, ev in evs]
+        await asyncio.sleep(period)
+
+
 async def run(cfg: AgentConfig, out: Path) -> dict:
     listen, peers = build_qps(cfg)
     nic = Nic(len(cfg.plain), **cfg.nic) if cfg.nic else None
     drv = driver.Driver(cfg.rank, cfg.world, listen, peers, gso=cfg.gso, nic=nic)
     messages: list[MessageRecord] = []
     records = []
+    ev_load: list[dict] = []
+    sampler: asyncio.Task | None = None
     status, error = "ok", None
     w = cfg.workload
     try:
         # the buffer peers write into must exist before anyone may send: register, then ready
         comm = Communicator(drv, w["size"] // DTYPE.itemsize)
         await wait_for_start(cfg, out)
+        if cfg.ev_sample_period:
+            sampler = asyncio.create_task(sample_ev_load(peers, cfg.ev_sample_period,
+                                                         drv.wall_offset, ev_load))
         records = await asyncio.wait_for(
             run_iterations(drv, w["collective"], w["size"], w["iterations"], w["warmup"],
                            w["compute_gap"], cfg.seed, time.time, comm=comm,
@@ -125,8 +144,12 @@ async def run(cfg: AgentConfig, out: Path) -> dict:
     except (asyncio.TimeoutError, TimeoutError) as exc:
         status, error = "failed", str(exc) or f"no completion within {cfg.timeout:.0f} s"
     finally:
+        if sampler is not None:
+            sampler.cancel()
         drv.close()
     (out / "iterations.json").write_text(json.dumps([asdict(r) for r in records]))
+    if cfg.ev_sample_period:
+        (out / "ev_load.json").write_text(json.dumps(ev_load))
     (out / "messages.json").write_text(json.dumps([asdict(m) for m in messages]))
     report = path_report(peers, drv.wall_offset)
     (out / "paths.json").write_text(json.dumps(report, default=float))

@@ -38,6 +38,7 @@ class AgentConfig:
     timeout: float = 300.0  # seconds for the whole workload before the agent gives up
     gso: bool = False  # send runs of data packets to one destination with UDP GSO
     nic: dict | None = None  # {rate_bps, limit}: pace QPs to the ports (hostagent/nic.py)
+    ev_sample_period: float | None = None  # s between samples of each EV's load; None: off
 
     def dump(self, path: Path) -> None:
         path.write_text(json.dumps(asdict(self), indent=1))

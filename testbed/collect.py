@@ -1,7 +1,8 @@
 """Turning what the agents wrote into the run's tables (the results contract) and its summary.
 
 Writes `iterations.parquet`, `messages.parquet`, `paths.parquet` (every EV of every QP: its
-counters and final state), `ev_states.parquet` (every EV state change with its time),
+plane and spine, counters and final state), `ev_load.parquet` (MRC, where sampled: each EV's
+packets sent over time), `ev_states.parquet` (every EV state change with its time),
 `qps.parquet`, `links.parquet` (every port's counters over time) and `events.parquet`
 (every fault action: scheduled and applied time, lag), and returns the
 nccl-tests-style table the run prints.
@@ -16,6 +17,8 @@ import pandas as pd
 from hostagent import nccl
 from hostagent.workload import IterationRecord
 
+from . import paths
+from .plan import make_plan
 from .scenario import Scenario
 from .traffic import AgentOutcome
 from .units import format_rate
@@ -26,12 +29,21 @@ def _read(out: Path, host: str, name: str):
     return json.loads(path.read_text()) if path.exists() else []
 
 
+def _spines(scenario: Scenario) -> dict[tuple[str, int, int], float]:
+    """(host, peer rank, EV index) -> the spine the EV crosses (NaN: same leaf, no spine)."""
+    plan = make_plan(scenario)
+    hosts = scenario.rank_hosts()
+    return {(h, r, i): (float("nan") if ev.spine is None else ev.spine)
+            for h in hosts for r, peer in enumerate(hosts) if peer != h
+            for i, ev in enumerate(paths.evs(plan, h, peer))}
+
+
 def collect(out: Path, results_dir: Path, outcomes: list[AgentOutcome], scenario: Scenario,
             transport: str, link_rows: list[dict] | None = None,
             event_rows: list[dict] | None = None) -> tuple[str, pd.DataFrame]:
     """Write the tables (links.parquet from the telemetry sampler's rows, when given); return
     the summary table text and the iterations frame."""
-    iterations, messages, evs, transitions, qps = [], [], [], [], []
+    iterations, messages, evs, transitions, qps, ev_load = [], [], [], [], [], []
     for o in outcomes:
         common = {"host": o.host, "rank": o.rank, "transport": transport}
         iterations += [{**common, **r} for r in _read(out, o.host, "iterations.json")]
@@ -40,6 +52,7 @@ def collect(out: Path, results_dir: Path, outcomes: list[AgentOutcome], scenario
         evs += [{**common, **e} for e in report.get("evs", [])]
         transitions += [{**common, **t} for t in report.get("transitions", [])]
         qps += [{**common, **q} for q in report.get("qps", [])]
+        ev_load += [{**common, **r} for r in _read(out, o.host, "ev_load.json")]
     frames = {
         "iterations": pd.DataFrame(iterations, columns=[
             "host", "rank", "transport", "kind", "iteration", "warmup", "start", "end", "bytes",
@@ -49,6 +62,13 @@ def collect(out: Path, results_dir: Path, outcomes: list[AgentOutcome], scenario
         "ev_states": pd.DataFrame(transitions),
         "qps": pd.DataFrame(qps),
     }
+    spines = _spines(scenario)
+    for name, rows in (("paths", evs), ("ev_load", ev_load)):
+        if rows:
+            frame = pd.DataFrame(rows)
+            frame["spine"] = [spines[(h, p, e)] for h, p, e in
+                              zip(frame["host"], frame["peer"], frame["ev"], strict=True)]
+            frames[name] = frame
     if link_rows is not None:
         frames["links"] = pd.DataFrame(link_rows)
     if event_rows is not None:

@@ -24,6 +24,7 @@ from .errors import TestbedError
 from .network import FabricNetwork
 from .plan import FabricPlan
 from .scenario import Scenario
+from .telemetry import default_period
 
 START_DELAY = 0.2  # seconds between the last agent being ready and the common start
 READY_TIMEOUT = 60.0  # seconds for every agent to start Python and bind its sockets
@@ -59,8 +60,21 @@ def agent_configs(plan: FabricPlan, scenario: Scenario, transport: str,
             [str(plan.plain_address(host, p)) for p in range(plan.planes)], peers,
             q.qps_per_peer.get(transport, 1), qp, mrc, workload, scenario.seed,
             str(out / "start"), str(out / host), timeout=deadline_for(scenario), gso=q.gso,
-            nic=nic_limits(scenario))
+            nic=nic_limits(scenario), ev_sample_period=ev_sample_period(
+                scenario, transport, sum(len(p.evs) for p in peers), len(plan.nodes)))
     return configs
+
+
+MAX_SAMPLED_EVS = 256  # per agent: beyond, the load over time costs the agents too much CPU
+
+
+def ev_sample_period(scenario: Scenario, transport: str, evs: int, nodes: int) -> float | None:
+    """How often an MRC agent records each EV's load (the telemetry period), or None where it
+    has more EVs than it can sample cheaply (ref-64: about 1,000 each): then only the final
+    counters (paths.parquet) exist."""
+    if transport != "mrc" or evs * scenario.qp.qps_per_peer.get("mrc", 1) > MAX_SAMPLED_EVS:
+        return None
+    return scenario.telemetry.period or default_period(nodes)
 
 
 def _denied(ev: paths.EV, denied) -> bool:

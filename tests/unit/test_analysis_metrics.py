@@ -164,3 +164,17 @@ def test_disturbances_from_events_and_background():
     assert d[["source", "start", "end"]].values.tolist() == [["fault", 0.5, 2.5],
                                                               ["background", 1.0, 3.0]]
     assert M.reroutes(ev, 100.0).tolist() == [1.5, 3.5]
+
+
+def test_ev_rates_are_shares_of_the_host_link_per_interval():
+    """Two samples 0.5 s apart, 100 packets of 1000 bits on one EV: 200 kbit/s, a fifth of a
+    1 Mbit/s link; labels name sender, receiver, plane and spine (or a local path)."""
+    load = pd.DataFrame({
+        "host": ["h0"] * 4, "peer": [1, 1, 2, 2], "qpn": [64, 64, 128, 128],
+        "ev": [0, 0, 3, 3], "plane": [0, 0, 1, 1], "spine": [float("nan")] * 2 + [1.0] * 2,
+        "time": [100.0, 100.5, 100.0, 100.5], "sent": [0, 100, 10, 10]})
+    rates = M.ev_rates(load, 100.0, 1000, 1e6, {1: "h1", 2: "h2"})
+    assert rates.set_index("label")["util"].to_dict() == pytest.approx(
+        {"h0→h1 p0 local": 0.2, "h0→h2 p1s1": 0.0})
+    assert rates["time"].tolist() == [0.5, 0.5]
+    assert M.ev_rates(load.iloc[:0], 0, 1, 1, {}).empty
