@@ -38,6 +38,11 @@ def test_collective_verified_on_both_transports(kind: str, tmp_path: Path, resul
         assert f"# {kind} over {meta['transport']}, 4 ranks" in summary
         links = pd.read_parquet(run / "links.parquet")
         assert links.groupby(["node", "ifname"]).ngroups == 32, "every port of 16 links"
+        if meta["transport"] == "mrc":  # each EV's load over time ends below its final count
+            load = pd.read_parquet(run / "ev_load.parquet")
+            last = load.sort_values("time").groupby(["host", "qpn", "ev"])["sent"].last()
+            final = pd.read_parquet(run / "paths.parquet").set_index(["host", "qpn", "ev"])
+            assert last.sum() > 0 and (last <= final["sent"].reindex(last.index)).all()
         for _, port in links.groupby(["node", "ifname"]):
             assert port.sort_values("time").tx_bytes.is_monotonic_increasing
         sent = msgs[msgs["rank"] == 0]["size"].sum()
