@@ -107,6 +107,9 @@ def check(patterns: list[Background], hosts: list[str], planes: int) -> None:
             raise ValueError(f"background.{k}: a permutation needs 2 hosts")
 
 
+SERVER_LEAD = 0.3  # s an iperf3 server needs to listen before its client connects
+
+
 class BackgroundTraffic:
     """Starts the flows on the timeline (a thread), ends them, keeps their reports."""
 
@@ -134,17 +137,26 @@ class BackgroundTraffic:
                 stdout=fh, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL))
 
     def _run(self, t0: float) -> None:
+        """Each server SERVER_LEAD ahead of its client, and every client at least that long
+        after its own server was spawned: flows that start together get all their servers
+        first (a client spawned before its server listens fails to connect)."""
         plan = self.network.plan
-        for flow in sorted(self.flows, key=lambda f: f.start):
-            # the server a little ahead of its client
-            if self._stop.wait(max(0.0, t0 + flow.start - 0.3 - time.time())):
+        steps = sorted([(f.start - SERVER_LEAD, 0, f) for f in self.flows]
+                       + [(f.start, 1, f) for f in self.flows],
+                       key=lambda step: (step[0], step[1], step[2].index))
+        spawned: dict[int, float] = {}
+        for when, is_client, flow in steps:
+            at = t0 + when if not is_client else max(t0 + when,
+                                                     spawned[flow.index] + SERVER_LEAD)
+            if self._stop.wait(max(0.0, at - time.time())):
                 return
             dst = str(plan.plain_address(flow.dst, flow.plane))
+            if not is_client:
+                self._popen(flow.dst, ["-s", "-1", "-J", "-B", dst, "-p", str(flow.port)],
+                            self.out / f"flow{flow.index}-server.json")
+                spawned[flow.index] = time.time()
+                continue
             src = str(plan.plain_address(flow.src, flow.plane))
-            self._popen(flow.dst, ["-s", "-1", "-J", "-B", dst, "-p", str(flow.port)],
-                        self.out / f"flow{flow.index}-server.json")
-            if self._stop.wait(max(0.0, t0 + flow.start - time.time())):
-                return
             args = ["-c", dst, "-B", src, "-p", str(flow.port), "-J",
                     "-t", f"{flow.duration:g}"]
             if flow.protocol == "udp":

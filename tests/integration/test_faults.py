@@ -119,11 +119,15 @@ background:
 """, tmp_path, results_dir)
     meta = json.loads((run / "meta.json").read_text())
     assert meta["background"] == {"flows": 3, "started": 3}
+    lost = sent = 0
     for k in range(3):
         client = json.loads((run / "background" / f"flow{k}-client.json").read_text())
         assert client["start"]["test_start"]["protocol"] == "UDP"
         server = json.loads((run / "background" / f"flow{k}-server.json").read_text())
-        assert server["end"]["sum"]["lost_percent"] > 5, "3 x 15 Mbit/s into a 25 Mbit/s port"
+        lost += server["end"]["sum"]["lost_packets"]
+        sent += server["end"]["sum"]["packets"]
+    # 45 Mbit/s into 25 lose 44%; tail drop need not spread it evenly over the flows
+    assert lost / sent > 0.25, f"3 x 15 Mbit/s into a 25 Mbit/s port lost {lost}/{sent}"
     began = json.loads((run / "background" / "flows.json").read_text())[0]["started"]
     links = pd.read_parquet(run / "links.parquet")
     port = links[(links.node == "p0l0") & (links.ifname == "p0l0-eth0")].sort_values("time")
