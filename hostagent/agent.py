@@ -113,6 +113,21 @@ async def sample_ev_load(peers: dict[int, list], period: float, wall_offset: flo
         await asyncio.sleep(period)
 
 
+LINGER_MAX = 30.0  # s an agent waits for its peers to finish before it closes anyway
+
+
+async def linger_until_peers_done(cfg: AgentConfig, out: Path) -> None:
+    """Say we are done, then keep the event loop (and so the QPs: ACKs, NACKs, resends)
+    running until every peer is done too. An agent that left at once would strand a peer
+    whose last ACK from it was lost: the peer resends into a closed socket until its retry
+    budget fails the QP (seen at 1% loss)."""
+    (out / "done").touch()
+    others = [out.parent / peer.host / "done" for peer in cfg.peers]
+    deadline = time.time() + min(LINGER_MAX, cfg.timeout)
+    while not all(f.exists() for f in others) and time.time() < deadline:
+        await asyncio.sleep(0.01)
+
+
 async def run(cfg: AgentConfig, out: Path) -> dict:
     listen, peers = build_qps(cfg)
     nic = Nic(len(cfg.plain), **cfg.nic) if cfg.nic else None
@@ -146,6 +161,7 @@ async def run(cfg: AgentConfig, out: Path) -> dict:
     finally:
         if sampler is not None:
             sampler.cancel()
+        await linger_until_peers_done(cfg, out)
         drv.close()
     (out / "iterations.json").write_text(json.dumps([asdict(r) for r in records]))
     if cfg.ev_sample_period:

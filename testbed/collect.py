@@ -84,8 +84,20 @@ def collect(out: Path, results_dir: Path, outcomes: list[AgentOutcome], scenario
     records = [IterationRecord(**{k: r[k] for k in IterationRecord.__dataclass_fields__})
                for r in iterations]
     world = len(scenario.rank_hosts())
-    rows = nccl.summarize(records, world)
+    # an agent that failed reported none or part of its iterations: the table counts only
+    # iterations every rank completed (the run then fails, naming the agent)
+    ranks: dict[int, set[int]] = {}
+    for r in records:
+        ranks.setdefault(r.iteration, set()).add(r.rank)
+    whole = [r for r in records if len(ranks[r.iteration]) == world]
+    rows = nccl.summarize(whole, world)
+    if not rows:
+        return (f"# {scenario.workload.collective} over {transport}, {world} ranks: no "
+                f"iteration completed on every rank (an agent failed)\n", frames["iterations"])
     table = nccl.format_table(rows, transport=transport, world=world)
+    if len(whole) < len(records):
+        table += (f"# Incomplete           : {len(ranks) - len(whole) // world} iterations "
+                  f"lack a rank (an agent failed); left out\n")
     ideal, planes = scenario.ideal_busbw(transport)
     measured = rows[0].busbw if rows else 0.0
     table += (f"# Ideal bus bandwidth  : {ideal:.4g} GB/s ({planes} plane"
