@@ -8,8 +8,7 @@ over its *active* EVs, spread evenly over the planes. Health, as in MRC:
   background until a probe comes back, which makes it GOOD again;
 - DENIED: never used (set by the scenario or a controller).
 Congestion (an ECN mark or a trim) is not failure: the EV stays GOOD but is skipped for
-`congestion_holdoff` seconds, so the next packets go elsewhere (the testbed derives it from
-the fabric's queue depths: see `Scenario.congestion_holdoff`).
+`congestion_holdoff` seconds, so the next packets go elsewhere.
 `ev_min_active` is a floor: when fewer GOOD EVs remain active, the QP also sprays on
 ASSUMED_BAD ones (longest-failed first), because a QP that stops sending cannot learn that a
 path came back, and a falsely condemned fabric is worse than a few lost packets.

@@ -270,9 +270,8 @@ class MrcSettings(StrictModel):
     ev_min_active: int = Field(1, ge=1, le=4096)
     spray: Literal["round_robin", "random"] = "round_robin"
     probe_interval: float = Field(0.005, gt=0, le=10, description="s between probes of a bad EV")
-    congestion_holdoff: float | None = Field(
-        None, ge=0, le=10, description="s an ECN-marked or trimmed EV is skipped; default: "
-                                       "half the longest full-buffer drain, >= 1 ms")
+    congestion_holdoff: float = Field(0.001, ge=0, le=10,
+                                      description="s an ECN-marked or trimmed EV is skipped")
     denied: list[DeniedPath] = Field(
         default_factory=list, description="paths MRC must never use (as a controller would "
                                           "deny them), for every pair of hosts")
@@ -376,14 +375,6 @@ class Scenario(StrictModel):
         EV as bad): the emulated fabric's queues are milliseconds deep, unlike a switch's."""
         return self.qp.base_rto if self.qp.base_rto is not None else \
             2 * self.drain_time() + 0.005
-
-    def congestion_holdoff(self) -> float:
-        """A marked EV is worth trying again once its queue has drained, a round trip later:
-        half a full buffer's drain time is of that order (16 ms on quickstart; a real switch's
-        microsecond queues would give microseconds). Measured with one fabric link at a
-        quarter of its rate, MRC reached 62% of its ideal with 1 ms and 75% with 20 ms."""
-        h = self.mrc.congestion_holdoff
-        return h if h is not None else max(0.001, self.drain_time() / 2)
 
     def target_delay(self) -> float:
         return self.qp.target_delay if self.qp.target_delay is not None else \
