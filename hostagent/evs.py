@@ -8,7 +8,12 @@ over its *active* EVs, spread evenly over the planes. Health, as in MRC:
   background until a probe comes back, which makes it GOOD again;
 - DENIED: never used (set by the scenario or a controller).
 Congestion (an ECN mark or a trim) is not failure: the EV stays GOOD but is skipped for
-`congestion_holdoff` seconds, so the next packets go elsewhere.
+`congestion_holdoff` seconds, so the next packets go elsewhere. An EV marked much more often
+than the QP's other EVs (its share of marked ACKs, a moving average, at least
+`hot_ratio` times theirs) is a slow or hot path rather than a busy fabric: it is skipped for
+`hot_rtts` smoothed RTTs instead. Under even load (every EV marked now and then) a long holdoff
+would idle good paths; on one degraded path a 1 ms holdoff skips nothing, being shorter than
+the gap between two packets on one EV at these rates.
 `ev_min_active` is a floor: when fewer GOOD EVs remain active, the QP also sprays on
 ASSUMED_BAD ones (longest-failed first), because a QP that stops sending cannot learn that a
 path came back, and a falsely condemned fabric is worse than a few lost packets.
@@ -27,6 +32,10 @@ class EVState(str, Enum):
     DENIED = "DENIED"
 
 
+MARK_GAIN = 1 / 16  # weight of one ACK in an EV's share of marked ACKs
+MARK_FLOOR = 0.02  # below this share the other EVs count as unmarked (no 2x of nothing)
+
+
 @dataclass
 class EV:
     index: int  # index in the pair's EV table: what goes on the wire
@@ -40,6 +49,7 @@ class EV:
     losses: int = 0
     trims: int = 0
     ecn: int = 0
+    marked: float = 0.0  # moving average of the share of its ACKs that came back marked
 
 
 @dataclass(frozen=True)
@@ -58,6 +68,8 @@ class EVPolicy:
     spray: str = "round_robin"  # or "random"
     probe_interval: float = 0.005  # seconds between probes of an ASSUMED_BAD EV
     congestion_holdoff: float = 0.001  # seconds an ECN-marked or trimmed EV is skipped
+    hot_ratio: float = 1.5  # an EV marked this many times more often than the others is hot
+    hot_rtts: float = 4.0  # a hot EV is skipped this many smoothed RTTs when marked
 
 
 @dataclass
@@ -129,6 +141,8 @@ class EVSet:
             if ev.index == avoid:
                 continue
             if ev.holdoff_until <= now:
+                if self.policy.spray != "random":  # the next pick starts after this one, so
+                    self._cursor = (start + k + 1) % n  # a held EV's turns spread evenly
                 return ev
             fallback = fallback or ev
         return fallback or usable[start % n]
@@ -156,15 +170,31 @@ class EVSet:
         self._fill_plane(ev.plane)
         self._refresh()
 
-    def on_congestion(self, index: int, now: float, trimmed: bool) -> None:
+    def on_feedback(self, index: int, marked: bool) -> None:
+        """An ACK for a packet on this EV: update its share of marked ACKs."""
+        ev = self.by_index(index)
+        if ev is not None:
+            ev.marked += MARK_GAIN * ((1.0 if marked else 0.0) - ev.marked)
+
+    def is_hot(self, ev: EV) -> bool:
+        others = [e.marked for e in self._usable if e is not ev]
+        return bool(others) and ev.marked > self.policy.hot_ratio * max(
+            sum(others) / len(others), MARK_FLOOR)
+
+    def on_congestion(self, index: int, now: float, trimmed: bool,
+                      rtt: float | None = None) -> None:
         ev = self.by_index(index)
         if ev is None:
             return
         if trimmed:
             ev.trims += 1
+            ev.marked += MARK_GAIN * (1.0 - ev.marked)  # a trim is a mark its ACK never bears
         else:
             ev.ecn += 1
-        ev.holdoff_until = now + self.policy.congestion_holdoff
+        holdoff = self.policy.congestion_holdoff
+        if rtt and self.is_hot(ev):
+            holdoff = max(holdoff, self.policy.hot_rtts * rtt)
+        ev.holdoff_until = now + holdoff
 
     def on_probe_reply(self, index: int, now: float) -> None:
         ev = self.by_index(index)

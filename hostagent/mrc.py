@@ -56,7 +56,7 @@ class MrcQP(QueuePair):
             return  # acknowledged meanwhile
         if h.flags & wire.TRIMMED:
             p.msg.stats.trims += 1
-            self.evset.on_congestion(h.ev, now, trimmed=True)
+            self.evset.on_congestion(h.ev, now, trimmed=True, rtt=self.cc.srtt)
             self.cc.on_trim(now)
         if p.ev != h.ev:
             return  # this copy was already resent elsewhere
@@ -68,8 +68,10 @@ class MrcQP(QueuePair):
         self.evset.on_loss(p.ev, now, f"PSN {p.psn} timed out (attempt {p.attempts})")
         self._resend_now(p.psn)
 
-    def _on_ecn(self, ev: int, now: float) -> None:
-        self.evset.on_congestion(ev, now, trimmed=False)
+    def _on_path_feedback(self, ev: int, now: float, ecn: bool) -> None:
+        self.evset.on_feedback(ev, ecn)
+        if ecn:
+            self.evset.on_congestion(ev, now, trimmed=False, rtt=self.cc.srtt)
 
     # ---- receiver ----
     def _receive_data(self, h: wire.Header, payload: memoryview, now: float,

@@ -329,8 +329,7 @@ class QueuePair:
         for psn in newly:
             acked += self._ack_packet(psn, now)
         self._lowest_unacked = max(self._lowest_unacked, h.psn)
-        if h.flags & wire.ECN:
-            self._on_ecn(h.ev, now)
+        self._on_path_feedback(h.ev, now, bool(h.flags & wire.ECN))
         self.cc.on_ack(now, acked, rtt, bool(h.flags & wire.ECN))
         self._after_ack(h, now)
 
@@ -388,8 +387,8 @@ class QueuePair:
     def _on_timeout(self, p: _Packet, now: float) -> None:
         raise NotImplementedError
 
-    def _on_ecn(self, ev: int, now: float) -> None:
-        pass
+    def _on_path_feedback(self, ev: int, now: float, ecn: bool) -> None:
+        """An ACK came back for a packet sent on `ev`, CE-marked or not."""
 
     def _after_ack(self, h: wire.Header, now: float) -> None:
         pass

@@ -272,6 +272,10 @@ class MrcSettings(StrictModel):
     probe_interval: float = Field(0.005, gt=0, le=10, description="s between probes of a bad EV")
     congestion_holdoff: float = Field(0.001, ge=0, le=10,
                                       description="s an ECN-marked or trimmed EV is skipped")
+    hot_ratio: float = Field(1.5, ge=1, le=100, description="an EV marked this many times "
+                             "more often than the QP's others is a hot path")
+    hot_rtts: float = Field(4.0, ge=0, le=1000, description="a hot EV, when marked, is "
+                            "skipped this many smoothed RTTs")
     denied: list[DeniedPath] = Field(
         default_factory=list, description="paths MRC must never use (as a controller would "
                                           "deny them), for every pair of hosts")

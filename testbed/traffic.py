@@ -41,7 +41,8 @@ def agent_configs(plan: FabricPlan, scenario: Scenario, transport: str,
           "retry_budget": q.retry_budget, "ack_every": q.ack_every}
     mrc = {"active_per_plane": m.evs_per_plane, "ev_min_active": m.ev_min_active,
            "spray": m.spray, "probe_interval": m.probe_interval,
-           "congestion_holdoff": m.congestion_holdoff}
+           "congestion_holdoff": m.congestion_holdoff, "hot_ratio": m.hot_ratio,
+           "hot_rtts": m.hot_rtts}
     workload = {"collective": w.collective, "size": w.size, "iterations": w.iterations,
                 "warmup": w.warmup, "compute_gap": w.compute_gap}
     configs = {}

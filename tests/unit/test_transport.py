@@ -238,3 +238,30 @@ def test_roce_resends_the_whole_window_after_one_loss():
     net.run(lambda: len(events(a, WriteDone)) == 1)
     assert b.counters["dropped_out_of_order"] > 0
     assert a.counters["retransmits"] >= b.counters["dropped_out_of_order"]
+
+
+def test_mrc_steers_away_from_a_hot_ev_but_not_from_an_evenly_marked_fabric():
+    """One EV whose every packet comes back ECN-marked is a hot path: it is skipped for
+    several RTTs at each mark, and carries half or less of what the 1 ms holdoff alone leaves
+    it. When every EV is marked as often, none is singled out. Skipped turns go to every other
+    EV alike, not to the next one."""
+    def spread(ecn_of, hot_ratio: float) -> list[int]:
+        writes, total = layout([400_000], seed=9)
+        a, b, _ = mrc_pair(total, seed=9,
+                           policy=EVPolicy(probe_interval=0.002, hot_ratio=hot_ratio),
+                           cfg=QPConfig(mss=256, init_cwnd=32 * 1024, max_cwnd=32 * 1024,
+                                        base_rto=0.05))
+        post_all(a, writes)
+        net = SimNet(a, b, seed=9)
+        for ev in range(8):  # RTTs of 10 ms: the fabric's scale, not a switch's
+            net.paths[("a", ev)] = PathModel(latency=0.005, ecn=ecn_of(ev))
+        net.run(lambda: len(events(a, WriteDone)) == 1)
+        return [e.sent for e in sorted(a.evset.evs, key=lambda e: e.index)]
+
+    hot = spread(lambda ev: 1.0 if ev == 3 else 0.0, hot_ratio=1.5)
+    plain = spread(lambda ev: 1.0 if ev == 3 else 0.0, hot_ratio=1e9)  # the policy off
+    others = [s for i, s in enumerate(hot) if i != 3]
+    assert hot[3] <= 0.5 * plain[3] and hot[3] < 0.25 * min(others), (hot, plain)
+    assert max(others) - min(others) <= 2, f"skipped turns spread evenly: {others}"
+    even = spread(lambda ev: 0.3, hot_ratio=1.5)
+    assert min(even) >= 0.5 * sum(even) / len(even), even
