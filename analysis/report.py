@@ -165,9 +165,8 @@ def utilisation_figure(views: list[RunView]) -> Figure:
                 pairs = [label.split(" p")[0] for label in evs.index]
                 busy = evs.groupby(pairs).transform("sum").sum(axis=1) > 0
                 evs = evs[busy.to_numpy()]
-                panels.append((f"{v.label}: each EV of the QPs that sent (sender→receiver, "
-                               f"plane, spine)", evs,
-                               [label.split("→")[0] for label in evs.index]))
+                title = f"{v.label}: each EV of the QPs that sent (sender→receiver, plane, spine)"
+                panels.append((title, evs, [label.split("→")[0] for label in evs.index]))
     return figures.utilisation_heatmap(panels, views[0].bin_s, views[0].disturbances,
                                        _title(views, "Link utilisation"))
 

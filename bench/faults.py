@@ -54,7 +54,7 @@ def main() -> int:
             out = Path(tmp) / name
             res = subprocess.run([sys.executable, "-m", "testbed.cli", "run", file,
                                   "--no-report", "--quiet", "--results", str(out)],
-                                 capture_output=True, text=True, cwd=ROOT)
+                                 capture_output=True, text=True, cwd=ROOT, check=False)
             if res.returncode != 0:
                 reason = res.stderr.strip().splitlines()[0] if res.stderr.strip() else "?"
                 print(f"{name:<22}skipped: {reason}")

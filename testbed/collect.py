@@ -92,8 +92,9 @@ def collect(out: Path, results_dir: Path, outcomes: list[AgentOutcome], scenario
     whole = [r for r in records if len(ranks[r.iteration]) == world]
     rows = nccl.summarize(whole, world)
     if not rows:
-        return (f"# {scenario.workload.collective} over {transport}, {world} ranks: no "
-                f"iteration completed on every rank (an agent failed)\n", frames["iterations"])
+        failed = (f"# {scenario.workload.collective} over {transport}, {world} ranks: no "
+                  f"iteration completed on every rank (an agent failed)\n")
+        return failed, frames["iterations"]
     table = nccl.format_table(rows, transport=transport, world=world)
     if len(whole) < len(records):
         table += (f"# Incomplete           : {len(ranks) - len(whole) // world} iterations "

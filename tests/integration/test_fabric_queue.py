@@ -56,7 +56,9 @@ def queues():
 
 
 def test_program_passes_marks_trims_and_drops(queues: FabricQueues):
-    run = lambda packet: libbpf.test_run(queues.prog_fd, packet)  # noqa: E731
+    def run(packet: bytes) -> tuple[int, bytes]:
+        return libbpf.test_run(queues.prog_fd, packet)
+
     # the queue counts whole frames (1126 B here), a trimmed one as its 102 B of headers
     verdict, out = run(frame(SPRAYED, ECT0))  # queue 1126 B: below every threshold
     assert verdict == TC_ACT_OK and tclass_of(out) == ECT0
