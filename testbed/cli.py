@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 from . import cleanup, features, results, scenario, state
-from .errors import ScenarioError, TestbedError
+from .errors import TestbedError
 from .progress import Progress
 
 
@@ -82,10 +82,11 @@ def _cmd_run(args) -> int:
     return 0
 
 
-def _report(dirs: list[Path], compare: bool, out: Path | None,
+def _report(dirs: list[Path], compare: bool, out: Path | None, each: bool = True,
             progress: Progress | None = None) -> None:
-    """Render each run's report (and a comparison of them), then print the summary and where
-    the reports are, the last line being the report a reader opens first."""
+    """Render each run's report (when `each`) and a comparison of them (when `compare`), then
+    print the summary and where the reports are, the last line being the report a reader
+    opens first."""
     from analysis import (  # pandas, matplotlib: only when reporting
         render,
         report,
@@ -93,16 +94,15 @@ def _report(dirs: list[Path], compare: bool, out: Path | None,
     )
     progress = progress or Progress(quiet=True)  # report, compare: the paths say it all
     with progress.phase("report") as info:
-        rendered = [render.render_run(d) for d in dirs]
-        written = [r.html for r in rendered]
-        runs = [run for r in rendered for run in r.runs]
+        rendered = [render.render_run(d) for d in dirs] if each else []
         if compare:
-            written.append(render.render_compare(dirs, out).html)
-        info["done"] = (f"{len(written)} report{'s' if len(written) > 1 else ''} "
+            rendered.append(render.render_compare(dirs, out))
+        info["done"] = (f"{len(rendered)} report{'s' if len(rendered) > 1 else ''} "
                         f"(notebooks run headless, HTML + PNG/PDF figures)")
+    runs = rendered[-1].runs if compare else [run for r in rendered for run in r.runs]
     print(summary.text(report.views_of(runs)), end="")
-    for html in written:
-        print(f"report: {html}")
+    for r in rendered:
+        print(f"report: {r.html}")
 
 
 def _cmd_report(args) -> int:
@@ -111,12 +111,7 @@ def _cmd_report(args) -> int:
 
 
 def _cmd_compare(args) -> int:
-    if len(args.runs) < 2:
-        raise ScenarioError("compare needs at least two runs")
-    from analysis import render, report, summary
-    rendered = render.render_compare(args.runs, args.out)
-    print(summary.text(report.views_of(rendered.runs)), end="")
-    print(f"report: {rendered.html}")
+    _report(args.runs, compare=True, out=args.out, each=False)
     return 0
 
 

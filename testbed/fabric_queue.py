@@ -17,7 +17,6 @@ from .errors import EnvironmentProblem
 from .plan import FabricPlan, Link, Port
 
 BPF_DIR = Path(__file__).resolve().parent / "bpf"
-SOURCE = BPF_DIR / "fabric_queue.c"
 OBJECT = BPF_DIR / "fabric_queue.o"
 PROGRAM = "fabric_queue"
 TC_H_CLSACT_EGRESS = 0xFFFFFFF3  # parent "ffff:fff3": clsact's egress hook

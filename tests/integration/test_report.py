@@ -55,6 +55,14 @@ def test_run_renders_reports_and_prints_summary(tmp_path: Path, results_dir: Pat
     assert any(line.split()[:1] == ["mrc"] for line in out)
     assert any(line.split()[:1] == ["rocev2"] for line in out)
     assert any("CCT p50" in line for line in out)
+    # the same comparison from the folders, elsewhere: only it is rendered and named
+    res = run_cli("compare", *map(str, runs), "--out", str(tmp_path / "cmp"))
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.splitlines()[-1] == f"report: {tmp_path / 'cmp' / 'report.html'}"
+    assert sum(line.startswith("report: ") for line in res.stdout.splitlines()) == 1
+    _check_report(tmp_path / "cmp", ["cct_cdf", "busbw"])
+    res = run_cli("compare", str(runs[0]))
+    assert res.returncode == 2 and "at least two runs" in res.stderr
 
 
 def _a_run(tmp_path: Path, results_dir: Path) -> Path:
