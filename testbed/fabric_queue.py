@@ -104,6 +104,11 @@ class FabricQueues:
         libbpf.update(self._config, ctypes.c_uint32(ifindex), config)
         self._rates[ifindex] = config.rate
 
+    def config(self, ifindex: int) -> PortConfig | None:
+        """The port's settings as the program sees them (from the map)."""
+        config = PortConfig()
+        return config if libbpf.lookup(self._config, ctypes.c_uint32(ifindex), config) else None
+
     def counters(self, ifindex: int) -> dict[str, int] | None:
         """The port's counters, and its virtual queue as of now (the program drains it only
         when a packet passes: an idle port's last value would overstate it)."""

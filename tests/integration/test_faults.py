@@ -87,10 +87,17 @@ def test_degrade_lowers_the_rate_and_is_undone():
         def tcp_mbps() -> float:
             return iperf3_tcp_mbps(network, "h0", "h1", "fd10::101")
 
+        leaf_port = network.plan.port_to("p0l0", "h0").ifindex
+
+        def queue_rate() -> int:  # bytes/s the leaf port's eBPF virtual queue drains at
+            return network.queues.config(leaf_port).rate
+
+        full = queue_rate()
         injector.apply(degrade)
         assert 7 <= tcp_mbps() <= 10.4, "a quarter of 40 Mbit/s"
+        assert queue_rate() == full // 4, "the switch queue drains at the new rate too"
         injector.apply(Action(1, False, "degrade", ("h0-p0l0",), 0, degrade.params))
-        assert tcp_mbps() >= 34
+        assert tcp_mbps() >= 34 and queue_rate() == full
 
 
 def test_router_down_drops_on_all_its_links():
