@@ -13,16 +13,10 @@ from pathlib import Path
 
 import pandas as pd
 
-from testbed.errors import TestbedError
-from testbed.scenario import Scenario, parse
-
-# Tables every report needs; the others may be absent (older runs, no faults) or empty (RoCEv2
-# has no EVs), and load as empty frames.
-REQUIRED = ("iterations", "messages", "qps")
-OPTIONAL = ("paths", "ev_states", "links", "events", "ev_load")
+from runcontract import META, OPTIONAL_TABLES, REQUIRED_TABLES, RunFacts, UserError, table_file
 
 
-class RunError(TestbedError):
+class RunError(UserError):
     """A folder that is not a readable, reportable run: missing, not a run, or incomplete."""
 
     exit_code = 2
@@ -35,7 +29,7 @@ class Run:
 
     dir: Path
     meta: dict
-    scenario: Scenario
+    facts: RunFacts  # what the scenario said that a report needs, as the run recorded it
     tables: dict[str, pd.DataFrame] = field(repr=False)
 
     @property
@@ -97,7 +91,7 @@ def load_run(path: str | Path) -> Run:
         raise RunError(f"{path}: no such run folder",
                        "give a folder made by `mrc-testbed run` (see `mrc-testbed list`)")
     try:
-        meta = json.loads((path / "meta.json").read_text())
+        meta = json.loads((path / META).read_text())
     except FileNotFoundError:
         raise RunError(f"{path}: not a run folder (no meta.json)",
                        "give a folder made by `mrc-testbed run` (see `mrc-testbed list`)"
@@ -108,20 +102,20 @@ def load_run(path: str | Path) -> Run:
         raise RunError(f"{path}: a fabric-only run (--verify-only, --hold or --cli): it ran no "
                        f"workload, so there is nothing to report")
     try:
-        text = (path / "scenario.yaml").read_text()
-    except FileNotFoundError:
-        raise _incomplete(path, meta, "no scenario.yaml") from None
-    scenario = parse(text, str(path / "scenario.yaml"))
-    missing = [name for name in REQUIRED if not (path / f"{name}.parquet").exists()]
+        facts = RunFacts.from_json(meta["facts"])
+    except (KeyError, TypeError):
+        raise RunError(f"{path}: meta.json has no facts of the scenario (a run made by an older "
+                       f"testbed, or a damaged file)", "rerun the scenario") from None
+    missing = [name for name in REQUIRED_TABLES if not (path / table_file(name)).exists()]
     if missing:
-        raise _incomplete(path, meta, "no " + ", ".join(f"{m}.parquet" for m in missing))
-    tables = {name: pd.read_parquet(path / f"{name}.parquet") for name in REQUIRED}
-    for name in OPTIONAL:
-        file = path / f"{name}.parquet"
+        raise _incomplete(path, meta, "no " + ", ".join(table_file(m) for m in missing))
+    tables = {name: pd.read_parquet(path / table_file(name)) for name in REQUIRED_TABLES}
+    for name in OPTIONAL_TABLES:
+        file = path / table_file(name)
         tables[name] = pd.read_parquet(file) if file.exists() else pd.DataFrame()
     if tables["iterations"].empty:
         raise _incomplete(path, meta, "no iteration in iterations.parquet")
-    return Run(path, meta, scenario, tables)
+    return Run(path, meta, facts, tables)
 
 
 def load_runs(paths: list[str | Path]) -> list[Run]:

@@ -8,7 +8,7 @@ No plotting and no IO here, so that every number a figure shows is unit-tested.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -16,7 +16,7 @@ import pandas as pd
 
 from hostagent import nccl
 from hostagent.workload import IterationRecord
-from testbed.scenario import Scenario
+from runcontract import BackgroundWindow
 
 QUANTILES = (50.0, 99.0, 99.9)
 
@@ -145,7 +145,8 @@ def goodput(delivered: pd.DataFrame, bin_s: float, t_end: float,
 
 # ---- faults and recovery --------------------------------------------------------------------
 
-def disturbances(events: pd.DataFrame, scenario: Scenario, t0: float) -> pd.DataFrame:
+def disturbances(events: pd.DataFrame, background: Sequence[BackgroundWindow],
+                 t0: float) -> pd.DataFrame:
     """What disturbed the workload, in s since t0: one row per fault (from its applied actions:
     the first turned on to the last undone; NaN end if never undone) and per background
     pattern (as scheduled). The baseline's route changes ("routed" actions) are kept apart
@@ -153,16 +154,16 @@ def disturbances(events: pd.DataFrame, scenario: Scenario, t0: float) -> pd.Data
     rows = []
     if not events.empty:
         own = events[events["condition"] != "routed"]
-        for event, g in own.groupby("event"):
+        for _, g in own.groupby("event"):
             on, off = g[g["on"]], g[~g["on"]]
             rows.append({"source": "fault", "kind": g["kind"].iloc[0],
                          "label": f"{g['kind'].iloc[0]} {g['target'].iloc[0]}",
                          "start": on["applied"].min() - t0,
                          "end": off["applied"].max() - t0 if len(off) else math.nan})
-    for bg in scenario.background:
+    for bg in background:
         rows.append({"source": "background", "kind": bg.pattern,
                      "label": f"{bg.protocol} {bg.pattern} (plane {bg.plane})",
-                     "start": bg.at, "end": bg.at + bg.duration})
+                     "start": bg.start, "end": bg.end})
     return pd.DataFrame(rows, columns=["source", "kind", "label", "start", "end"])
 
 
@@ -326,16 +327,6 @@ def qp_counters(qps: pd.DataFrame, by: str = "host") -> pd.DataFrame:
 
 
 # ---- ports ----------------------------------------------------------------------------------
-
-def node_tiers(scenario: Scenario) -> dict[str, str]:
-    """host / leaf / spine for every node name the scenario's fabric has."""
-    f, n = scenario.fabric, scenario.naming
-    tiers = {n.host_name(i): "host" for i in range(f.host_count)}
-    for p in range(f.planes):
-        tiers |= {n.leaf_name(p, j): "leaf" for j in range(f.leaves_per_plane)}
-        tiers |= {n.spine_name(p, s): "spine" for s in range(f.spines_per_plane)}
-    return tiers
-
 
 _UP = {"host": "leaf", "leaf": "spine"}  # a port toward the spines carries traffic "up"
 # Counters of the in-fabric eBPF queue (router ports; absent in older runs, NaN on host ports)

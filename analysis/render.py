@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
-from testbed.errors import TestbedError
+from runcontract import UserError
 
 from .load import Run, RunError, load_runs
 
@@ -24,7 +24,7 @@ RUN_FIGURES = ("cct_cdf", "goodput", "utilisation", "busbw", "ev_states", "count
 COMPARE_FIGURES = ("cct_cdf", "goodput", "utilisation", "busbw", "counters")
 
 
-class RenderError(TestbedError):
+class RenderError(UserError):
     """A report notebook failed: a bug in analysis, or data it did not expect."""
 
 
@@ -81,7 +81,7 @@ def default_compare_dir(runs: list[Run]) -> Path:
     """Beside the first run: `<utc>-compare-<scenario>/`, so that `mrc-testbed list` order
     puts it after the runs it compares."""
     stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
-    return runs[0].dir.parent / f"{stamp}-compare-{runs[0].scenario.name}"
+    return runs[0].dir.parent / f"{stamp}-compare-{runs[0].facts.scenario}"
 
 
 def render_compare(run_dirs: list[str | Path], out_dir: str | Path | None = None) -> Rendered:

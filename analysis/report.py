@@ -12,9 +12,6 @@ from pathlib import Path
 import pandas as pd
 from matplotlib.figure import Figure
 
-from hostagent.nic import FRAME_OVERHEAD
-from hostagent.wire import HEADER_SIZE
-
 from . import figures, metrics
 from .load import Run
 
@@ -54,29 +51,26 @@ class RunView:
         delivered = metrics.deliveries(run.messages, run.iterations, t0)
         hosts = metrics.goodput(delivered, bin_s, t_end, by="host")
         total = hosts.sum(axis=1).rename("total")
-        dist = metrics.disturbances(run.events, run.scenario, t0)
+        facts = run.facts
+        dist = metrics.disturbances(run.events, facts.background, t0)
         timed = ccts[~ccts["warmup"]]["cct"]
         judged = metrics.trailing_mean(total, float(timed.median()) if len(timed) else bin_s,
                                        bin_s)
         rec = metrics.recoveries(judged, dist, bin_s, t_end, fraction=FRACTION,
                                  pre_window=PRE_WINDOW)
-        f = run.scenario.fabric
         if run.links.empty:
             ports = rates = pd.DataFrame()
         else:
-            ports = metrics.ports(run.links, metrics.node_tiers(run.scenario))
-            rates = metrics.port_rates(run.links, t0, {"host": f.host_link.rate,
-                                                       "fabric": f.fabric_link.rate})
+            ports = metrics.ports(run.links, facts.node_tiers)
+            rates = metrics.port_rates(run.links, t0, facts.link_rates)
             rates = rates.merge(ports[["node", "ifname", "label", "direction"]],
                                 on=["node", "ifname"])
-        ideal, planes = run.scenario.ideal_busbw(run.transport)
-        packet_bits = 8 * (run.scenario.qp.mss + HEADER_SIZE + FRAME_OVERHEAD)
-        ev_rates = metrics.ev_rates(run.ev_load, t0, packet_bits, f.host_link.rate,
+        ev_rates = metrics.ev_rates(run.ev_load, t0, facts.packet_bits, facts.link_rates["host"],
                                     run.iterations.groupby("rank")["host"].first().to_dict())
         return cls(run, label or run.transport, bin_s, ccts, delivered, hosts, total, dist,
                    metrics.reroutes(run.events, t0), rec, ports, rates,
-                   metrics.ev_segments(run.ev_states, run.paths, t0, t_end), t_end, ideal,
-                   planes, ev_rates)
+                   metrics.ev_segments(run.ev_states, run.paths, t0, t_end), t_end,
+                   facts.ideal_busbw, facts.ideal_planes, ev_rates)
 
     @property
     def timed(self) -> pd.DataFrame:
@@ -114,9 +108,9 @@ def labels(runs: list[Run]) -> list[str]:
     scenario and transport (a sweep: loss-0 mrc, loss-1pct mrc), or its folder name when
     the scenario is the same too."""
     transports = [r.transport for r in runs]
-    pairs = [(r.scenario.name, r.transport) for r in runs]
+    pairs = [(r.facts.scenario, r.transport) for r in runs]
     return [r.transport if transports.count(r.transport) == 1 else
-            f"{r.scenario.name} {r.transport}" if pairs.count(pair) == 1 else r.name
+            f"{r.facts.scenario} {r.transport}" if pairs.count(pair) == 1 else r.name
             for r, pair in zip(runs, pairs, strict=True)]
 
 
@@ -125,10 +119,10 @@ def views_of(runs: list[Run]) -> list[RunView]:
 
 
 def _title(views: list[RunView], what: str) -> str:
-    sc = views[0].run.scenario
-    w = sc.workload
-    names = ", ".join(dict.fromkeys(v.run.scenario.name for v in views))
-    return f"{what}: {names}, {w.collective} of {w.size:,} B on {views[0].run.world} ranks"
+    facts = views[0].run.facts
+    names = ", ".join(dict.fromkeys(v.run.facts.scenario for v in views))
+    return (f"{what}: {names}, {facts.collective} of {facts.size:,} B on {views[0].run.world} "
+            f"ranks")
 
 
 def cct_figure(views: list[RunView]) -> Figure:

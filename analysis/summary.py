@@ -30,11 +30,12 @@ def _ms(seconds: float, starred: bool) -> str:
 
 def table(views: list[RunView]) -> str:
     """One row per run: mean CCT of the timed iterations and algbw and busbw at that time
-    (nccl-tests' numbers, from `hostagent.nccl`, as in summary.txt), the share of the ideal, wrong results, and the CCT tail with its sample count."""
-    sc = views[0].run.scenario
-    names = list(dict.fromkeys(v.run.scenario.name for v in views))
+    (nccl-tests' numbers, from `hostagent.nccl`, as in summary.txt), the share of the ideal,
+    wrong results, and the CCT tail with its sample count."""
+    facts = views[0].run.facts
+    names = list(dict.fromkeys(v.run.facts.scenario for v in views))
     first = max([_HEAD[0][1]] + [len(v.label) for v in views])
-    lines = [(f"# {sc.workload.collective} of {sc.workload.size} B on {views[0].run.world} "
+    lines = [(f"# {facts.collective} of {facts.size} B on {views[0].run.world} "
               f"ranks ({', '.join(names)})"),
              "#" + _row([h for h, _ in _HEAD], first)[1:],
              "#" + _row(list(_UNITS), first)[1:]]

@@ -29,9 +29,9 @@ sys.path.insert(0, str(ROOT))
 
 from hostagent.wire import HEADER_SIZE  # noqa: E402
 from testbed import scenario as scenario_mod  # noqa: E402
-from testbed.collect import collect  # noqa: E402
-from testbed.runner import fabric  # noqa: E402
-from testbed.traffic import run_agents  # noqa: E402
+from testbed.run.collect import collect  # noqa: E402
+from testbed.run.runner import fabric  # noqa: E402
+from testbed.run.traffic import run_agents  # noqa: E402
 
 MSS = 1024
 PATH = """name: bench-path

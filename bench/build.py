@@ -37,7 +37,7 @@ def bare(file: str) -> dict:
     from mininet.net import Mininet
 
     from testbed import scenario
-    from testbed.plan import make_plan
+    from testbed.fabric.plan import make_plan
 
     setLogLevel("error")
     plan = make_plan(scenario.load(file)[0])

@@ -39,7 +39,8 @@ def measure(run_dir: Path) -> dict:
     if "trimmed" in links:
         trims = int(links.sort_values("time").groupby(["node", "ifname"])["trimmed"].last()
                     .fillna(0).sum())
-    return {"busbw": row.busbw, "share": row.busbw / ideal, "p50": p50.value, "p99": p99.value, "n": len(timed),
+    return {"busbw": row.busbw, "share": row.busbw / ideal, "p50": p50.value, "p99": p99.value,
+            "n": len(timed),
             "retx": int(qps["retransmits"].sum()), "trims": trims,
             "verified": bool(timed["verified"].all())}
 

@@ -185,7 +185,7 @@ def main(argv: list[str] | None = None) -> int:
                         format=f"%(asctime)s {cfg.host} rank {cfg.rank}: %(message)s")
     try:
         result = asyncio.run(run(cfg, out))
-    except Exception as exc:  # noqa: BLE001 (reported to the runner, with the traceback logged)
+    except Exception as exc:  # reported to the runner, with the traceback logged
         log.exception("agent failed")
         result = {"status": "failed", "error": f"{type(exc).__name__}: {exc}",
                   "host": cfg.host, "rank": cfg.rank, "transport": cfg.transport}

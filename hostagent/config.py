@@ -1,6 +1,6 @@
 """What the runner tells an agent: who it is, how to reach every peer, what to run.
 
-Plain JSON, written by the runner (testbed/traffic.py) into the run's folder and read by the
+Plain JSON, written by the runner (testbed/run/traffic.py) into the run's folder and read by the
 agent at start: the agent imports nothing of the testbed and needs no root.
 """
 from __future__ import annotations

@@ -33,7 +33,7 @@ DATA, ACK, NACK, PROBE, PROBE_REPLY = 1, 2, 3, 4, 5
 TYPE_NAMES = {DATA: "DATA", ACK: "ACK", NACK: "NACK", PROBE: "PROBE", PROBE_REPLY: "PROBE_REPLY"}
 
 # Control packets (ACK, NACK, probes) carry DSCP CS6 in the IPv6 traffic class; every fabric
-# port serves that class first (testbed/shaping.py), as NDP and UET switches let headers and
+# port serves that class first (testbed/kernel/shaping.py), as NDP and UET switches let headers and
 # acknowledgements overtake data.
 CONTROL_DSCP = 48
 CONTROL_TCLASS = CONTROL_DSCP << 2

@@ -11,9 +11,14 @@ import json
 import sys
 from pathlib import Path
 
-from . import cleanup, features, results, scenario, state
-from .errors import TestbedError
-from .progress import Progress
+from runcontract import UserError
+from testbed import scenario
+from testbed.errors import TestbedError
+from testbed.fabric import timeline
+from testbed.kernel import features
+from testbed.lifecycle import cleanup, registry
+from testbed.lifecycle.progress import Progress
+from testbed.run import results
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -60,16 +65,18 @@ def _parser() -> argparse.ArgumentParser:
 def _cmd_validate(args) -> int:
     for file in args.files:
         sc, _ = scenario.load(file)
+        timeline.check(sc, file)
         print(f"ok: {file}: {scenario.describe(sc)}")
     return 0
 
 
 def _cmd_run(args) -> int:
     features.require_root()
-    from .runner import RunOptions, run  # imports Mininet: only when running
+    from testbed.run.runner import RunOptions, run  # imports Mininet: only when running
     if args.hold < 0:
         raise TestbedError("--hold must be 0 or more seconds")
     sc, text = scenario.load(args.file)
+    timeline.check(sc, args.file or "quickstart")
     progress = Progress(quiet=args.quiet)
     options = RunOptions(args.results, args.verify_only, args.hold, args.cli,
                          tuple(args.capture))
@@ -117,7 +124,7 @@ def _cmd_compare(args) -> int:
 
 def _cmd_clean(_args) -> int:
     features.require_root()
-    records = state.read_all()
+    records = registry.read_all()
     if not records:
         print("nothing to clean: no run of this testbed left anything")
         return 0
@@ -134,7 +141,7 @@ def _cmd_clean(_args) -> int:
 
 def _cmd_list(args) -> int:
     runs = results.list_runs(args.results)
-    live = {r.run_id: r for r in state.read_all()}
+    live = {r.run_id: r for r in registry.read_all()}
     if not runs and not live:
         print(f"no runs in {args.results}/")
         return 0
@@ -162,7 +169,7 @@ def main(argv: list[str] | None = None) -> int:
                "schema": _cmd_schema}[args.command]
     try:
         return handler(args)
-    except TestbedError as exc:
+    except UserError as exc:  # the testbed's errors and the analysis's
         if args.debug:
             raise
         print(f"error: {exc}", file=sys.stderr)

@@ -6,19 +6,11 @@ with its traceback only under `--debug`.
 """
 from __future__ import annotations
 
+from runcontract import UserError
 
-class TestbedError(Exception):
+
+class TestbedError(UserError):
     """A problem the user can fix; `exit_code` tells scripts which kind it was."""
-
-    exit_code = 1
-
-    def __init__(self, message: str, hint: str | None = None) -> None:
-        super().__init__(message)
-        self.message = message
-        self.hint = hint
-
-    def __str__(self) -> str:
-        return self.message if not self.hint else f"{self.message}\n  fix: {self.hint}"
 
 
 class ScenarioError(TestbedError):

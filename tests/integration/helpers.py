@@ -9,10 +9,10 @@ import time
 from pathlib import Path
 
 from testbed import scenario as scenario_mod
-from testbed.network import FabricNetwork
-from testbed.plan import make_plan
-from testbed.progress import Progress
-from testbed.state import STATE_DIR, RunRegistry
+from testbed.emulation.network import FabricNetwork
+from testbed.fabric.plan import make_plan
+from testbed.lifecycle.progress import Progress
+from testbed.lifecycle.registry import STATE_DIR, RunRegistry
 
 ROOT = Path(__file__).resolve().parents[2]
 CLI = [sys.executable, "-m", "testbed.cli"]

@@ -7,10 +7,10 @@ import time
 from ipaddress import IPv6Network
 from pathlib import Path
 
-from testbed import netns
-from testbed.paths import ev
-from testbed.progress import Progress
-from testbed.verify import PROBE_PORT, verify
+from testbed.emulation.verify import PROBE_PORT, verify
+from testbed.fabric.paths import ev
+from testbed.kernel import netns
+from testbed.lifecycle.progress import Progress
 
 from .helpers import build, iperf3_tcp_mbps, run_cli
 

@@ -11,8 +11,8 @@ import pandas as pd
 import pytest
 
 from hostagent import wire
-from testbed import libbpf
-from testbed.fabric_queue import FabricQueues, PortConfig
+from testbed.kernel import libbpf
+from testbed.kernel.fabric_queue import FabricQueues, PortConfig
 
 from .helpers import build, run_scenario
 

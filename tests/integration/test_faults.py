@@ -8,9 +8,9 @@ from pathlib import Path
 import pandas as pd
 
 from testbed import scenario as scenario_mod
-from testbed.faults import Action
-from testbed.injector import Injector
-from testbed.runner import fabric
+from testbed.emulation.injector import Injector
+from testbed.fabric.timeline import Action
+from testbed.run.runner import fabric
 
 from .helpers import iperf3_tcp_mbps, run_scenario
 
@@ -103,7 +103,8 @@ def test_degrade_lowers_the_rate_and_is_undone():
 def test_router_down_drops_on_all_its_links():
     sc = scenario_mod.parse(QUICK, "test")
     with fabric(sc) as network:
-        from testbed.faults import Target, links_of
+        from testbed.fabric.timeline import links_of
+        from testbed.scenario.faults import Target
         links = links_of(network.plan, Target(router="p0l0"))
         assert set(links) == {"h0-p0l0", "h1-p0l0", "p0l0-p0s0", "p0l0-p0s1"}
         injector = Injector(network, [], [])

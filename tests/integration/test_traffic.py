@@ -10,9 +10,9 @@ import pandas as pd
 import pytest
 
 from testbed import scenario as scenario_mod
-from testbed.progress import Progress
-from testbed.traffic import run_agents
-from testbed.verify import verify
+from testbed.emulation.verify import verify
+from testbed.lifecycle.progress import Progress
+from testbed.run.traffic import run_agents
 
 from .helpers import build, run_cli, run_scenario
 

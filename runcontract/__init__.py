@@ -1,0 +1,23 @@
+"""The results contract: what a run's folder holds, as both sides know it.
+
+The testbed writes a results folder; `analysis` reads it. Both depend on this package and on
+nothing of each other: `analysis` never imports `testbed`, so a report can be made on a machine
+without Mininet, root or the scenario language, from the folder alone.
+"""
+from runcontract.errors import UserError
+from runcontract.facts import BackgroundWindow, RunFacts
+from runcontract.files import (
+    EVENT_COLUMNS,
+    ITERATION_COLUMNS,
+    META,
+    OPTIONAL_TABLES,
+    REQUIRED_TABLES,
+    SCENARIO,
+    STATUSES,
+    SUMMARY,
+    table_file,
+)
+
+__all__ = ["EVENT_COLUMNS", "ITERATION_COLUMNS", "META", "OPTIONAL_TABLES", "REQUIRED_TABLES",
+           "SCENARIO", "STATUSES", "SUMMARY", "BackgroundWindow", "RunFacts", "UserError",
+           "table_file"]

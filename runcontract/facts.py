@@ -1,0 +1,45 @@
+"""What a report needs to know of the scenario, written by the run into `meta.json`.
+
+A report reads these facts instead of re-reading the scenario: the folder says what was
+measured against (the ideal, the link rates), with the numbers as the testbed computed them
+when it ran, and the analysis needs no scenario parser.
+"""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True)
+class BackgroundWindow:
+    """One pattern of background flows, as scheduled (s after the workload's start)."""
+
+    pattern: str
+    protocol: str
+    plane: int
+    start: float
+    end: float
+
+
+@dataclass(frozen=True)
+class RunFacts:
+    scenario: str
+    description: str
+    collective: str
+    size: int  # bytes per rank
+    transport: str
+    link_rates: dict[str, float]  # link kind ("host", "fabric") -> bits/s
+    node_tiers: dict[str, str]  # node name -> "host" | "leaf" | "spine"
+    ideal_busbw: float  # GB/s a rank can inject over the planes the transport uses
+    ideal_planes: int
+    packet_bits: int  # a full data packet on the wire (payload, headers, framing)
+    background: tuple[BackgroundWindow, ...] = field(default=())
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> RunFacts:
+        """Raises KeyError or TypeError when `data` is not a whole record."""
+        return cls(**{**data, "background": tuple(BackgroundWindow(**b)
+                                                  for b in data.get("background", ()))})

@@ -1,0 +1,2 @@
+"""The emulated network while it lives: building it in Mininet, proving every path, applying
+faults, sampling port telemetry, capturing packets and running background traffic."""

@@ -1,0 +1,92 @@
+"""Background traffic with real iperf3 on the timeline: each flow an iperf3 server on its
+receiver and a client on its sender, started at its time after the workload starts and stopped
+by its own duration (or when the workload ends). Every flow's iperf3 JSON report is kept in the
+results.
+"""
+from __future__ import annotations
+
+import json
+import subprocess
+import threading
+import time
+from dataclasses import asdict
+from pathlib import Path
+
+from testbed.lifecycle.cleanup import end_process
+from testbed.scenario.background import Flow
+
+SERVER_LEAD = 0.3  # s an iperf3 server needs to listen before its client connects
+
+
+class BackgroundTraffic:
+    """Starts the flows on the timeline (a thread), ends them, keeps their reports."""
+
+    def __init__(self, network, flow_list: list[Flow], out: Path) -> None:
+        self.network = network
+        self.flows = flow_list
+        self.out = out
+        self.procs: list[subprocess.Popen] = []
+        self.started: dict[int, float] = {}  # flow index -> wall-clock start of its client
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def start(self, t0: float) -> None:
+        if not self.flows:
+            return
+        self.out.mkdir(parents=True, exist_ok=True)
+        self._thread = threading.Thread(target=self._run, args=(t0,), name="background",
+                                        daemon=True)
+        self._thread.start()
+
+    def _popen(self, host: str, args: list[str], report: Path) -> None:
+        with open(report, "w") as fh:
+            self.procs.append(subprocess.Popen(
+                ["mnexec", "-a", str(self.network.pid(host)), "iperf3", *args],
+                stdout=fh, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL))
+
+    def _run(self, t0: float) -> None:
+        """Each server SERVER_LEAD ahead of its client, and every client at least that long
+        after its own server was spawned: flows that start together get all their servers
+        first (a client spawned before its server listens fails to connect)."""
+        plan = self.network.plan
+        steps = sorted([(f.start - SERVER_LEAD, 0, f) for f in self.flows]
+                       + [(f.start, 1, f) for f in self.flows],
+                       key=lambda step: (step[0], step[1], step[2].index))
+        spawned: dict[int, float] = {}
+        for when, is_client, flow in steps:
+            at = t0 + when if not is_client else max(t0 + when,
+                                                     spawned[flow.index] + SERVER_LEAD)
+            if self._stop.wait(max(0.0, at - time.time())):
+                return
+            dst = str(plan.plain_address(flow.dst, flow.plane))
+            if not is_client:
+                self._popen(flow.dst, ["-s", "-1", "-J", "-B", dst, "-p", str(flow.port)],
+                            self.out / f"flow{flow.index}-server.json")
+                spawned[flow.index] = time.time()
+                continue
+            src = str(plan.plain_address(flow.src, flow.plane))
+            args = ["-c", dst, "-B", src, "-p", str(flow.port), "-J",
+                    "-t", f"{flow.duration:g}"]
+            if flow.protocol == "udp":
+                args += ["-u", "-b", str(flow.rate)]
+            elif flow.rate is not None:
+                args += ["-b", str(flow.rate)]
+            self._popen(flow.src, args, self.out / f"flow{flow.index}-client.json")
+            self.started[flow.index] = time.time()
+
+    def stop(self) -> None:
+        """At the end of the workload: flows still running are ended (their reports say so).
+        `flows.json` lists every flow with its scheduled and actual start."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+        if self.flows:
+            (self.out / "flows.json").write_text(json.dumps(
+                [{**asdict(f), "started": self.started.get(f.index)} for f in self.flows],
+                indent=1))
+        deadline = time.time() + 2  # clients about to finish their duration may do so
+        for proc in self.procs:
+            try:
+                proc.wait(max(0.0, deadline - time.time()))
+            except subprocess.TimeoutExpired:
+                end_process(proc)

@@ -1,0 +1,50 @@
+"""Packet captures of chosen ports for the whole workload (`run --capture IFNAME`).
+
+tcpdump runs inside the port's node, writes `capture-<ifname>.pcap` into the results (headers
+only: 160 bytes a packet is enough for IPv6, UDP and the transport header), and is stopped
+when the workload ends. Wireshark decodes the files; the uSID destination shifting from one
+port to the next is visible in them.
+"""
+from __future__ import annotations
+
+import re
+import subprocess
+from pathlib import Path
+
+from testbed.errors import ScenarioError
+from testbed.fabric.plan import FabricPlan
+from testbed.lifecycle.cleanup import end_process
+
+SNAPLEN = 160
+
+
+def port_of(plan: FabricPlan, ifname: str) -> str:
+    """The node that owns interface `ifname`; a clear error if the fabric has no such port."""
+    node = re.sub(r"-eth\d+$", "", ifname)
+    if node not in plan.nodes or ifname not in {p.ifname for p in plan.ports(node)}:
+        example = plan.ports(plan.hosts[0])[0].ifname
+        raise ScenarioError(f"--capture {ifname}: no such port in this fabric",
+                            f"name a port like {example} (node-ethN)")
+    return node
+
+
+class Captures:
+    def __init__(self, network, ifnames: list[str], out: Path) -> None:
+        self.network = network
+        self.targets = [(port_of(network.plan, i), i) for i in ifnames]
+        self.out = out
+        self.procs: list[subprocess.Popen] = []
+        self.files: list[Path] = []
+
+    def start(self) -> None:
+        for node, ifname in self.targets:
+            path = self.out / f"capture-{ifname}.pcap"
+            self.files.append(path)
+            self.procs.append(subprocess.Popen(
+                ["mnexec", "-a", str(self.network.pid(node)), "tcpdump", "-Z", "root",
+                 "-i", ifname, "-s", str(SNAPLEN), "-U", "--immediate-mode", "-w", str(path)],
+                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+
+    def stop(self) -> None:
+        for proc in self.procs:
+            end_process(proc, grace=5)

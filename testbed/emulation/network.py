@@ -1,0 +1,279 @@
+"""The Mininet network that realizes a plan: nodes, veth links, kernel state, and its end.
+
+Mininet gives every node its namespace and shell (so `--cli`, `h0 ping ...` and the usual
+Mininet workflow work), but its per-link shell commands (`ip link add`, `ifconfig` per port)
+would dominate the build. Links are therefore created over netlink straight into both
+namespaces, and each node is then configured over one netlink socket. There is no switch and
+no controller: every router is a Linux namespace with forwarding on.
+"""
+from __future__ import annotations
+
+import os
+import pty
+import select
+import signal
+import socket
+from collections.abc import Callable
+
+from mininet.link import Intf
+from mininet.link import Link as MininetLink
+from mininet.net import Mininet
+from mininet.node import Host
+from pyroute2 import IPRoute
+from pyroute2.netlink import NLM_F_ACK, NLM_F_CREATE, NLM_F_EXCL, NLM_F_REQUEST
+from pyroute2.netlink.rtnl import RTM_NEWLINK
+from pyroute2.netlink.rtnl.ifinfmsg import ifinfmsg
+
+from testbed.fabric.plan import FabricPlan, Link, Port
+from testbed.fabric.routes import node_configs
+from testbed.kernel import netns
+from testbed.kernel.fabric_queue import FabricQueues, port_config, router_ports
+from testbed.kernel.rtnl import NodeNetlink
+from testbed.lifecycle import cleanup
+from testbed.lifecycle.progress import Progress
+from testbed.lifecycle.registry import RunRegistry
+from testbed.lifecycle.workers import parallel_map
+
+_IPV6_SYSCTLS = {
+    "forwarding": 1,  # hosts too: a host's End SID may be a waypoint
+    "seg6_enabled": 1,  # SRH processing, should a path carry one
+    "accept_dad": 0,  # addresses usable at once: no 1-2 s of tentative state
+    "dad_transmits": 0,
+    "keep_addr_on_down": 1,  # a link_down fault must not erase the plan's addresses
+    "accept_ra": 0,
+    "autoconf": 0,
+    "router_solicitations": 0,
+    "disable_ipv6": 0,
+}
+
+
+def node_sysctls(router: bool) -> dict[str, int]:
+    values = {}
+    for scope in ("all", "default"):
+        for key, value in _IPV6_SYSCTLS.items():
+            values[f"net.ipv6.conf.{scope}.{key}"] = value
+    values["net.ipv6.icmp.ratelimit"] = 0  # every ICMP error visible when debugging a path
+    if router:
+        values["net.ipv6.fib_multipath_hash_policy"] = 1  # L4 hash: RoCEv2's UDP source port
+    return values
+
+
+FIFO_HEADROOM = 2  # FIFO size / buffer at ports whose buffer the eBPF program enforces
+
+
+class FabricNode(Host):
+    """A Mininet host whose start is split in two, spawn (`startShell`) and wait for the
+    shell's prompt (`finish_start`), so that a hundred nodes boot at once instead of one after
+    the other. The two halves are Mininet 2.3's own `Node.startShell`, cut at its wait."""
+
+    def startShell(self, mnopts: str | None = None) -> None:  # Mininet's name
+        opts = ("-cd" if mnopts is None else mnopts) + ("n" if self.inNamespace else "")
+        cmd = ["mnexec", opts, "env", "PS1=" + chr(127), "bash", "--norc", "--noediting",
+               "-is", "mininet:" + self.name]
+        self.master, self.slave = pty.openpty()
+        self.shell = self._popen(cmd, stdin=self.slave, stdout=self.slave, stderr=self.slave,
+                                 close_fds=False)
+        self.stdin = os.fdopen(self.master, "r")
+        self.stdout = self.stdin
+        self.pid = self.shell.pid
+        self.pollOut = select.poll()
+        self.pollOut.register(self.stdout)
+        self.outToNode[self.stdout.fileno()] = self
+        self.inToNode[self.stdin.fileno()] = self
+        self.execed = False
+        self.lastCmd = None
+        self.lastPid = None
+        self.readbuf = ""
+        self.waiting = True  # until finish_start has seen the prompt
+
+    def finish_start(self) -> None:
+        """Wait for the prompt: from then on the node's namespace exists (mnexec made it)."""
+        while True:
+            data = self.read(1024)
+            if data and data[-1] == chr(127):
+                break
+            self.pollOut.poll()
+        self.waiting = False
+        self.cmd("unset HISTFILE; stty -echo; set +m")
+
+
+class NetlinkIntf(Intf):
+    """A Mininet interface configured over netlink by the build, not by `ifconfig`."""
+
+    def config(self, **_params) -> dict:
+        return {}
+
+
+class NetlinkVeth(MininetLink):
+    """A Mininet link whose veth pair is made by one netlink message into both namespaces,
+    with the plan's interface indexes (distinct across the fabric) and MACs."""
+
+    def __init__(self, node1: Host, node2: Host, rtnl: IPRoute, mtu: int,
+                 ports: tuple[Port, Port], **params) -> None:
+        self._rtnl, self._mtu, self._ports = rtnl, mtu, ports
+        for key in ("intf", "addr1", "addr2"):  # Mininet.addLink's defaults: ours win
+            params.pop(key, None)
+        super().__init__(node1, node2, intf=NetlinkIntf, addr1=ports[0].mac,
+                         addr2=ports[1].mac, **params)
+
+    def makeIntfPair(self, intfname1, intfname2, addr1=None, addr2=None, node1=None,
+                     node2=None, deleteIntfs=True, **_kw):  # Mininet's name
+        # gso_max_segs 1: a switch port queues packets, not 64 KB TSO super-packets (which
+        # would also never fit a byte FIFO smaller than themselves); TCP then sends MTU-sized
+        # segments, as it would through a real switch. pyroute2's link("add") cannot give the
+        # peer an index, hence the message built by hand.
+        def end(port: Port, ifname: str, node: Host) -> tuple[int, list]:
+            return port.ifindex, [("IFLA_IFNAME", ifname), ("IFLA_NET_NS_PID", node.pid),
+                                  ("IFLA_ADDRESS", port.mac), ("IFLA_MTU", self._mtu),
+                                  ("IFLA_GSO_MAX_SEGS", 1)]
+
+        index, attrs = end(self._ports[0], intfname1, node1)
+        peer_index, peer_attrs = end(self._ports[1], intfname2, node2)
+        msg = ifinfmsg()
+        msg["family"] = socket.AF_UNSPEC
+        msg["index"] = index
+        msg["attrs"] = attrs + [("IFLA_LINKINFO", {"attrs": [
+            ("IFLA_INFO_KIND", "veth"),
+            ("IFLA_INFO_DATA", {"attrs": [
+                ("VETH_INFO_PEER", {"index": peer_index, "attrs": peer_attrs})]})]})]
+        msg["header"]["type"] = RTM_NEWLINK
+        msg["header"]["flags"] = NLM_F_REQUEST | NLM_F_ACK | NLM_F_CREATE | NLM_F_EXCL
+        self._rtnl.nlm_request_batch([msg])
+
+
+def _configure_node(job: tuple) -> tuple[str, dict[str, int] | str]:
+    """Configure one node; its interface indexes, or what went wrong."""
+    pid, cfg, ports, mtu, queue_prog = job
+    try:
+        handle = NodeNetlink(pid)
+        try:
+            handle.configure(cfg, ports, mtu, queue_prog)
+            return cfg.name, handle.ifindexes()
+        finally:
+            handle.close()
+    except Exception as exc:  # noqa: BLE001 (sent back to the runner with the node's name)
+        return cfg.name, f"configuring {cfg.name}: {type(exc).__name__}: {exc}"
+
+
+class FabricNetwork:
+    """Build with `build()`, always end with `close()` (idempotent, safe after partial builds)."""
+
+    def __init__(self, plan: FabricPlan, registry: RunRegistry, progress: Progress) -> None:
+        self.plan = plan
+        self.registry = registry
+        self.progress = progress
+        self.net = Mininet(controller=None, build=False, autoSetMacs=False,
+                           autoStaticArp=False, waitConnected=False)
+        self.inodes: set[int] = set()
+        self.ifindex: dict[str, dict[str, int]] = {}  # node -> interface name -> index
+        self.queues: FabricQueues | None = None  # the eBPF ECN/trimming program, if asked for
+        self._netlink: dict[str, NodeNetlink] = {}
+        self._closed = False
+
+    # ---- build phases (the runner times each) ----
+    def add_nodes(self) -> None:
+        """Spawn every node's shell, then wait for each: the shells boot in parallel."""
+        names = list(self.plan.nodes)
+        for name in names:
+            node = self.net.addHost(name, cls=FabricNode, ip=None, inNamespace=True)
+            self.registry.add_node(name, node.pid, None)  # before its namespace even exists
+        for name in self.progress.bar(names, len(names), "nodes"):
+            node = self.net[name]
+            node.finish_start()
+            inode = netns.netns_inode(node.pid)
+            self.inodes.add(inode)
+            self.registry.add_node(name, node.pid, inode)
+            netns.write_sysctls(node.pid, node_sysctls(self.plan.nodes[name].role != "host"))
+
+    def add_links(self) -> None:
+        mtu = self.plan.scenario.fabric.mtu
+        with IPRoute() as rtnl:
+            for link in self.progress.bar(self.plan.links, len(self.plan.links), "links"):
+                a, b = link.lower, link.upper
+                self.net.addLink(self.net[a.node], self.net[b.node], cls=NetlinkVeth,
+                                 rtnl=rtnl, mtu=mtu, ports=(a, b),
+                                 intfName1=a.ifname, intfName2=b.ifname)
+
+    def configure(self) -> None:
+        """Addresses, neighbours, routes, End SIDs, shapers and the ECN/trimming program of
+        router ports, one netlink socket per node, nodes spread over the cores (each worker
+        enters the nodes' namespaces itself; forked after the program's load, it holds its fd)."""
+        configs = node_configs(self.plan)
+        mtu = self.plan.scenario.fabric.mtu
+        links = self.plan.link_by_ports
+        if self.plan.scenario.switch.enabled:
+            self.queues = FabricQueues()
+            for port, link in router_ports(self.plan):
+                self.queues.configure(port.ifindex, port_config(link))
+        jobs = []
+        for name, cfg in configs.items():
+            router = self.plan.nodes[name].role != "host"
+            prog = self.queues.prog_fd if self.queues is not None and router else None
+            ports = [(port, links[(name, port.ifname)].rate,
+                      self.fifo_limit(port, links[(name, port.ifname)]))
+                     for port in self.plan.ports(name)]
+            jobs.append((self.pid(name), cfg, ports, mtu, prog))
+        for name, result in parallel_map(_configure_node, jobs, self.progress, "routes"):
+            if isinstance(result, str):
+                raise RuntimeError(result)
+            self.ifindex[name] = result
+
+    # ---- access ----
+    def pid(self, name: str) -> int:
+        return self.net[name].pid
+
+    def netlink(self, name: str) -> NodeNetlink:
+        if name not in self._netlink:
+            self._netlink[name] = NodeNetlink(self.pid(name), self.ifindex.get(name))
+        return self._netlink[name]
+
+    def node(self, name: str) -> Host:
+        return self.net[name]
+
+    def set_link(self, a: str, b: str, up: bool) -> None:
+        """Both ends of the link between nodes a and b administratively up or down (carrier
+        loss seen from either side)."""
+        for node, peer in ((a, b), (b, a)):
+            port = self.plan.port_to(node, peer)
+            handle = self.netlink(node)
+            handle.ipr.link("set", index=handle.ifindex(port.ifname),
+                            state="up" if up else "down")
+
+    def fifo_limit(self, port: Port, link: Link) -> int:
+        """Bytes of the FIFO behind the port's shaper. Where the ECN/trimming program runs, its
+        virtual queue is the port's buffer (it drops and trims at the buffer's size), and the
+        FIFO gets headroom: a shaper running late on a busy CPU must not drop what the program
+        let through."""
+        if self.queues is not None and self.plan.nodes[port.node].role != "host":
+            return link.buffer * FIFO_HEADROOM
+        return link.buffer
+
+    def set_queue_rate(self, port: Port, link: Link, rate_bps: int) -> None:
+        """The rate a router port's virtual queue drains at, after its shaper changed."""
+        if self.queues is not None and self.plan.nodes[port.node].role != "host":
+            self.queues.set_rate(port.ifindex, port_config(link, rate_bps))
+
+    # ---- the end ----
+    def close(self, on_step: Callable[[str], None] | None = None) -> int:
+        """Tear down: close our sockets (they pin namespaces), kill every process in the
+        run's namespaces, release Mininet's ptys. Returns processes killed."""
+        if self._closed:
+            return 0
+        self._closed = True
+        for handle in self._netlink.values():
+            handle.close()
+        self._netlink.clear()
+        killed = cleanup.kill_namespaces(self.inodes)
+        if self.queues is not None:
+            self.queues.close()  # the program goes when its last port (namespace) is gone
+        for node in self.net.hosts:
+            for fd in (node.stdin, node.stdout):
+                try:
+                    fd.close()
+                except OSError:
+                    pass
+            if node.shell is not None and node.shell.poll() is None:
+                os.kill(node.shell.pid, signal.SIGKILL)
+                node.shell.wait()
+        self.registry.close()
+        return killed

@@ -1,0 +1,125 @@
+"""Where a router port marks ECN, trims MRC packets and tail-drops: the eBPF program
+`bpf/fabric_queue.c` at the egress of every router port, its per-port settings and counters.
+
+The program is built with clang by `scripts/install.sh` (`make bpf`), loaded once per run
+through libbpf, and attached to each router port by the build's workers (forked after the
+load, so they hold its fd). Ports are keyed by their interface index, which the plan makes
+distinct across the fabric. The structs below mirror the C ones (sizes asserted on both sides).
+"""
+from __future__ import annotations
+
+import ctypes
+import time
+from pathlib import Path
+
+from testbed.errors import EnvironmentProblem
+from testbed.fabric.plan import FabricPlan, Link, Port
+from testbed.kernel import libbpf
+
+BPF_DIR = Path(__file__).resolve().parent / "bpf"
+OBJECT = BPF_DIR / "fabric_queue.o"
+PROGRAM = "fabric_queue"
+TC_H_CLSACT_EGRESS = 0xFFFFFFF3  # parent "ffff:fff3": clsact's egress hook
+COUNTERS = ("packets", "bytes", "marked", "trimmed", "dropped", "queue", "queue_max")
+
+
+class PortConfig(ctypes.Structure):
+    _fields_ = [("rate", ctypes.c_uint64), ("ecn", ctypes.c_uint32), ("trim", ctypes.c_uint32),
+                ("buffer", ctypes.c_uint32), ("pad", ctypes.c_uint32)]
+
+
+class PortState(ctypes.Structure):
+    _fields_ = [("lock", ctypes.c_uint32), ("pad", ctypes.c_uint32),
+                ("queue", ctypes.c_uint64), ("last_ns", ctypes.c_uint64),
+                ("packets", ctypes.c_uint64), ("bytes", ctypes.c_uint64),
+                ("marked", ctypes.c_uint64), ("trimmed", ctypes.c_uint64),
+                ("dropped", ctypes.c_uint64), ("queue_max", ctypes.c_uint64)]
+
+
+assert ctypes.sizeof(PortConfig) == 24 and ctypes.sizeof(PortState) == 72  # as in the C file
+
+
+# The virtual queue drains a little slower than the shaper's nominal rate: measured here, an
+# htb port under load sends 1-2% below it (timer wake-ups on a busy CPU), and a virtual queue
+# running ahead of the real one would let the real FIFO grow past the buffer it enforces.
+DRAIN_FACTOR = 0.98
+
+
+def port_config(link: Link, rate_bps: int | None = None) -> PortConfig:
+    """The settings of either end of `link` (both ends share its class)."""
+    rate = link.rate if rate_bps is None else rate_bps
+    return PortConfig(rate=int(rate * DRAIN_FACTOR) // 8, ecn=link.ecn, trim=link.trim,
+                      buffer=link.buffer)
+
+
+def router_ports(plan: FabricPlan) -> list[tuple[Port, Link]]:
+    """Every port of a leaf or spine, with its link: where switches queue."""
+    out = []
+    for link in plan.links:
+        for port in (link.lower, link.upper):
+            if plan.nodes[port.node].role != "host":
+                out.append((port, link))
+    return out
+
+
+def attach(ipr, ifindex: int, prog_fd: int) -> None:
+    """The program at the port's egress, ahead of its htb shaper (clsact runs before the root
+    qdisc enqueues)."""
+    ipr.tc("add", "clsact", index=ifindex)
+    ipr.tc("add-filter", "bpf", index=ifindex, handle=1, parent=TC_H_CLSACT_EGRESS,
+           fd=prog_fd, name=PROGRAM, direct_action=True)
+
+
+class FabricQueues:
+    """The loaded program and its two maps; `close()` when the fabric is gone."""
+
+    def __init__(self, path: Path = OBJECT) -> None:
+        if not path.exists():
+            raise EnvironmentProblem(
+                f"the in-fabric ECN/trimming program {path} is not built",
+                "run `make bpf` (needs clang and libbpf-dev; scripts/install.sh installs and "
+                "builds it), or set `switch: {ecn: false, trim: false}` in the scenario")
+        try:
+            self._obj = libbpf.BpfObject(str(path))
+            self.prog_fd = self._obj.program_fd(PROGRAM)
+            self._config = self._obj.map_fd("port_config")
+            self._state = self._obj.map_fd("port_state")
+            self._rates: dict[int, int] = {}  # ifindex -> bytes/s, as last configured
+        except libbpf.LibbpfError as exc:
+            raise EnvironmentProblem(
+                f"cannot load the in-fabric ECN/trimming program: {exc}",
+                "this kernel needs eBPF with tc (CONFIG_BPF_SYSCALL, CONFIG_NET_CLS_BPF, "
+                "CONFIG_NET_SCH_INGRESS) and BTF; or set `switch: {ecn: false, trim: false}` "
+                "in the scenario") from None
+
+    def configure(self, ifindex: int, config: PortConfig) -> None:
+        """Settings of a port, and an empty queue with zero counters."""
+        key = ctypes.c_uint32(ifindex)
+        libbpf.update(self._config, key, config)
+        libbpf.update(self._state, key, PortState())
+        self._rates[ifindex] = config.rate
+
+    def set_rate(self, ifindex: int, config: PortConfig) -> None:
+        """New settings for a port whose queue and counters carry on (the degrade fault)."""
+        libbpf.update(self._config, ctypes.c_uint32(ifindex), config)
+        self._rates[ifindex] = config.rate
+
+    def config(self, ifindex: int) -> PortConfig | None:
+        """The port's settings as the program sees them (from the map)."""
+        config = PortConfig()
+        return config if libbpf.lookup(self._config, ctypes.c_uint32(ifindex), config) else None
+
+    def counters(self, ifindex: int) -> dict[str, int] | None:
+        """The port's counters, and its virtual queue as of now (the program drains it only
+        when a packet passes: an idle port's last value would overstate it)."""
+        state = PortState()
+        if not libbpf.lookup(self._state, ctypes.c_uint32(ifindex), state, libbpf.BPF_F_LOCK):
+            return None
+        idle_ns = max(0, time.monotonic_ns() - state.last_ns)  # bpf_ktime_get_ns's clock
+        drained = idle_ns * self._rates.get(ifindex, 0) // 1_000_000_000
+        out = {name: getattr(state, name) for name in COUNTERS}
+        out["queue"] = max(0, state.queue - drained)
+        return out
+
+    def close(self) -> None:
+        self._obj.close()

@@ -1,0 +1,93 @@
+"""What this machine can do, checked before anything is built.
+
+The probes use the same code paths as the build (netlink from this process, in a throwaway
+namespace), so "supported" here means the build will work, not that a config option is set.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+from ipaddress import IPv6Network
+
+from pyroute2 import IPRoute
+from pyroute2.netlink import NETLINK_ROUTE
+from pyroute2.netlink.exceptions import NetlinkError
+
+from testbed.errors import EnvironmentProblem
+from testbed.kernel import netns, rtnl, seg6local, shaping
+
+
+def require_root() -> None:
+    if os.geteuid() != 0:
+        raise EnvironmentProblem("mrc-testbed needs root to create network namespaces",
+                                 "run it with sudo, e.g. `sudo .venv/bin/mrc-testbed run`")
+
+
+def require_mininet() -> None:
+    try:
+        import mininet.net  # noqa: F401
+    except ImportError:
+        raise EnvironmentProblem(
+            "Mininet's Python module is not importable from this Python",
+            "run `sudo make install` (Debian package mininet, venv with --system-site-packages)"
+        ) from None
+    if shutil.which("mnexec") is None:
+        raise EnvironmentProblem("mnexec (from the mininet package) is not on PATH",
+                                 "run `sudo make install`")
+
+
+def probe_kernel() -> dict[str, bool | str]:
+    """Feature name -> True, or the reason it is missing. Runs in a fresh namespace."""
+    found: dict[str, bool | str] = {}
+    with netns.fresh():
+        sock = socket.socket(socket.AF_NETLINK, socket.SOCK_DGRAM, NETLINK_ROUTE)
+    with IPRoute(fileno=sock.detach()) as ipr:
+        lo = ipr.link_lookup(ifname="lo")[0]
+        ipr.link("set", index=lo, state="up")
+        try:
+            sid_dev = rtnl.add_sid_device(ipr)
+        except NetlinkError as exc:
+            raise EnvironmentProblem(
+                f"cannot create the ifb device that holds End SIDs: {exc.args[1]}",
+                "load the ifb module (`modprobe ifb`)") from None
+        try:
+            ipr.nlm_request_batch([seg6local.end_sid_message(
+                IPv6Network("fcbb:bbbb:100::/48"), sid_dev, 32, 16)])
+            counters = seg6local.dump_end_sids(ipr)
+            entry = counters.get(IPv6Network("fcbb:bbbb:100::/48"), {})
+            found["srv6_end_next_csid"] = True if entry.get("next_csid") else \
+                "the kernel accepted seg6local End but dropped the next-csid flavor"
+            found["seg6local_counters"] = True if entry.get("packets") is not None else \
+                "the kernel does not report seg6local counters"
+        except NetlinkError as exc:
+            found["srv6_end_next_csid"] = f"seg6local End next-csid rejected: {exc.args[1]}"
+            found["seg6local_counters"] = "untested"
+        for name, fn in (("htb", lambda: shaping.shape_port(ipr, lo, 10**8, 100_000, 1500)),):
+            try:
+                fn()
+                found[name] = True
+            except NetlinkError as exc:
+                found[name] = f"{exc.args[1]}"
+        try:
+            ipr.tc("replace", "netem", index=lo, handle="2:",
+                   parent="1:10", delay=1000)
+            found["netem"] = True
+        except NetlinkError as exc:
+            found["netem"] = f"sch_netem missing ({exc.args[1]})"
+    return found
+
+
+def require_fabric_features() -> dict[str, bool | str]:
+    found = probe_kernel()
+    fixes = {
+        "srv6_end_next_csid": "a kernel with SRv6 micro-SIDs (Linux 6.1 or newer, "
+                              "CONFIG_IPV6_SEG6_LWTUNNEL), e.g. Debian 12's or Ubuntu 24.04's",
+        "seg6local_counters": "a kernel with seg6local counters (Linux 5.14 or newer)",
+        "htb": "the sch_htb module (`modprobe sch_htb`)",
+    }
+    for name, fix in fixes.items():
+        if found.get(name) is not True:
+            raise EnvironmentProblem(f"this kernel cannot run the fabric: {name}: {found[name]}",
+                                     f"use {fix}")
+    return found

@@ -1,0 +1,103 @@
+"""Turning what the agents wrote into the run's tables (the results contract) and its summary.
+
+Writes `iterations.parquet`, `messages.parquet`, `paths.parquet` (every EV of every QP: its
+plane and spine, counters and final state), `ev_load.parquet` (MRC, where sampled: each EV's
+packets sent over time), `ev_states.parquet` (every EV state change with its time),
+`qps.parquet`, `links.parquet` (every port's counters over time) and `events.parquet`
+(every fault action: scheduled and applied time, lag), and returns the
+nccl-tests-style table the run prints.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pandas as pd
+
+from hostagent import nccl
+from hostagent.workload import IterationRecord
+from runcontract import EVENT_COLUMNS, ITERATION_COLUMNS, table_file
+from testbed.fabric import paths
+from testbed.fabric.plan import make_plan
+from testbed.run.traffic import AgentOutcome
+from testbed.scenario import Scenario
+from testbed.scenario.units import format_rate
+
+
+def _read(out: Path, host: str, name: str):
+    path = out / host / name
+    return json.loads(path.read_text()) if path.exists() else []
+
+
+def _spines(scenario: Scenario) -> dict[tuple[str, int, int], float]:
+    """(host, peer rank, EV index) -> the spine the EV crosses (NaN: same leaf, no spine)."""
+    plan = make_plan(scenario)
+    hosts = scenario.rank_hosts()
+    return {(h, r, i): (float("nan") if ev.spine is None else ev.spine)
+            for h in hosts for r, peer in enumerate(hosts) if peer != h
+            for i, ev in enumerate(paths.evs(plan, h, peer))}
+
+
+def collect(out: Path, results_dir: Path, outcomes: list[AgentOutcome], scenario: Scenario,
+            transport: str, link_rows: list[dict] | None = None,
+            event_rows: list[dict] | None = None) -> tuple[str, pd.DataFrame]:
+    """Write the tables (links.parquet from the telemetry sampler's rows, when given); return
+    the summary table text and the iterations frame."""
+    iterations, messages, evs, transitions, qps, ev_load = [], [], [], [], [], []
+    for o in outcomes:
+        common = {"host": o.host, "rank": o.rank, "transport": transport}
+        iterations += [{**common, **r} for r in _read(out, o.host, "iterations.json")]
+        messages += [{**common, **m} for m in _read(out, o.host, "messages.json")]
+        report = _read(out, o.host, "paths.json") or {}
+        evs += [{**common, **e} for e in report.get("evs", [])]
+        transitions += [{**common, **t} for t in report.get("transitions", [])]
+        qps += [{**common, **q} for q in report.get("qps", [])]
+        ev_load += [{**common, **r} for r in _read(out, o.host, "ev_load.json")]
+    frames = {
+        "iterations": pd.DataFrame(iterations, columns=list(ITERATION_COLUMNS)),
+        "messages": pd.DataFrame(messages),
+        "paths": pd.DataFrame(evs),
+        "ev_states": pd.DataFrame(transitions),
+        "qps": pd.DataFrame(qps),
+    }
+    spines = _spines(scenario)
+    for name, rows in (("paths", evs), ("ev_load", ev_load)):
+        if rows:
+            frame = pd.DataFrame(rows)
+            frame["spine"] = [spines[(h, p, e)] for h, p, e in
+                              zip(frame["host"], frame["peer"], frame["ev"], strict=True)]
+            frames[name] = frame
+    if link_rows is not None:
+        frames["links"] = pd.DataFrame(link_rows)
+    if event_rows is not None:
+        events = pd.DataFrame(event_rows, columns=list(EVENT_COLUMNS))
+        events["params"] = events["params"].apply(lambda p: json.dumps(p, default=str))
+        frames["events"] = events
+    if not frames["messages"].empty:
+        frames["messages"]["evs_used"] = frames["messages"]["evs_used"].apply(list)
+    for name, frame in frames.items():
+        frame.to_parquet(results_dir / table_file(name), index=False)
+    records = [IterationRecord(**{k: r[k] for k in IterationRecord.__dataclass_fields__})
+               for r in iterations]
+    world = len(scenario.rank_hosts())
+    # an agent that failed reported none or part of its iterations: the table counts only
+    # iterations every rank completed (the run then fails, naming the agent)
+    ranks: dict[int, set[int]] = {}
+    for r in records:
+        ranks.setdefault(r.iteration, set()).add(r.rank)
+    whole = [r for r in records if len(ranks[r.iteration]) == world]
+    rows = nccl.summarize(whole, world)
+    if not rows:
+        failed = (f"# {scenario.workload.collective} over {transport}, {world} ranks: no "
+                  f"iteration completed on every rank (an agent failed)\n")
+        return failed, frames["iterations"]
+    table = nccl.format_table(rows, transport=transport, world=world)
+    if len(whole) < len(records):
+        table += (f"# Incomplete           : {len(ranks) - len(whole) // world} iterations "
+                  f"lack a rank (an agent failed); left out\n")
+    ideal, planes = scenario.ideal_busbw(transport)
+    measured = rows[0].busbw if rows else 0.0
+    table += (f"# Ideal bus bandwidth  : {ideal:.4g} GB/s ({planes} plane"
+              f"{'s' if planes > 1 else ''} x {format_rate(scenario.fabric.host_link.rate)}); "
+              f"measured {measured / ideal:.0%} of it\n")
+    return table, frames["iterations"]

@@ -1,0 +1,263 @@
+"""One run, phase by phase, with a teardown that always happens.
+
+Phases: preflight (root, kernel features, leftovers of crashed runs) -> plan (pure) -> nodes ->
+links -> routes -> verify -> hold/CLI -> teardown. SIGINT, SIGTERM and SIGHUP become an
+`Interrupted` exception (see interrupts.py), so the same `finally` tears down after a normal
+end, an error or a signal; signals are ignored during teardown so a second Ctrl-C cannot
+leave it half done. The results folder's meta.json records how the run ended and in which phase.
+"""
+from __future__ import annotations
+
+import contextlib
+import os
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from testbed.emulation.background import BackgroundTraffic
+from testbed.emulation.capture import Captures, port_of
+from testbed.emulation.injector import Injector
+from testbed.emulation.network import FabricNetwork
+from testbed.emulation.telemetry import Sampler, default_period
+from testbed.emulation.verify import verify
+from testbed.errors import EnvironmentProblem, TestbedError, VerificationFailed
+from testbed.fabric.plan import make_plan
+from testbed.fabric.timeline import schedule
+from testbed.kernel import features
+from testbed.kernel.fabric_queue import FabricQueues
+from testbed.lifecycle import cleanup, interrupts, registry
+from testbed.lifecycle.progress import Progress
+from testbed.lifecycle.registry import RunRegistry
+from testbed.run.collect import collect
+from testbed.run.results import RunResults
+from testbed.run.traffic import run_agents
+from testbed.scenario import Scenario, describe
+from testbed.scenario.background import flows
+from testbed.scenario.units import format_size
+
+
+@dataclass
+class RunOptions:
+    results_base: Path
+    verify_only: bool = False
+    hold: float = 0.0
+    cli: bool = False
+    capture: tuple[str, ...] = ()  # interface names to capture during the workload
+
+
+def preflight(progress: Progress) -> dict:
+    features.require_root()
+    features.require_mininet()
+    for record, killed in cleanup.clean_stale():
+        progress.say(f"  cleaned what crashed run {record.run_id} left: {len(record.nodes)} "
+                     f"nodes recorded, {killed} of their processes still running were ended")
+    live = [r for r in registry.read_all() if r.runner_alive()]
+    if live:
+        r = live[0]
+        raise EnvironmentProblem(
+            f"another run is active: {r.run_id} (pid {r.runner_pid}); two fabrics on two cores "
+            f"would make both runs' numbers meaningless",
+            f"wait for it, or stop it with `kill {r.runner_pid}`")
+    return features.require_fabric_features()
+
+
+def run(scenario: Scenario, scenario_text: str, options: RunOptions,
+        progress: Progress) -> list[Path]:
+    """Build, verify, then run the workload once per transport (each on a fabric of its own,
+    built from the same seed, so results compare 1:1), or hold the fabric / open the CLI.
+    Always tears down. Returns the results folders."""
+    progress.say(describe(scenario))
+    with interrupts.deferred():
+        with progress.phase("preflight") as info:
+            found = preflight(progress)
+            delays = [i for i, f in enumerate(scenario.faults) if f.kind == "delay"]
+            if delays and found.get("netem") is not True:
+                raise EnvironmentProblem(
+                    f"faults.{delays[0]} adds delay, which needs sch_netem: {found.get('netem')}",
+                    "use a kernel with netem (stock Ubuntu/Debian kernels, e.g. the Vagrant "
+                    "VM), or remove the delay faults")
+            done = "root, Mininet, SRv6 next-csid, seg6local counters, htb"
+            if scenario.switch.enabled:
+                FabricQueues().close()  # built and accepted by this kernel, or a clear error
+                found["fabric_queue"] = True
+                done += ", eBPF ECN/trimming"
+            plan = make_plan(scenario)
+            for ifname in options.capture:
+                port_of(plan, ifname)  # a typo fails now, not after the build
+            info["done"] = done
+        only_fabric = options.verify_only or options.cli or options.hold > 0
+        transports: list[str | None] = [None] if only_fabric else list(scenario.transport)
+        dirs = []
+        for transport in transports:
+            if transport is not None:
+                progress.say(f"transport {transport}:")
+            dirs.append(_run_once(scenario, scenario_text, options, progress, plan, found,
+                                  transport))
+    return dirs
+
+
+def _run_once(scenario: Scenario, scenario_text: str, options: RunOptions, progress: Progress,
+              plan, found: dict, transport: str | None) -> Path:
+    results = registry = network = None
+    status, error, phase = "failed", None, None
+    try:
+        results = RunResults(options.results_base, scenario, scenario_text,
+                             scenario.seed, transport)
+        results.meta["features"] = found
+        results.save()
+        progress.say(f"  results   {results.dir}")
+        registry = RunRegistry(results.run_id, results.dir, scenario.name)
+        network = FabricNetwork(plan, registry, progress)
+        _build_and_use(network, results, options, progress, transport)
+        status = "complete"
+    except KeyboardInterrupt as exc:  # Interrupted, from interrupts.checkpoint
+        status, error, phase = "interrupted", str(exc) or "interrupted", progress.current
+        raise
+    except TestbedError as exc:
+        error, phase = str(exc), progress.current
+        raise
+    except BaseException as exc:
+        error, phase = f"{type(exc).__name__}: {exc}", progress.current
+        raise
+    finally:
+        with interrupts.ignored():
+            _teardown(network, registry, plan, progress)
+            if results is not None:
+                results.meta["ended_in_phase"] = phase
+                results.finish(status, error, progress.durations)
+    assert results is not None
+    return results.dir
+
+
+@contextlib.contextmanager
+def fabric(scenario: Scenario, progress: Progress | None = None,
+           run_id: str | None = None) -> Iterator[FabricNetwork]:
+    """A built and verified fabric for scripts (benchmarks, tests), always torn down after.
+    Registered like a run, so `mrc-testbed clean` finds it should the script be killed."""
+    progress = progress or Progress(quiet=True)
+    plan = make_plan(scenario)
+    registry = RunRegistry(run_id or f"script-{os.getpid()}-{time.monotonic_ns()}",
+                           Path("."), scenario.name)
+    network = FabricNetwork(plan, registry, progress)
+    try:
+        network.add_nodes()
+        network.add_links()
+        network.configure()
+        report = verify(network, progress)
+        if not report.ok:
+            raise VerificationFailed(report.table())
+        yield network
+    finally:
+        network.close()
+
+
+def _teardown(network: FabricNetwork | None, registry: RunRegistry | None, plan,
+              progress: Progress) -> None:
+    if network is not None:
+        with progress.phase("teardown") as info:
+            killed = network.close()
+            info["done"] = f"{killed} processes ended, {len(plan.nodes)} namespaces removed"
+    elif registry is not None:
+        registry.close()
+
+
+def _build_and_use(network: FabricNetwork, results: RunResults, options: RunOptions,
+                   progress: Progress, transport: str | None) -> None:
+    plan = network.plan
+    with progress.phase("nodes") as info:
+        network.add_nodes()
+        info["done"] = f"{len(plan.nodes)} namespaces ({len(plan.hosts)} hosts, " \
+                       f"{len(plan.routers)} routers)"
+    with progress.phase("links") as info:
+        network.add_links()
+        info["done"] = f"{len(plan.links)} veth links"
+    with progress.phase("routes") as info:
+        network.configure()
+        info["done"] = "addresses, neighbours, routes, End SIDs, htb shapers" + (
+            ", ECN/trimming at router ports" if network.queues is not None else "")
+    with progress.phase("verify") as info:
+        report = verify(network, progress)
+        results.write_json("verify.json", report.to_json())
+        info["done"] = (f"{report.probed:,} EVs proven" if report.ok else
+                        f"{len(report.failures)} EVs and {len(report.mismatches)} counters FAILED")
+    if options.verify_only or not report.ok:
+        progress.say(report.table())
+    if not report.ok:
+        raise VerificationFailed(
+            f"{len(report.failures)} of {report.probed} paths did not forward as planned and "
+            f"{len(report.mismatches)} End SID counters disagree (table above, all in "
+            f"{results.dir}/verify.json)", "this is a testbed or kernel bug: please report it")
+    if options.verify_only:
+        return
+    if transport is not None:
+        _run_workload(network, results, progress, transport, options.capture)
+    elif options.cli:
+        from mininet.cli import CLI
+        with progress.phase("cli", "Mininet CLI closed"):
+            CLI(network.net)  # Mininet handles Ctrl-C in its prompt; a SIGTERM ends the run after
+    elif options.hold > 0:
+        with progress.phase("hold", f"held {options.hold:g} s"):
+            progress.say(f"  holding the fabric for {options.hold:g} s (Ctrl-C ends it early)")
+            with interrupts.immediate():
+                time.sleep(options.hold)
+
+
+def _run_workload(network: FabricNetwork, results: RunResults, progress: Progress,
+                  transport: str, capture: tuple[str, ...]) -> None:
+    scenario = network.plan.scenario
+    w = scenario.workload
+    hosts = scenario.rank_hosts()
+    out = results.dir / "agents"
+    period = scenario.telemetry.period or default_period(len(network.plan.nodes))
+    sampler = Sampler(network, period)
+    injector = Injector(network, scenario.faults, schedule(
+        network.plan, scenario.faults, scenario.routing.convergence_delay))
+    hosts_all = list(network.plan.hosts)
+    background = BackgroundTraffic(network, flows(hosts_all, scenario.background, scenario.seed),
+                                   results.dir / "background")
+
+    def start_timeline(t0: float) -> None:
+        results.meta["workload_start"] = t0  # what faults' `at` counts from (wall clock)
+        injector.start(t0)
+        background.start(t0)
+
+    captures = Captures(network, list(capture), results.dir)
+    with progress.phase("traffic") as info:
+        captures.start()
+        sampler.start()
+        try:
+            outcomes = run_agents(network, scenario, transport, out, on_start=start_timeline)
+        finally:
+            injector.stop()
+            background.stop()
+            sampler.stop()
+            captures.stop()
+        failed = [o for o in outcomes if o.result.get("status") != "ok"]
+        info["done"] = (f"{w.collective} of {format_size(w.size)} x {w.iterations} on "
+                        f"{len(hosts)} ranks over {transport}: "
+                        + ("every rank verified" if not failed else f"{len(failed)} ranks FAILED"))
+    with progress.phase("collect") as info:
+        table, _ = collect(out, results.dir, outcomes, scenario, transport, sampler.rows,
+                           injector.rows)
+        results.meta["faults"] = {"actions": len(injector.actions), "error": injector.error}
+        results.meta["background"] = {"flows": len(background.flows),
+                                      "started": len(background.procs) // 2}
+        wall = (sampler.rows[-1]["time"] - sampler.rows[0]["time"]) if sampler.rows else 0.0
+        results.meta["telemetry"] = {
+            "period_s": period, "samples": sampler.samples,
+            "queue_stats_every": sampler.queue_every, "cpu_seconds": round(sampler.cpu_seconds, 3),
+            "cpu_share_of_one_core": round(sampler.cpu_seconds / wall, 4) if wall else None,
+            "error": sampler.error}
+        results.save()
+        (results.dir / "summary.txt").write_text(table + "\n")
+        info["done"] = ("iterations, messages, paths, ev_states, qps, links .parquet; "
+                        f"telemetry {sampler.samples} samples, "
+                        f"{results.meta['telemetry']['cpu_share_of_one_core'] or 0:.0%} of a core")
+    progress.say(table)
+    if injector.error:
+        raise TestbedError(f"the fault timeline could not be applied: {injector.error}")
+    if failed:
+        lines = "; ".join(f"{o.host}: {o.result.get('error')}" for o in failed[:4])
+        raise TestbedError(f"{len(failed)} of {len(outcomes)} agents failed over {transport}: "
+                           f"{lines}", f"each agent's log is in {out}/<host>/agent.log")

@@ -1,0 +1,105 @@
+"""Background traffic in a scenario: incast, permutation and elephant patterns, and the flows
+they expand to (pure; testbed/emulation/background.py runs them with iperf3).
+
+Flows run between the hosts' plain addresses in one plane (the fabric's ECMP carries them, as
+it carries any non-MRC traffic), each as an iperf3 server on the receiver and a client on the
+sender, started at its time after the workload starts and stopped by its own duration (or when
+the workload ends). Every flow's iperf3 JSON report is kept in the results.
+"""
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from testbed.scenario.units import Rate
+
+BASE_PORT = 5301
+
+
+class Background(BaseModel):
+    """One pattern of background flows."""
+
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+
+    pattern: Literal["incast", "permutation", "elephant"]
+    at: float = Field(0.0, ge=0, le=86_400, description="s after the workload starts")
+    duration: float = Field(gt=0, le=86_400)
+    protocol: Literal["tcp", "udp"] = "tcp"
+    rate: Rate | None = Field(None, description="per flow; UDP needs it, TCP takes all it can")
+    plane: int = Field(0, ge=0)
+    receiver: str | None = Field(None, description="incast: the host every sender sends to")
+    senders: list[str] | None = Field(None, description="incast: default every other host")
+    src: str | None = Field(None, description="elephant: sender")
+    dst: str | None = Field(None, description="elephant: receiver")
+
+    @model_validator(mode="after")
+    def _fits_pattern(self) -> Background:
+        if self.protocol == "udp" and self.rate is None:
+            raise ValueError("a UDP background flow needs a rate (iperf3 -b)")
+        need = {"incast": ("receiver",), "elephant": ("src", "dst"), "permutation": ()}
+        missing = [k for k in need[self.pattern] if getattr(self, k) is None]
+        if missing:
+            raise ValueError(f"{self.pattern} needs {', '.join(missing)}")
+        unwanted = {"incast": ("src", "dst"), "elephant": ("receiver", "senders"),
+                    "permutation": ("receiver", "senders", "src", "dst")}[self.pattern]
+        extra = [k for k in unwanted if getattr(self, k) is not None]
+        if extra:
+            raise ValueError(f"{self.pattern} does not take {', '.join(extra)}")
+        return self
+
+
+@dataclass(frozen=True)
+class Flow:
+    index: int
+    src: str
+    dst: str
+    plane: int
+    protocol: str
+    rate: int | None
+    start: float
+    duration: float
+
+    @property
+    def port(self) -> int:
+        return BASE_PORT + self.index
+
+
+def flows(hosts: list[str], patterns: list[Background], seed: int) -> list[Flow]:
+    """Every flow of every pattern (a permutation is a seeded derangement of the hosts)."""
+    out: list[Flow] = []
+    rng = random.Random(seed)
+    for b in patterns:
+        pairs: list[tuple[str, str]]
+        if b.pattern == "incast":
+            assert b.receiver is not None  # the model requires it of an incast
+            pairs = [(s, b.receiver) for s in (b.senders or hosts) if s != b.receiver]
+        elif b.pattern == "elephant":
+            assert b.src is not None and b.dst is not None  # required of an elephant
+            pairs = [(b.src, b.dst)]
+        else:
+            while True:
+                order = hosts[:]
+                rng.shuffle(order)
+                if all(a != d for a, d in zip(hosts, order, strict=True)):
+                    break
+            pairs = list(zip(hosts, order, strict=True))
+        for src, dst in pairs:
+            out.append(Flow(len(out), src, dst, b.plane, b.protocol, b.rate, b.at, b.duration))
+    return out
+
+
+def check(patterns: list[Background], hosts: list[str], planes: int) -> None:
+    for k, b in enumerate(patterns):
+        named = [h for h in [b.receiver, b.src, b.dst, *(b.senders or [])] if h is not None]
+        unknown = [h for h in named if h not in hosts]
+        if unknown:
+            raise ValueError(f"background.{k}: {unknown} are not hosts of this fabric")
+        if b.plane >= planes:
+            raise ValueError(f"background.{k}: no plane {b.plane} ({planes} planes)")
+        if b.pattern == "elephant" and b.src == b.dst:
+            raise ValueError(f"background.{k}: an elephant needs two different hosts")
+        if b.pattern == "permutation" and len(hosts) < 2:
+            raise ValueError(f"background.{k}: a permutation needs 2 hosts")

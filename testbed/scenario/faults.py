@@ -1,0 +1,121 @@
+"""The faults a scenario may name: what breaks, where, when, and for how long (pure schema).
+
+Each fault is checked on its own here (a parameter the kind does not take, a missing one);
+what needs the fabric (a target it does not have, two events of a kind on one link at once)
+is checked when the timeline is laid over the plan (testbed/fabric/timeline.py).
+"""
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from testbed.scenario.units import Rate
+
+LINK_KINDS = ("link_down", "link_up", "flap", "blackhole", "loss", "degrade", "delay")
+ROUTER_KINDS = ("router_down", "router_reboot")
+Kind = Literal["link_down", "link_up", "flap", "blackhole", "loss", "degrade", "delay",
+               "router_down", "router_reboot", "plane_down"]
+PARAMS = {  # parameters each kind takes (beyond at, kind, target, duration)
+    "link_down": set(), "link_up": set(), "blackhole": set(), "router_down": set(),
+    "router_reboot": set(), "plane_down": set(),
+    "flap": {"period", "count", "until"}, "loss": {"probability", "direction"},
+    "degrade": {"rate", "fraction"}, "delay": {"delay"},
+}
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+
+
+class Target(_Strict):
+    """One of: a fabric link {plane, leaf, spine}; a host port {host, plane}; a router
+    {router}; a whole plane {plane}."""
+
+    plane: int | None = Field(None, ge=0)
+    leaf: int | None = Field(None, ge=0)
+    spine: int | None = Field(None, ge=0)
+    host: str | None = None
+    router: str | None = None
+
+    @property
+    def shape(self) -> str:
+        keys = frozenset(k for k in ("plane", "leaf", "spine", "host", "router")
+                         if getattr(self, k) is not None)
+        return {frozenset({"plane", "leaf", "spine"}): "link",
+                frozenset({"host", "plane"}): "host_port",
+                frozenset({"router"}): "router",
+                frozenset({"plane"}): "plane"}.get(keys, "invalid")
+
+    @model_validator(mode="after")
+    def _one_shape(self) -> Target:
+        if self.shape == "invalid":
+            raise ValueError("a target is {plane, leaf, spine} (a leaf-spine link), "
+                             "{host, plane} (a host port), {router} or {plane}")
+        return self
+
+    def label(self) -> str:
+        return {"link": f"p{self.plane} leaf {self.leaf}-spine {self.spine}",
+                "host_port": f"{self.host} port of plane {self.plane}",
+                "router": f"{self.router}", "plane": f"plane {self.plane}"}[self.shape]
+
+
+class Fault(_Strict):
+    """One event. `at` and `duration` are seconds after the workload starts."""
+
+    at: float = Field(ge=0, le=86_400)
+    kind: Kind
+    target: Target
+    duration: float | None = Field(None, gt=0, le=86_400,
+                                   description="undone after this long; absent: stays")
+    period: float | None = Field(None, gt=0, le=3600, description="flap: one down+up cycle, s")
+    count: int | None = Field(None, ge=1, le=100_000, description="flap: cycles")
+    until: float | None = Field(None, gt=0, le=86_400, description="flap: last cycle starts "
+                                                                   "before this time, s")
+    probability: float | None = Field(None, gt=0, le=1, description="loss: per packet")
+    direction: Literal["both", "up", "down"] = Field(
+        "both", description="loss: 'up' toward the spine, 'down' toward the host, or both")
+    rate: Rate | None = Field(None, description="degrade: the new line rate")
+    fraction: float | None = Field(None, gt=0, lt=1, description="degrade: of the line rate")
+    delay: float | None = Field(None, gt=0, le=10, description="delay: one-way, s (netem)")
+
+    @model_validator(mode="after")
+    def _fits_kind(self) -> Fault:
+        given = {k for k in ("period", "count", "until", "probability", "rate", "fraction",
+                             "delay") if getattr(self, k) is not None}
+        if self.direction != "both":
+            given.add("direction")
+        extra = given - PARAMS[self.kind]
+        if extra:
+            raise ValueError(f"{self.kind} does not take {', '.join(sorted(extra))}")
+        shape = self.target.shape
+        wanted = ("link", "host_port") if self.kind in LINK_KINDS else \
+            ("router",) if self.kind in ROUTER_KINDS else ("plane",)
+        if shape not in wanted:
+            raise ValueError(f"{self.kind} applies to a {' or '.join(wanted)} target, "
+                             f"not a {shape}")
+        needs = {"flap": "period", "loss": "probability", "delay": "delay"}
+        if self.kind in needs and needs[self.kind] not in given:
+            raise ValueError(f"{self.kind} needs {needs[self.kind]}")
+        if self.kind == "flap" and (self.count is None) == (self.until is None):
+            raise ValueError("flap needs exactly one of count and until")
+        if self.kind == "flap" and self.duration is not None:
+            raise ValueError("flap takes period and count/until, not duration")
+        if self.kind == "degrade" and (self.rate is None) == (self.fraction is None):
+            raise ValueError("degrade needs exactly one of rate and fraction")
+        if self.kind == "router_reboot" and self.duration is None:
+            raise ValueError("router_reboot needs duration (how long the router is down)")
+        if self.kind == "link_up" and self.duration is not None:
+            raise ValueError("link_up takes no duration")
+        return self
+
+
+class Routing(_Strict):
+    """How the RoCEv2 baseline's routing reacts; MRC's uSID paths are static (BGP off)."""
+
+    convergence_delay: float = Field(
+        1.0, ge=0, le=60,
+        description="seconds from a link or router going down (or up) until the upstream "
+                    "routers' ECMP groups change; default 1 s: BFD detection at a common "
+                    "3 x 300 ms plus BGP updates (the MRC notes: 'seconds for BGP/ECMP "
+                    "fabrics')")

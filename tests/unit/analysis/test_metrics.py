@@ -1,0 +1,181 @@
+"""Metrics on small hand-computed frames: every number a report shows."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from analysis import metrics as M
+from hostagent import nccl
+from hostagent.workload import IterationRecord
+from testbed.run.results import facts
+from testbed.scenario import parse
+
+
+def _iterations(ccts: list[float], world: int = 2, kind: str = "all_reduce",
+                size: int = 1_000_000) -> pd.DataFrame:
+    """Rank r of iteration i starts at 10 i + r/100 and the last rank ends cct later."""
+    rows = []
+    for i, c in enumerate(ccts):
+        for r in range(world):
+            start = 10.0 * i + r / 100
+            rows.append({"host": f"h{r}", "rank": r, "transport": "mrc", "kind": kind,
+                         "iteration": i, "warmup": i == 0, "start": start,
+                         "end": 10.0 * i + c if r == world - 1 else start + c / 2,
+                         "bytes": size, "verified": True, "error": None})
+    return pd.DataFrame(rows)
+
+
+def test_percentiles_with_sample_counts_and_notes():
+    ps = M.percentiles(range(1, 11))  # 1..10
+    assert [p.value for p in ps] == pytest.approx([5.5, 9.91, 9.991])
+    assert [p.n for p in ps] == [10, 10, 10]
+    assert [p.needed for p in ps] == [2, 100, 1000]
+    assert ps[0].note == ""
+    assert "p99 from 10 samples (needs >= 100)" in ps[1].note
+    ps = M.percentiles(range(1000))
+    assert ps[1].note == "" and "needs >= 1000" not in ps[2].note and ps[2].note == ""
+
+
+def test_percentiles_without_samples():
+    (p,) = M.percentiles([math.nan], qs=[50.0])
+    assert p.n == 0 and math.isnan(p.value) and "no samples" in p.note
+
+
+def test_cct_is_last_end_minus_first_start_like_nccl():
+    it = _iterations([1.0, 2.0, 4.0])
+    c = M.cct(it, t0=0.0)
+    assert c["cct"].tolist() == pytest.approx([1.0, 2.0, 4.0])
+    assert c["warmup"].tolist() == [True, False, False]
+    records = [IterationRecord(**{k: r[k] for k in IterationRecord.__dataclass_fields__})
+               for r in it.to_dict("records")]
+    assert c["cct"].tolist() == pytest.approx(list(nccl.cct(records).values()))
+
+
+@pytest.mark.parametrize("kind,factor", [("all_reduce", 2 * 3 / 4), ("all_gather", 3 / 4),
+                                         ("reduce_scatter", 3 / 4), ("all_to_all", 3 / 4)])
+def test_busbw_factors(kind: str, factor: float):
+    c = M.bandwidth(M.cct(_iterations([1.0, 2.0], world=4, kind=kind, size=8_000_000), 0), 4)
+    assert c["algbw"].tolist() == pytest.approx([0.008, 0.004])  # GB/s
+    assert c["busbw"].tolist() == pytest.approx([0.008 * factor, 0.004 * factor])
+
+
+def test_nccl_rows_use_the_mean_time_of_timed_iterations():
+    (row,) = M.nccl_rows(_iterations([9.0, 1.0, 3.0]))  # warmup 9 s left out
+    assert row.time_us == pytest.approx(2e6)
+    assert row.busbw == pytest.approx(1_000_000 / 2 / 1e9 * 2 * 1 / 2)
+
+
+def test_ideal_busbw_all_planes_for_mrc_one_per_qp_for_rocev2():
+    for text, mrc, rocev2 in (("name: a", 2, 1), ("name: b\nfabric: {planes: 4}", 4, 1),
+                              ("name: c\nqp: {qps_per_peer: {mrc: 1, rocev2: 2}}", 2, 2)):
+        sc = parse(text, "t")
+        rate = sc.fabric.host_link.rate / 8e9
+        assert sc.ideal_busbw("mrc") == (pytest.approx(mrc * rate), mrc)
+        assert sc.ideal_busbw("rocev2") == (pytest.approx(rocev2 * rate), rocev2)
+
+
+
+def test_cumulative_bytes_spreads_each_write_over_its_lifetime():
+    # 100 B over [0, 1], 50 B over [0.5, 1.5], 10 B at once at 2
+    at = np.array([0.0, 0.5, 1.0, 1.5, 2.0, 3.0])
+    got = M.cumulative_bytes([0, 0.5, 2], [1, 1.5, 2], [100, 50, 10], at)
+    assert got.tolist() == pytest.approx([0, 50, 125, 150, 160, 160])
+
+
+def test_goodput_per_bin_and_per_host():
+    d = pd.DataFrame({"host": ["a", "b"], "start": [0.0, 0.0], "end": [1.0, 0.5],
+                      "size": [100.0, 40.0]})
+    g = M.goodput(d, 0.5, 1.0, by="host")
+    assert g.index.tolist() == [0.0, 0.5]
+    assert g["a"].tolist() == pytest.approx([100, 100])  # 50 B per 0.5 s
+    assert g["b"].tolist() == pytest.approx([80, 0])
+    last = M.goodput(d, 0.4, 1.0)  # bins 0-0.4, 0.4-0.8, 0.8-1.0 (the last one shorter)
+    assert last["total"].tolist() == pytest.approx([180, 120, 100])
+
+
+def test_deliveries_count_only_iterations_the_receiver_verified():
+    it = _iterations([1.0, 1.0])
+    it.loc[(it["rank"] == 1) & (it["iteration"] == 1), "verified"] = False
+    msgs = pd.DataFrame({"host": ["h0", "h0", "h1"], "rank": [0, 0, 1], "peer": [1, 1, 0],
+                         "iteration": [0, 1, 1], "size": [10, 20, 30],
+                         "start": [0.0, 10.0, 10.0], "end": [0.5, 10.5, 10.5]})
+    d = M.deliveries(msgs, it, t0=0.0)
+    assert d["size"].tolist() == [10, 30]
+    assert d["host"].tolist() == ["h1", "h0"]
+
+
+def _dip(values: list[float]) -> pd.Series:
+    return pd.Series(values, index=pd.Index(np.arange(len(values)) * 0.5, name="time"))
+
+
+def test_recovery_time_and_bytes_lost_on_a_synthetic_dip():
+    # 100 B/s for 2 s, an event at 2.0 s, 20 B/s then 60 B/s, back at 100 from 3.0 s
+    s = _dip([100, 100, 100, 100, 20, 60, 100, 100, 100])
+    r = M.recovery(s, start=2.0, bin_s=0.5, until=4.5, fraction=0.9, pre_window=1.0)
+    assert r.pre_rate == 100 and r.threshold == 90 and r.dipped
+    assert r.recovery_s == pytest.approx(1.0)
+    assert r.bytes_lost == pytest.approx((80 + 40) * 0.5)
+    assert r.note == ""
+
+
+def test_recovery_without_a_dip_is_zero():
+    r = M.recovery(_dip([100] * 8), start=2.0, bin_s=0.5, until=4.0)
+    assert not r.dipped and r.recovery_s == 0 and r.bytes_lost == 0
+
+
+def test_recovery_that_never_comes_back_and_short_pre_window():
+    s = _dip([100, 10, 10, 10])
+    r = M.recovery(s, start=0.5, bin_s=0.5, until=2.0, pre_window=1.0)
+    assert r.recovery_s is None and r.dipped
+    assert r.bytes_lost == pytest.approx(3 * 90 * 0.5)
+    assert "0.50 s only" in r.note and "not back to 90% by 2.00 s" in r.note
+
+
+def test_recovery_without_goodput_before():
+    r = M.recovery(_dip([0, 0, 100]), start=1.0, bin_s=0.5, until=1.5)
+    assert r.recovery_s is None and "nothing to recover to" in r.note
+
+
+def test_recoveries_judge_each_event_until_the_next_and_time_after_its_end():
+    s = _dip([100, 100, 100, 100, 20, 100, 100, 100, 0, 0])
+    events = pd.DataFrame({"source": ["fault", "fault"], "kind": ["x", "y"],
+                           "label": ["x", "y"], "start": [2.0, 4.0], "end": [2.4, math.nan]})
+    r = M.recoveries(s, events, 0.5, t_end=5.0)
+    assert r["recovery_s"].tolist()[0] == pytest.approx(0.5)
+    assert r["after_end_s"].tolist()[0] == pytest.approx(0.1)
+    assert math.isnan(r["recovery_s"].iloc[1]) and math.isnan(r["after_end_s"].iloc[1])
+
+
+def test_trailing_mean_over_about_one_iteration():
+    s = _dip([0, 100, 0, 100])
+    assert M.trailing_mean(s, 1.0, 0.5).tolist() == [0, 50, 50, 50]
+
+
+def test_disturbances_from_events_and_background():
+    sc = parse("name: t\nbackground: [{pattern: incast, at: 1, duration: 2, receiver: h0}]",
+               "t")
+    ev = pd.DataFrame({"event": [0, 0, 0, 0], "kind": ["link_down"] * 4,
+                       "target": ["p0 leaf 1-spine 0"] * 4,
+                       "condition": ["down", "routed", "down", "routed"],
+                       "on": [True, True, False, False], "applied": [100.5, 101.5, 102.5, 103.5]})
+    d = M.disturbances(ev, facts(sc, "mrc").background, t0=100.0)
+    assert d[["source", "start", "end"]].values.tolist() == [["fault", 0.5, 2.5],
+                                                              ["background", 1.0, 3.0]]
+    assert M.reroutes(ev, 100.0).tolist() == [1.5, 3.5]
+
+
+def test_ev_rates_are_shares_of_the_host_link_per_interval():
+    """Two samples 0.5 s apart, 100 packets of 1000 bits on one EV: 200 kbit/s, a fifth of a
+    1 Mbit/s link; labels name sender, receiver, plane and spine (or a local path)."""
+    load = pd.DataFrame({
+        "host": ["h0"] * 4, "peer": [1, 1, 2, 2], "qpn": [64, 64, 128, 128],
+        "ev": [0, 0, 3, 3], "plane": [0, 0, 1, 1], "spine": [float("nan")] * 2 + [1.0] * 2,
+        "time": [100.0, 100.5, 100.0, 100.5], "sent": [0, 100, 10, 10]})
+    rates = M.ev_rates(load, 100.0, 1000, 1e6, {1: "h1", 2: "h2"})
+    assert rates.set_index("label")["util"].to_dict() == pytest.approx(
+        {"h0→h1 p0 local": 0.2, "h0→h2 p1s1": 0.0})
+    assert rates["time"].tolist() == [0.5, 0.5]
+    assert M.ev_rates(load.iloc[:0], 0, 1, 1, {}).empty

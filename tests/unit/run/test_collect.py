@@ -1,0 +1,46 @@
+"""The run's tables and summary when an agent failed: the run must report the agent, not
+crash on a table with a rank missing."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from testbed import scenario
+from testbed.run.collect import collect
+from testbed.run.traffic import AgentOutcome
+
+SC = scenario.parse("name: c\nworkload: {size: 1KiB, iterations: 2, warmup: 0}", "t")
+
+
+def iteration(rank: int, host: str, k: int) -> dict:
+    return {"rank": rank, "kind": "all_reduce", "iteration": k, "warmup": False,
+            "start": 10.0 + k, "end": 10.5 + k, "bytes": 1024, "verified": True, "error": None}
+
+
+def write(out: Path, host: str, iterations: list[dict]) -> None:
+    (out / host).mkdir(parents=True)
+    (out / host / "iterations.json").write_text(json.dumps(iterations))
+
+
+def test_iterations_missing_a_rank_are_left_out_and_said(tmp_path: Path):
+    out, res = tmp_path / "agents", tmp_path / "run"
+    res.mkdir()
+    hosts = SC.rank_hosts()
+    for rank, host in enumerate(hosts):  # the last rank failed after its first iteration
+        write(out, host, [iteration(rank, host, k) for k in range(1 if rank == 3 else 2)])
+    outcomes = [AgentOutcome(h, r, 0, {}) for r, h in enumerate(hosts)]
+    table, _ = collect(out, res, outcomes, SC, "mrc")
+    assert "1 iterations lack a rank (an agent failed); left out" in table
+    assert "     1024" in table and (res / "iterations.parquet").exists()
+
+
+def test_no_whole_iteration_gives_a_one_line_summary(tmp_path: Path):
+    out, res = tmp_path / "agents", tmp_path / "run"
+    res.mkdir()
+    hosts = SC.rank_hosts()
+    for rank, host in enumerate(hosts):
+        write(out, host, [] if rank == 1 else [iteration(rank, host, 0)])
+    table, _ = collect(out, res, [AgentOutcome(h, r, 0, {}) for r, h in enumerate(hosts)],
+                       SC, "mrc")
+    assert table == ("# all_reduce over mrc, 4 ranks: no iteration completed on every rank "
+                     "(an agent failed)\n")
