@@ -3,22 +3,27 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 PYTEST := $(BIN)/python -m pytest
 
-.PHONY: install bpf demo test unit integration bench clean distclean
+.PHONY: install bpf demo test lint unit integration bench clean distclean
 
 install:
 	./scripts/install.sh
 
 # The in-fabric ECN/trimming program (tc eBPF), built from source with clang.
-BPF_OBJ := testbed/bpf/fabric_queue.o
+BPF_OBJ := testbed/kernel/bpf/fabric_queue.o
 bpf: $(BPF_OBJ)
-$(BPF_OBJ): testbed/bpf/fabric_queue.c
+$(BPF_OBJ): testbed/kernel/bpf/fabric_queue.c
 	clang -O2 -g -Wall -Werror -target bpf -I/usr/include/$$(uname -m)-linux-gnu -c $< -o $@
 
 demo: install
 	$(BIN)/mrc-testbed run
 
-test: install
+test: install lint
 	$(PYTEST) tests
+
+# The rules the code follows (pyproject.toml): ruff everywhere, mypy strict on the pure packages.
+lint: install
+	$(BIN)/ruff check .
+	$(BIN)/mypy
 
 unit: install
 	$(PYTEST) tests/unit
@@ -33,7 +38,7 @@ bench: install
 clean:
 	@if [ -x $(BIN)/mrc-testbed ]; then $(BIN)/mrc-testbed clean; fi
 	find . -name __pycache__ -prune -exec rm -rf {} + 2>/dev/null || true
-	rm -rf .pytest_cache .hypothesis
+	rm -rf .pytest_cache .hypothesis .mypy_cache .ruff_cache
 
 distclean: clean
 	rm -rf $(VENV) *.egg-info $(BPF_OBJ)

@@ -40,8 +40,7 @@ fi
 
 echo "install: Python venv $VENV (system Python, so Mininet's module is visible)"
 [ -x "$VENV/bin/python" ] || "$SYSTEM_PYTHON" -m venv --system-site-packages "$VENV"
-"$VENV/bin/python" -m pip install -q --disable-pip-version-check -r requirements.txt
-"$VENV/bin/python" -m pip install -q --disable-pip-version-check --no-deps --no-build-isolation -e .
+"$VENV/bin/python" -m pip install -q --disable-pip-version-check --no-build-isolation -e ".[test]"
 "$VENV/bin/python" -c "import mininet.net, pyroute2, pydantic" \
     || { echo "install: the venv cannot import mininet/pyroute2/pydantic" >&2; exit 1; }
 echo "$want" > "$stamp"

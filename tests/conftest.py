@@ -13,7 +13,9 @@ settings.load_profile("testbed")
 
 
 def pytest_collection_modifyitems(config, items):
-    """Integration tests need root and Mininet; elsewhere they skip with the reason."""
+    """Integration tests need root and Mininet; elsewhere they skip with the reason. As root
+    (CI, `sudo make test`) they must run: a root run that would skip them all is an install
+    problem, and passing without them would hide it."""
     reason = None
     if os.geteuid() != 0:
         reason = "needs root (namespaces); run `sudo make test`"
@@ -22,6 +24,8 @@ def pytest_collection_modifyitems(config, items):
             import mininet.net  # noqa: F401
         except ImportError:
             reason = "Mininet is not importable; run `sudo make install`"
+            raise pytest.UsageError(f"running as root, yet the integration tests would skip: "
+                                    f"{reason}") from None
     for item in items:
         if "integration" in item.nodeid.split("/"):
             item.add_marker(pytest.mark.root)
