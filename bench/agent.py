@@ -38,7 +38,7 @@ PATH = """name: bench-path
 fabric: {{planes: 1, leaves_per_plane: 2, spines_per_plane: 1, hosts_per_leaf: 1,
           host_link: {{rate: 10Gbit, buffer: 4MB}}, fabric_link: {{rate: 10Gbit, buffer: 4MB}}}}
 workload: {{collective: all_to_all, size: 48MiB, iterations: 1, warmup: 0}}
-qp: {{mss: {mss}, max_window: 1MiB, init_window: 256KiB, gso: {gso}}}
+qp: {{mss: {mss}, max_cwnd: 1MiB, init_cwnd: 256KiB, gso: {gso}}}
 """
 BUSBW = ROOT / "scenarios" / "quickstart.yaml"
 

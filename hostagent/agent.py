@@ -29,7 +29,13 @@ from .rocev2 import RoceQP
 from .workload import MessageRecord, run_iterations
 
 log = logging.getLogger("hostagent")
-ROCE_PORT_BASE = 10000  # RoCEv2 QP k toward peer r uses UDP source port 10000 + 16 r + k
+ROCE_PORTS = range(10000, 60000)  # UDP source ports (RoCEv2 entropy) drawn from the seed
+
+
+def roce_ports(seed: int, rank: int, count: int) -> list[int]:
+    """Distinct UDP source ports for an agent's RoCEv2 QPs, drawn from the scenario seed: the
+    fabric's ECMP hashes them, so the seed decides (reproducibly) which spine each QP takes."""
+    return random.Random(seed * 1_000_003 + rank).sample(ROCE_PORTS, count)
 
 
 def build_qps(cfg: AgentConfig) -> tuple[socket.socket, dict[int, list]]:
@@ -40,6 +46,7 @@ def build_qps(cfg: AgentConfig) -> tuple[socket.socket, dict[int, list]]:
     policy = EVPolicy(**cfg.mrc)
     peers: dict[int, list[tuple[QueuePair, driver.Route]]] = {}
     empty = memoryview(bytearray(0))
+    ports = iter(roce_ports(cfg.seed, cfg.rank, len(cfg.peers) * cfg.qps_per_peer))
     for peer in cfg.peers:
         entries = []
         for k in range(cfg.qps_per_peer):
@@ -55,7 +62,7 @@ def build_qps(cfg: AgentConfig) -> tuple[socket.socket, dict[int, list]]:
             else:
                 plane = k % len(cfg.plain)
                 sock = driver.ecn_socket(socket.socket(socket.AF_INET6, socket.SOCK_DGRAM))
-                sock.bind((cfg.plain[plane], ROCE_PORT_BASE + 16 * peer.rank + k))
+                sock.bind((cfg.plain[plane], next(ports)))
                 qp = RoceQP(ours, theirs, empty, qp_cfg, seed)
                 route = driver.Route(sock, {0: (peer.plain[plane], driver.PORT)}, {0: plane})
             entries.append((qp, route))
@@ -68,17 +75,26 @@ def path_report(peers: dict[int, list], wall_offset: float) -> dict:
     QPs keep time on the event loop's monotonic clock, the results on the agents' wall clock)."""
     out: dict = {"evs": [], "transitions": [], "qps": []}
     for peer, entries in peers.items():
-        for qp, _ in entries:
+        for qp, route in entries:
+            roce_plane = None if isinstance(qp, MrcQP) else route.planes[0]
             out["qps"].append({"peer": peer, "qpn": qp.qpn, "failed": qp.failed,
-                               "cwnd": qp.cc.cwnd, **qp.counters})
-            evset = getattr(qp, "evset", None)
+                               "cwnd": qp.cc.cwnd, "plane": roce_plane,
+                               "sport": None if roce_plane is None
+                               else route.sock.getsockname()[1],
+                               **asdict(qp.counters)})
+            evset = qp.evset if isinstance(qp, MrcQP) else None
             if evset is None:
                 continue
             for ev in evset.evs:
                 out["evs"].append({"peer": peer, "qpn": qp.qpn, "ev": ev.index,
                                    "plane": ev.plane, "state": ev.state.value,
                                    "sent": ev.sent, "losses": ev.losses, "trims": ev.trims,
-                                   "ecn": ev.ecn})
+                                   "ecn": ev.ecn, "condemned": ev.condemned,
+                                   "congestion_losses": ev.congestion_losses,
+                                   "floor_holds": ev.floor_holds,
+                                   "probes_sent": ev.probes_sent,
+                                   "probes_answered": ev.probes_answered,
+                                   "probe_rtts": ev.probe_rtts})
             for t in evset.transitions:
                 out["transitions"].append({"peer": peer, "qpn": qp.qpn, "ev": t.ev,
                                            "time": t.time + wall_offset, "old": t.old.value,

@@ -1,100 +1,214 @@
-"""Window-based congestion control in the spirit of UET's NSCC (from SMaRTT).
+"""MRC's congestion control: a window in the manner of UET's NSCC (uet-1.0-nscc, from SMaRTT).
 
-NSCC reads two signals per ACK, queueing delay against a target and ECN, and acts on the
-quadrant they fall in:
-- low delay, no ECN: increase (additively, plus proportionally to the delay headroom);
-- high delay, ECN: decrease multiplicatively, in proportion to how far delay exceeds the
-  target, at most once per RTT;
-- low delay, ECN: hold (a transient mark; spraying already moved the next packets away);
-- high delay, no ECN: NSCC increases slowly there, trusting ECN to flag a standing queue. Here,
-  past twice the target, it decreases like the ECN case: a fabric without ECN marking (or with
-  it turned off to compare) would otherwise let the window fill every buffer. (Below twice
-  the target it holds: emulated hosts share two cores, and their scheduling jitter looks like
-  a little queueing delay.)
-A trim counts as high delay with ECN; a retransmission timeout halves the window.
+The knobs are named after the spec's `mrc_ctl_cc_nscc_cfg` (OCP MRC, mrc_ctl.h): base_rtt,
+target_delay, qa_threshold, qa_gate, disable_qa, eta, fi, gamma, max_md_jump, max_cwnd,
+adjust_period_threshold, adjust_bytes_threshold. The reactions follow UET's NSCC as htsim
+(uec.cpp) implements it. Per ACK, queueing delay (RTT minus base RTT) against target_delay
+and the ACK's ECN bit pick one quadrant:
 
-Simplified here: one window per QP in bytes (NSCC also paces), delay measured as RTT minus the
-smallest RTT seen (no NIC timestamps), and the constants below instead of NSCC's tuned
-derivations from link speed and topology. The RoCEv2 baseline uses the same class with delay and
-trim reactions off: ECN-driven decrease and additive increase, close to DCQCN's behaviour
-expressed as a window.
+| ECN | delay         | reaction |
+|-----|---------------|----------|
+| no  | below target  | proportional increase: more the further below the target |
+| no  | above target  | fair increase: `fi` MSS per window of ACKed bytes |
+| yes | above target  | multiplicative decrease by gamma x (avg_delay - target) / avg_delay, at most `max_md_jump`, at most once per RTT |
+| yes | below target  | nothing: a transient mark; spraying already moved the next packets away |
+
+Increases are collected and applied once per `adjust_bytes_threshold` ACKed bytes or
+`adjust_period_threshold` seconds, plus `eta` MSS per adjust period (NSCC's fulfil step).
+A trimmed packet (a NACK TRIMMED) subtracts its bytes from the window. Quick adapt: a loss
+signal (a trim), or a delay above `qa_threshold`, sets the window to the bytes ACKed
+in the last base RTT + target delay when that is below max_cwnd >> qa_gate, then ignores
+signals for the bytes then in flight (they were sent under the old window).
+
+Bug 1 of issue 9: every cut is bounded per smoothed RTT. Multiplicative decreases and
+timeouts cut at most once per RTT (and a timeout of a packet sent before the last cut not at
+all), and trims together subtract at most `max_md_jump` of the window the RTT started with: a
+burst of signals from one event (packets timing out on one dead path) is one reaction.
+
+Deviations from UET NSCC, and why:
+- constants are in MSS and RTTs of this fabric (defaults below), not htsim's scaling of a
+  100 Gbit/s, 12 us reference network: the emulated fabric runs at Mbit/s with millisecond
+  RTTs, where those scaled constants mean nothing;
+- delay is RTT minus the smallest RTT seen (no NIC timestamps), and avg_delay an EWMA with
+  gain 1/8 rather than 1/80: an agent sees a few hundred ACKs a second, not millions;
+- no pacing (NSCC also paces); the NIC model (nic.py) keeps the host ports from overfilling;
+- a retransmission timeout is a multiplicative cut by max_md_jump (htsim takes the packet's
+  bytes off): on this fabric a timeout means hundreds of microseconds of silence or more,
+  after which the old window is stale.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+DELAY_GAIN = 1 / 8  # weight of one sample in avg_delay
+
 
 @dataclass
-class CCConfig:
+class NsccConfig:
     mss: int
     init_cwnd: int  # bytes
     max_cwnd: int  # bytes
     target_delay: float = 0.002  # seconds of queueing above the base RTT
-    additive: float = 1.0  # MSS added per window of ACKed bytes
-    proportional: float = 0.5  # extra increase scaled by the delay headroom
-    max_decrease: float = 0.5  # at most halve per RTT
-    react_to_delay: bool = True
-    react_to_trim: bool = True
+    base_rtt: float | None = None  # seconds; None: the smallest RTT measured
+    qa_threshold: float | None = None  # s of delay that triggers quick adapt; None: 4 x target
+    qa_gate: int = 3  # quick adapt only when achieved < max_cwnd >> qa_gate
+    disable_qa: bool = False
+    eta: float = 0.15  # MSS added every adjust period
+    fi: float = 1.0  # fair increase: MSS per window of ACKed bytes, above the target
+    fi_scale: float = 2.0  # proportional increase: MSS per window at zero delay
+    gamma: float = 0.8  # multiplicative decrease gain on the delay overshoot
+    max_md_jump: float = 0.5  # largest share of the window one cut takes
+    adjust_period_threshold: float | None = None  # s between fulfils; None: the base RTT
+    adjust_bytes_threshold: int | None = None  # ACKed bytes between fulfils; None: 8 MSS
 
 
-class WindowCC:
-    def __init__(self, cfg: CCConfig) -> None:
+class NsccCC:
+    """The window of one QP. `allows` gates sending; the on_* methods are the signals."""
+
+    def __init__(self, cfg: NsccConfig) -> None:
         self.cfg = cfg
         self.cwnd = float(cfg.init_cwnd)
-        self.base_rtt: float | None = None
+        self.base_rtt: float | None = cfg.base_rtt
         self.srtt: float | None = None
         self.rttvar = 0.0
-        self._last_decrease = -1.0
+        self.avg_delay = 0.0
+        self.delay = 0.0  # the last sample's queueing delay
         self.decreases = 0
+        self._last_decrease = -1.0
+        self._trim_epoch = -1.0  # start of the RTT whose trims are being counted
+        self._trim_budget = 0.0  # bytes trims may still take off in that RTT
+        self._inc_bytes = 0.0
+        self._received = 0
+        self._last_adjust = 0.0
+        self._achieved = 0
+        self._qa_end = 0.0
+        self._trigger_qa = False
+        self._ignore = 0.0  # bytes of signals still to ignore after a quick adapt
 
     @property
     def min_cwnd(self) -> float:
         return float(self.cfg.mss)
 
-    def allows(self, inflight: int, size: int) -> bool:
+    def allows(self, inflight: int, size: int, now: float = 0.0) -> bool:
         return inflight + size <= max(self.cwnd, self.min_cwnd) or inflight == 0
 
+    def on_send(self, now: float, wire_bytes: int) -> None:
+        """A window needs no per-packet bookkeeping (a rate does: dcqcn.py)."""
+
+    def next_send_time(self) -> float | None:
+        return None
+
+    @property
+    def delay_high(self) -> bool:
+        return self.avg_delay > self.cfg.target_delay
+
+    def _rtt(self) -> float:
+        return self.srtt or self.base_rtt or 0.0
+
     def _rtt_sample(self, rtt: float) -> None:
-        self.base_rtt = rtt if self.base_rtt is None else min(self.base_rtt, rtt)
+        if self.cfg.base_rtt is None:
+            self.base_rtt = rtt if self.base_rtt is None else min(self.base_rtt, rtt)
         if self.srtt is None:
             self.srtt, self.rttvar = rtt, rtt / 2
         else:
             self.rttvar = 0.75 * self.rttvar + 0.25 * abs(self.srtt - rtt)
             self.srtt = 0.875 * self.srtt + 0.125 * rtt
+        self.delay = max(0.0, rtt - (self.base_rtt or rtt))
+        self.avg_delay += DELAY_GAIN * (self.delay - self.avg_delay)
 
-    def _decrease(self, now: float, factor: float) -> None:
-        rtt = self.srtt or 0.0
-        if now - self._last_decrease < rtt:
-            return  # once per RTT: the marks of one congestion event arrive together
+    def _bound(self) -> None:
+        self.cwnd = min(float(self.cfg.max_cwnd), max(self.min_cwnd, self.cwnd))
+
+    def _cut(self, now: float, share: float) -> bool:
+        """Take `share` (at most max_md_jump) of the window, at most once per RTT."""
+        if self._last_decrease >= 0 and now - self._last_decrease < self._rtt():
+            return False
         self._last_decrease = now
         self.decreases += 1
-        self.cwnd = max(self.min_cwnd, self.cwnd * (1 - min(factor, self.cfg.max_decrease)))
+        self.cwnd *= 1 - min(max(share, 0.0), self.cfg.max_md_jump)
+        self._bound()
+        return True
+
+    def _quick_adapt(self, now: float, loss: bool, signal: bool) -> bool:
+        """NSCC's quick adapt; True when this signal is consumed by it (applied now, or a
+        congestion `signal` about bytes sent before the last quick adapt: ignored)."""
+        cfg = self.cfg
+        if cfg.disable_qa:
+            return False
+        if self._ignore > 0 and signal:
+            return True
+        done = False
+        if now > self._qa_end:
+            qa_threshold = cfg.qa_threshold if cfg.qa_threshold is not None \
+                else 4 * cfg.target_delay
+            if (self._qa_end and (self._trigger_qa or loss or self.delay > qa_threshold)
+                    and self._achieved < cfg.max_cwnd >> cfg.qa_gate):
+                if self._achieved < self.cwnd:
+                    self.cwnd = max(float(self._achieved), self.min_cwnd)
+                    self.decreases += 1
+                    self._last_decrease = now
+                self._ignore = self.cwnd
+                self._trigger_qa = False
+                done = True
+            self._achieved = 0
+            self._qa_end = now + (self.base_rtt or 0.0) + cfg.target_delay
+        if done:
+            self._inc_bytes, self._received = 0.0, 0
+        return done
 
     def on_ack(self, now: float, acked: int, rtt: float | None, ecn: bool) -> None:
         cfg = self.cfg
-        delay = 0.0
         if rtt is not None:
             self._rtt_sample(rtt)
-            delay = rtt - (self.base_rtt or rtt)
-        high = cfg.react_to_delay and delay > cfg.target_delay
-        if high and (ecn or delay > 2 * cfg.target_delay):
-            excess = (delay - cfg.target_delay) / max(delay, 1e-9)
-            self._decrease(now, max(excess, 0.25 if ecn else 0.05))
-        elif high or (ecn and cfg.react_to_delay):
-            return  # a little delay, or ECN at low delay: hold
+        self._achieved += acked
+        if self._ignore > 0:
+            self._ignore -= acked
+        if self._quick_adapt(now, loss=False, signal=ecn):
+            return
+        delay = self.delay
+        if ecn and delay >= cfg.target_delay:
+            overshoot = (self.avg_delay - cfg.target_delay) / max(self.avg_delay, 1e-12)
+            if self.avg_delay > cfg.target_delay:
+                self._cut(now, cfg.gamma * overshoot)
         elif ecn:
-            self._decrease(now, 0.5)  # the baseline: ECN alone cuts, as DCQCN does
+            pass  # below the target: a transient mark, hold
+        elif delay >= cfg.target_delay:
+            self._inc_bytes += cfg.fi * cfg.mss * acked
         else:
-            step = cfg.additive * cfg.mss * acked / max(self.cwnd, cfg.mss)
-            if cfg.react_to_delay and cfg.target_delay > 0:
-                step *= 1 + cfg.proportional * (1 - delay / cfg.target_delay)
-            self.cwnd = min(float(cfg.max_cwnd), self.cwnd + step)
+            headroom = 1 - delay / cfg.target_delay if cfg.target_delay > 0 else 1.0
+            self._inc_bytes += cfg.fi_scale * cfg.mss * acked * headroom
+        self._received += acked
+        period = cfg.adjust_period_threshold or self.base_rtt or 0.0
+        threshold = cfg.adjust_bytes_threshold or 8 * cfg.mss
+        if self._received > threshold or now - self._last_adjust > period:
+            self.cwnd += self._inc_bytes / max(self.cwnd, self.min_cwnd)
+            if now - self._last_adjust >= period:
+                self.cwnd += cfg.eta * cfg.mss
+                self._last_adjust = now
+            self._inc_bytes, self._received = 0.0, 0
+        self._bound()
 
-    def on_trim(self, now: float) -> None:
-        if self.cfg.react_to_trim:
-            self._decrease(now, 0.25)
+    def on_trim(self, now: float, nbytes: int) -> None:
+        """A NACK TRIMMED: the trimmed bytes come off the window (all trims of one RTT
+        together at most max_md_jump of it), and quick adapt is armed."""
+        self._trigger_qa = True
+        if self._quick_adapt(now, loss=True, signal=True):
+            return
+        if self._trim_epoch < 0 or now - self._trim_epoch >= self._rtt():
+            self._trim_epoch = now
+            self._trim_budget = self.cwnd * self.cfg.max_md_jump
+        take = min(float(nbytes), self._trim_budget)
+        if take > 0:
+            self._trim_budget -= take
+            self.cwnd -= take
+            self.decreases += 1
+            self._bound()
 
-    def on_timeout(self, now: float) -> None:
-        self._last_decrease = now
-        self.decreases += 1
-        self.cwnd = max(self.min_cwnd, self.cwnd / 2)
+    def on_timeout(self, now: float, sent_at: float | None = None) -> None:
+        """A retransmission timeout: one cut by max_md_jump per event. A packet sent before
+        the last cut belongs to the event that cut (its loss was already answered), as TCP's
+        recovery point makes one window's losses one event. No quick adapt: a timeout is
+        silence on a path (often a dead one, with MRC), not a measure of achievable rate."""
+        if sent_at is not None and sent_at < self._last_decrease:
+            return
+        self._cut(now, self.cfg.max_md_jump)

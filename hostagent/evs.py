@@ -1,39 +1,50 @@
 """Which path each packet of a QP takes: the EV set, its spraying policy and its health.
 
-Every EV is one physical path (plane, spine) from the fabric's EV table. A QP sprays its packets
-over its *active* EVs, spread evenly over the planes. Health, as in MRC:
-- GOOD: usable;
-- ASSUMED_BAD: a packet on it was lost without a trim (or timed out); it leaves the active set
-  at once, a spare GOOD EV of the same plane takes its place, and it is probed in the
-  background until a probe comes back, which makes it GOOD again;
-- DENIED: never used (set by the scenario or a controller).
-Congestion (an ECN mark or a trim) is not failure: the EV stays GOOD but is skipped for
-`congestion_holdoff` seconds, so the next packets go elsewhere. An EV marked much more often
-than the QP's other EVs (its share of marked ACKs, a moving average, at least
-`hot_ratio` times theirs) is a slow or hot path rather than a busy fabric: it is skipped for
-`hot_rtts` smoothed RTTs instead. Under even load (every EV marked now and then) a long holdoff
-would idle good paths; on one degraded path a 1 ms holdoff skips nothing, being shorter than
-the gap between two packets on one EV at these rates.
-`ev_min_active` is a floor: when fewer GOOD EVs remain active, the QP also sprays on
-ASSUMED_BAD ones (longest-failed first), because a QP that stops sending cannot learn that a
-path came back, and a falsely condemned fabric is worse than a few lost packets.
-Every state change is recorded with its time.
+Every EV is one physical path (plane, spine) from the fabric's EV table. A QP sprays over its
+*active* EVs: `active_per_plane` of each plane's EVs (a seeded choice, so that QPs spread over
+the spines), the rest of the plane are spares. Health follows the state machine in
+ev_states.py (the spec's GOOD / ASSUMED_BAD / DENIED):
+
+- an unexplained loss on an EV (a GAP NACK, or a timeout with no congestion to explain it)
+  marks it ASSUMED_BAD: it leaves the active set at once and a GOOD spare of the same plane
+  takes its place ("the EV goes inactive at once, a backup takes over");
+- `ev_min_active` is the spec's floor: while only that many EVs are GOOD, no further EV is
+  marked ASSUMED_BAD (the loss is counted in `floor_holds`); the QP never sprays on an
+  ASSUMED_BAD EV;
+- ASSUMED_BAD EVs are probed every `probe_interval`. Each probe is matched to its reply by
+  sequence number and its RTT recorded. An EV comes back only after `probe_successes`
+  answered probes in a row (any lost probe restarts the run), so a path losing 20% of its
+  packets is not re-admitted at the first answer. If an EV is condemned again within
+  FLAP_MEMORY seconds of coming back, the run it needs doubles (up to MAX_PROBE_RUN):
+  a lossy path that passes one run by luck stays out longer the next time;
+- congestion is not failure. An ECN mark or a trim holds the EV off for
+  `congestion_holdoff` seconds (an EV marked `hot_ratio` times more often than the QP's
+  others is a hot path: held off `hot_rtts` smoothed RTTs). A loss on an EV marked or trimmed
+  within the last `congestion_memory_rtts` smoothed RTTs, or while the QP sees queueing delay
+  above its target, is a congestion loss: the EV is held off as a hot path, not condemned.
+- DENIED EVs (the scenario or a controller) are never used.
+
+Spraying (bug 7 of issue 9): a packet first picks a plane, in turn over the planes that have a
+usable EV (each plane is one NIC port: the same capacity), then an EV within that plane in
+turn. Spraying evenly over EVs instead would give a plane that lost a path less than its
+port's share, and the other planes' ports more than they can carry.
+Every state change is recorded with its time and reason.
 """
 from __future__ import annotations
 
 import random
 from dataclasses import dataclass, field
-from enum import Enum
 
+from .ev_states import EVEvent, EVState, next_state
 
-class EVState(str, Enum):
-    GOOD = "GOOD"
-    ASSUMED_BAD = "ASSUMED_BAD"
-    DENIED = "DENIED"
-
+__all__ = ["EV", "EVEvent", "EVPolicy", "EVSet", "EVState", "Transition"]
 
 MARK_GAIN = 1 / 16  # weight of one ACK in an EV's share of marked ACKs
 MARK_FLOOR = 0.02  # below this share the other EVs count as unmarked (no 2x of nothing)
+FLAP_MEMORY = 1.0  # s: a condemnation this soon after re-admission doubles the probe run
+MAX_PROBE_RUN = 256  # the longest run of answered probes an EV can be asked for
+PROBE_TIMEOUT_INTERVALS = 4  # a probe unanswered after this many probe intervals is lost
+MAX_PROBE_RTTS = 1000  # probe RTTs kept per EV (the first ones: how a path came back)
 
 
 @dataclass
@@ -43,13 +54,24 @@ class EV:
     state: EVState = EVState.GOOD
     active: bool = False
     bad_since: float = 0.0
+    good_since: float = 0.0  # when it last came back from ASSUMED_BAD (0: never left GOOD)
     holdoff_until: float = 0.0
     next_probe: float = 0.0
     sent: int = 0
-    losses: int = 0
+    losses: int = 0  # losses that condemned it (or would have, but for the floor)
+    congestion_losses: int = 0  # losses explained by congestion: it was held off instead
+    floor_holds: int = 0  # losses that did not condemn it because of ev_min_active
+    condemned: int = 0  # times it went GOOD -> ASSUMED_BAD
     trims: int = 0
     ecn: int = 0
+    last_congestion: float = -1.0  # time of its last ECN mark or trim
     marked: float = 0.0  # moving average of the share of its ACKs that came back marked
+    probe_run: int = 0  # answered probes in a row since it went bad or lost a probe
+    probe_required: int = 0  # the run it needs to come back
+    probes_sent: int = 0
+    probes_answered: int = 0
+    probe_rtts: list[float] = field(default_factory=list)
+    outstanding: dict[int, float] = field(default_factory=dict)  # probe seq -> sent at
 
 
 @dataclass(frozen=True)
@@ -63,11 +85,13 @@ class Transition:
 
 @dataclass
 class EVPolicy:
-    active_per_plane: int | None = None  # None: every EV of the table is active
+    active_per_plane: int | None = None  # None: every EV of the table is active (no spares)
     ev_min_active: int = 1
     spray: str = "round_robin"  # or "random"
     probe_interval: float = 0.005  # seconds between probes of an ASSUMED_BAD EV
+    probe_successes: int = 16  # answered probes in a row before an EV is GOOD again
     congestion_holdoff: float = 0.001  # seconds an ECN-marked or trimmed EV is skipped
+    congestion_memory_rtts: float = 8.0  # a mark or trim this recent explains a loss
     hot_ratio: float = 1.5  # an EV marked this many times more often than the others is hot
     hot_rtts: float = 4.0  # a hot EV is skipped this many smoothed RTTs when marked
 
@@ -78,97 +102,154 @@ class EVSet:
     policy: EVPolicy
     rng: random.Random
     transitions: list[Transition] = field(default_factory=list)
-    _usable: list[EV] = field(default_factory=list)
-    _cursor: int = 0
+    _by_index: dict[int, EV] = field(default_factory=dict)
+    _planes: dict[int, list[EV]] = field(default_factory=dict)
+    _usable: dict[int, list[EV]] = field(default_factory=dict)  # plane -> active GOOD EVs
+    _plane_order: list[int] = field(default_factory=list)  # planes with a usable EV
+    _plane_cursor: int = 0
+    _ev_cursor: dict[int, int] = field(default_factory=dict)
 
     @classmethod
     def build(cls, table: list[tuple[int, int]], policy: EVPolicy, rng: random.Random,
               denied: frozenset[int] = frozenset()) -> EVSet:
         """`table`: (EV index, plane) for every path of the pair."""
-        evs = [EV(i, plane, EVState.DENIED if i in denied else EVState.GOOD)
-               for i, plane in table]
+        evs = [EV(i, plane, EVState.DENIED if i in denied else EVState.GOOD,
+                  probe_required=policy.probe_successes) for i, plane in table]
         ev_set = cls(evs, policy, rng)
-        for plane in {e.plane for e in evs}:
+        ev_set._by_index = {e.index: e for e in evs}
+        for e in evs:
+            ev_set._planes.setdefault(e.plane, []).append(e)
+        for plane in ev_set._planes:
             ev_set._fill_plane(plane)
         ev_set._refresh()
-        if not ev_set._usable:
+        if not ev_set._plane_order:
             raise ValueError("no usable EV: every path of this pair is DENIED")
         return ev_set
 
     def _per_plane_target(self, plane: int) -> int:
-        in_plane = [e for e in self.evs if e.plane == plane]
         want = self.policy.active_per_plane
-        return len(in_plane) if want is None else min(want, len(in_plane))
+        n = len(self._planes[plane])
+        return n if want is None else min(want, n)
 
     def _fill_plane(self, plane: int) -> None:
-        in_plane = [e for e in self.evs if e.plane == plane]
+        """Activate GOOD spares until the plane has its target of active EVs (a seeded pick,
+        so that QPs sharing a leaf do not all leave the same spine idle)."""
+        in_plane = self._planes[plane]
         missing = self._per_plane_target(plane) - sum(e.active for e in in_plane)
-        for e in in_plane:
-            if missing <= 0:
-                break
-            if not e.active and e.state is EVState.GOOD:
+        spares = [e for e in in_plane if not e.active and e.state is EVState.GOOD]
+        if missing > 0 and spares:
+            for e in self.rng.sample(spares, min(missing, len(spares))):
                 e.active = True
-                missing -= 1
 
     def _refresh(self) -> None:
-        good = [e for e in self.evs if e.active and e.state is EVState.GOOD]
-        if len(good) < self.policy.ev_min_active:
-            bad = sorted((e for e in self.evs if e.state is EVState.ASSUMED_BAD),
-                         key=lambda e: e.bad_since)
-            good += bad[:self.policy.ev_min_active - len(good)]
-        self._usable = good
+        self._usable = {}
+        for plane, in_plane in self._planes.items():
+            good = [e for e in in_plane if e.active and e.state is EVState.GOOD]
+            if good:
+                self._usable[plane] = good
+        self._plane_order = sorted(self._usable)
 
-    def _set(self, ev: EV, state: EVState, now: float, reason: str) -> None:
-        if ev.state is not state:
-            self.transitions.append(Transition(now, ev.index, ev.state, state, reason))
-            ev.state = state
+    def _apply(self, ev: EV, event: EVEvent, now: float, reason: str) -> None:
+        """One event of the state machine, and what entering the new state entails."""
+        old = ev.state
+        new = next_state(old, event)
+        if new is old:
+            return
+        ev.state = new
+        self.transitions.append(Transition(now, ev.index, old, new, reason))
+        if new is EVState.ASSUMED_BAD:
+            if ev.good_since and now - ev.good_since < FLAP_MEMORY:
+                ev.probe_required = min(2 * ev.probe_required, MAX_PROBE_RUN)
+            else:
+                ev.probe_required = self.policy.probe_successes
+            ev.active = False
+            ev.condemned += 1
+            ev.bad_since = now
+            ev.probe_run = 0
+            ev.outstanding.clear()
+            ev.next_probe = now + self.policy.probe_interval
+        elif new is EVState.GOOD:
+            ev.good_since = now
+            ev.outstanding.clear()
+        else:  # DENIED
+            ev.active = False
+        self._fill_plane(ev.plane)
+        self._refresh()
 
     # ---- choosing ----
     def pick(self, now: float, avoid: int | None = None) -> EV:
-        """The EV for the next packet: the next usable one not held off (nor `avoid`)."""
-        usable = self._usable
-        n = len(usable)
-        if n == 0:
+        """The EV for the next packet: a plane in turn, then the next EV of that plane that is
+        not held off (nor `avoid`); a held-off EV only when every usable one is."""
+        order = self._plane_order
+        if not order:
             raise RuntimeError("no usable EV")
-        if self.policy.spray == "random":
-            start = self.rng.randrange(n)
-        else:
-            start = self._cursor
-            self._cursor = (self._cursor + 1) % n
+        n = len(order)
+        rand = self.policy.spray == "random"
+        start = self.rng.randrange(n) if rand else self._plane_cursor % n
         fallback = None
         for k in range(n):
-            ev = usable[(start + k) % n]
-            if ev.index == avoid:
-                continue
-            if ev.holdoff_until <= now:
-                if self.policy.spray != "random":  # the next pick starts after this one, so
-                    self._cursor = (start + k + 1) % n  # a held EV's turns spread evenly
-                return ev
-            fallback = fallback or ev
-        return fallback or usable[start % n]
+            plane = order[(start + k) % n]
+            usable = self._usable[plane]
+            m = len(usable)
+            first = self.rng.randrange(m) if rand else self._ev_cursor.get(plane, 0) % m
+            for j in range(m):
+                ev = usable[(first + j) % m]
+                if ev.index == avoid:
+                    continue
+                if ev.holdoff_until <= now:
+                    if not rand:  # the next pick starts after this one, so that a held
+                        self._ev_cursor[plane] = (first + j + 1) % m  # EV's turns spread
+                        self._plane_cursor = (start + k + 1) % n
+                    return ev
+                fallback = fallback or ev
+        if not rand:
+            self._plane_cursor = (start + 1) % n
+        if fallback is not None:
+            return fallback
+        return self._usable[order[start]][0]  # only `avoid` is usable: use it anyway
 
     def usable_indexes(self) -> list[int]:
-        return [e.index for e in self._usable]
+        return [e.index for plane in self._plane_order for e in self._usable[plane]]
+
+    def good_count(self) -> int:
+        return sum(e.state is EVState.GOOD for e in self.evs)
 
     def by_index(self, index: int) -> EV | None:
-        for e in self.evs:
-            if e.index == index:
-                return e
-        return None
+        return self._by_index.get(index)
 
     # ---- health ----
-    def on_loss(self, index: int, now: float, reason: str) -> None:
-        """An untrimmed loss or a timeout on this EV: condemn it, bring in a spare."""
+    def explained_by_congestion(self, ev: EV, now: float, rtt: float | None,
+                                delay_high: bool) -> bool:
+        """A loss on `ev` is congestion if the QP's queueing delay is above its target, or the
+        EV itself was ECN-marked or trimmed within the last `congestion_memory_rtts` RTTs."""
+        if delay_high:
+            return True
+        if ev.last_congestion < 0:
+            return False
+        memory = self.policy.congestion_memory_rtts * (rtt or 0.0)
+        return now - ev.last_congestion <= max(memory, self.policy.congestion_holdoff)
+
+    def on_loss(self, index: int, now: float, reason: str, rtt: float | None = None,
+                delay_high: bool = False) -> EVEvent | None:
+        """A packet on this EV was lost (a GAP NACK or a timeout). Returns the event applied:
+        CONGESTION (held off), LOSS_AT_FLOOR (the floor kept it), LOSS (condemned)."""
         ev = self.by_index(index)
         if ev is None or ev.state is not EVState.GOOD:
-            return
+            return None
+        if self.explained_by_congestion(ev, now, rtt, delay_high):
+            ev.congestion_losses += 1
+            ev.holdoff_until = max(ev.holdoff_until,
+                                   now + max(self.policy.congestion_holdoff,
+                                             self.policy.hot_rtts * (rtt or 0.0)))
+            self._apply(ev, EVEvent.CONGESTION, now, reason)
+            return EVEvent.CONGESTION
         ev.losses += 1
-        ev.active = False
-        ev.bad_since = now
-        ev.next_probe = now + self.policy.probe_interval
-        self._set(ev, EVState.ASSUMED_BAD, now, reason)
-        self._fill_plane(ev.plane)
-        self._refresh()
+        if self.good_count() <= self.policy.ev_min_active:
+            ev.floor_holds += 1
+            self._apply(ev, EVEvent.LOSS_AT_FLOOR, now, reason)
+            return EVEvent.LOSS_AT_FLOOR
+        self._apply(ev, EVEvent.LOSS, now, reason)
+        return EVEvent.LOSS
 
     def on_feedback(self, index: int, marked: bool) -> None:
         """An ACK for a packet on this EV: update its share of marked ACKs."""
@@ -177,7 +258,8 @@ class EVSet:
             ev.marked += MARK_GAIN * ((1.0 if marked else 0.0) - ev.marked)
 
     def is_hot(self, ev: EV) -> bool:
-        others = [e.marked for e in self._usable if e is not ev]
+        others = [e.marked for plane in self._plane_order for e in self._usable[plane]
+                  if e is not ev]
         return bool(others) and ev.marked > self.policy.hot_ratio * max(
             sum(others) / len(others), MARK_FLOOR)
 
@@ -186,6 +268,7 @@ class EVSet:
         ev = self.by_index(index)
         if ev is None:
             return
+        ev.last_congestion = now
         if trimmed:
             ev.trims += 1
             ev.marked += MARK_GAIN * (1.0 - ev.marked)  # a trim is a mark its ACK never bears
@@ -194,33 +277,70 @@ class EVSet:
         holdoff = self.policy.congestion_holdoff
         if rtt and self.is_hot(ev):
             holdoff = max(holdoff, self.policy.hot_rtts * rtt)
-        ev.holdoff_until = now + holdoff
+        ev.holdoff_until = max(ev.holdoff_until, now + holdoff)
+        self._apply(ev, EVEvent.CONGESTION, now, "ECN mark or trim")
 
-    def on_probe_reply(self, index: int, now: float) -> None:
-        ev = self.by_index(index)
-        if ev is None or ev.state is not EVState.ASSUMED_BAD:
-            return
-        self._set(ev, EVState.GOOD, now, "probe answered")
-        self._fill_plane(ev.plane)
-        self._refresh()
-
-    def deny(self, index: int, now: float, reason: str = "denied") -> None:
-        ev = self.by_index(index)
-        if ev is None:
-            return
-        ev.active = False
-        self._set(ev, EVState.DENIED, now, reason)
-        self._fill_plane(ev.plane)
-        self._refresh()
-
+    # ---- probes of ASSUMED_BAD EVs ----
     def probes_due(self, now: float) -> list[int]:
+        """EVs to probe now. A probe still unanswered after PROBE_TIMEOUT_INTERVALS intervals
+        is lost: the EV's run of answered probes starts again."""
         due = []
+        timeout = PROBE_TIMEOUT_INTERVALS * self.policy.probe_interval
         for ev in self.evs:
-            if ev.state is EVState.ASSUMED_BAD and ev.next_probe <= now:
-                ev.next_probe = now + self.policy.probe_interval
-                due.append(ev.index)
+            if ev.state is not EVState.ASSUMED_BAD or ev.next_probe > now:
+                continue
+            stale = [s for s, sent in ev.outstanding.items() if now - sent >= timeout]
+            for s in stale:
+                del ev.outstanding[s]
+            if stale:
+                self._probe_lost(ev, now)
+            ev.next_probe = now + self.policy.probe_interval
+            due.append(ev.index)
         return due
+
+    def probe_sent(self, index: int, seq: int, now: float) -> None:
+        ev = self.by_index(index)
+        if ev is not None:
+            ev.outstanding[seq] = now
+            ev.probes_sent += 1
+
+    def _probe_lost(self, ev: EV, now: float) -> None:
+        ev.probe_run = 0
+        self._apply(ev, EVEvent.PROBE_LOST, now, "probe lost")
+
+    def on_probe_reply(self, index: int, seq: int, now: float) -> float | None:
+        """A reply to probe `seq` on this EV: its RTT, or None if it matches no probe we sent
+        on that EV (late, duplicated or foreign replies change nothing). Earlier probes of the
+        same EV still unanswered are lost (a path keeps control packets in order)."""
+        ev = self.by_index(index)
+        if ev is None or seq not in ev.outstanding:
+            return None
+        rtt = now - ev.outstanding.pop(seq)
+        ev.probes_answered += 1
+        if len(ev.probe_rtts) < MAX_PROBE_RTTS:
+            ev.probe_rtts.append(rtt)
+        earlier = [s for s in ev.outstanding if s < seq]
+        for s in earlier:
+            del ev.outstanding[s]
+        if earlier:
+            self._probe_lost(ev, now)
+        ev.probe_run += 1
+        if ev.state is EVState.ASSUMED_BAD and ev.probe_run >= ev.probe_required:
+            self._apply(ev, EVEvent.PROBES_ANSWERED, now,
+                        f"{ev.probe_run} probes answered in a row")
+        return rtt
 
     def next_probe_time(self) -> float | None:
         times = [e.next_probe for e in self.evs if e.state is EVState.ASSUMED_BAD]
         return min(times) if times else None
+
+    # ---- the controller ----
+    def deny(self, index: int, now: float, reason: str = "denied") -> None:
+        ev = self.by_index(index)
+        if ev is not None:
+            self._apply(ev, EVEvent.DENY, now, reason)
+
+    def allow(self, index: int, now: float, reason: str = "allowed") -> None:
+        ev = self.by_index(index)
+        if ev is not None:
+            self._apply(ev, EVEvent.ALLOW, now, reason)

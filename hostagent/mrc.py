@@ -6,13 +6,18 @@ What this class adds to the shared QP machinery (qp.py):
 - the receiver places packets wherever they land (out of order) and acknowledges with a
   cumulative PSN plus a 64-bit SACK bitmap;
 - a trimmed packet (header only) is NACKed at once as TRIMMED: a congestion signal; the sender
-  resends it on another EV, cuts its window, and holds that EV off briefly;
+  resends it on another EV, takes its bytes off the window (cc.py), and holds that EV off;
 - every data packet names the PSN sent before it on the same EV. Full packets on one path stay
   in order, so when that earlier PSN never arrived (and was not trimmed) it was lost on that
-  path: the receiver NACKs it at once as GAP, and the sender resends it elsewhere and marks the
-  EV ASSUMED_BAD;
-- a retransmission timeout also marks the EV ASSUMED_BAD; ASSUMED_BAD EVs are probed and come
-  back when a probe is answered;
+  path: the receiver NACKs it at once as GAP, and the sender resends it elsewhere. (The spec
+  names MRC_DEVICE_CAP_TRIM_NACK but publishes no wire format: this per-EV gap NACK is our
+  own policy.);
+- a GAP or a retransmission timeout is a loss on that EV: unless congestion explains it
+  (recent marks or trims on the EV, or queueing delay above target), the EV goes ASSUMED_BAD
+  (evs.py); ASSUMED_BAD EVs are probed, each probe matched to its reply, and come back after
+  a run of answered probes;
+- NACK- and trim-driven resends are not timeouts: only timeouts count towards the retry
+  schedule (qp.py);
 - only the lost packets are resent (selective repeat), never a window (that is Go-Back-N, the
   RoCEv2 baseline).
 """
@@ -20,13 +25,13 @@ from __future__ import annotations
 
 from . import wire
 from .evs import EVSet
-from .qp import QPConfig, QueuePair, _Packet, _us, window
+from .qp import Packet, QPConfig, QueuePair, nscc, us_clock
 
 
 class MrcQP(QueuePair):
     def __init__(self, qpn: int, peer_qpn: int, buffer: memoryview, cfg: QPConfig,
                  evset: EVSet, seed: int) -> None:
-        super().__init__(qpn, peer_qpn, buffer, cfg, window(cfg), seed)
+        super().__init__(qpn, peer_qpn, buffer, cfg, nscc(cfg), seed)
         self.evset = evset
         self._last_on_ev: dict[int, int] = {}
         self._trimmed: set[int] = set()  # PSNs whose trimmed header arrived, data not yet
@@ -39,12 +44,12 @@ class MrcQP(QueuePair):
         ev.sent += 1
         return ev.index
 
-    def _path_for_resend(self, p: _Packet, now: float) -> int:
+    def _path_for_resend(self, p: Packet, now: float) -> int:
         ev = self.evset.pick(now, avoid=p.ev)
         ev.sent += 1
         return ev.index
 
-    def _prev_on_path(self, p: _Packet) -> int:
+    def _prev_on_path(self, p: Packet) -> int:
         prev = self._last_on_ev.get(p.ev, wire.NO_PSN)
         self._last_on_ev[p.ev] = p.psn
         return prev
@@ -57,15 +62,17 @@ class MrcQP(QueuePair):
         if h.flags & wire.TRIMMED:
             p.msg.stats.trims += 1
             self.evset.on_congestion(h.ev, now, trimmed=True, rtt=self.cc.srtt)
-            self.cc.on_trim(now)
+            self.cc.on_trim(now, p.length)
         if p.ev != h.ev:
             return  # this copy was already resent elsewhere
         if not h.flags & wire.TRIMMED:
-            self.evset.on_loss(h.ev, now, f"PSN {h.psn} lost on this path (gap NACK)")
+            self.evset.on_loss(h.ev, now, f"PSN {h.psn} lost on this path (gap NACK)",
+                               rtt=self.cc.srtt, delay_high=self.cc.delay_high)
         self._resend_now(h.psn)
 
-    def _on_timeout(self, p: _Packet, now: float) -> None:
-        self.evset.on_loss(p.ev, now, f"PSN {p.psn} timed out (attempt {p.attempts})")
+    def _on_timeout(self, p: Packet, now: float) -> None:
+        self.evset.on_loss(p.ev, now, f"PSN {p.psn} timed out ({p.timeouts} in a row)",
+                           rtt=self.cc.srtt, delay_high=self.cc.delay_high)
         self._resend_now(p.psn)
 
     def _on_path_feedback(self, ev: int, now: float, ecn: bool) -> None:
@@ -77,17 +84,17 @@ class MrcQP(QueuePair):
     def _receive_data(self, h: wire.Header, payload: memoryview, now: float,
                       ecn: bool) -> None:
         if h.trimmed or len(payload) < h.length:
-            self.counters["trims_received"] += 1
+            self.counters.trims_received += 1
             if h.psn >= self._cum and h.psn not in self._got:
                 self._trimmed.add(h.psn)
                 self._control(wire.NACK, wire.TRIMMED, h.ev, h.psn, ts=h.ts)
-                self.counters["nacks_sent"] += 1
+                self.counters.nacks_sent += 1
             return
         if not wire.payload_ok(h, payload):
-            self.counters["corrupt"] += 1
+            self.counters.corrupt += 1
             return
         if h.psn < self._cum or h.psn in self._got:
-            self.counters["duplicates"] += 1
+            self.counters.duplicates += 1
             self._owe_ack(h, now, ecn, urgent=True)  # the sender missed our ACK
             return
         prev = h.aux
@@ -95,9 +102,9 @@ class MrcQP(QueuePair):
                 and prev not in self._trimmed and prev not in self._nacked):
             self._nacked.add(prev)
             self._control(wire.NACK, wire.GAP, h.ev, prev, ts=h.ts)
-            self.counters["nacks_sent"] += 1
+            self.counters.nacks_sent += 1
         if h.psn != self._cum:
-            self.counters["out_of_order"] += 1
+            self.counters.out_of_order += 1
         self._place(h, payload)
         self._landed(h.psn)
         self._trimmed.discard(h.psn)
@@ -108,8 +115,8 @@ class MrcQP(QueuePair):
     def _receive_probe(self, h: wire.Header, now: float) -> None:
         if h.type == wire.PROBE:
             self._control(wire.PROBE_REPLY, 0, h.ev, h.psn, ts=h.ts)
-        else:
-            self.evset.on_probe_reply(h.ev, now)
+        elif self.evset.on_probe_reply(h.ev, h.psn, now) is not None:
+            self.counters.probe_replies += 1
 
     def _extra_deadline(self) -> float | None:
         return self.evset.next_probe_time()
@@ -117,4 +124,6 @@ class MrcQP(QueuePair):
     def _extra_timers(self, now: float) -> None:
         for ev in self.evset.probes_due(now):
             self._probe_seq += 1
-            self._control(wire.PROBE, 0, ev, self._probe_seq, ts=_us(now))
+            self.evset.probe_sent(ev, self._probe_seq, now)
+            self.counters.probes_sent += 1
+            self._control(wire.PROBE, 0, ev, self._probe_seq, ts=us_clock(now))

@@ -8,7 +8,9 @@ immediate arrived, the QP failed) are queued in `events`.
 Shared here by both transports: segmentation of writes into packets, placement of payloads at
 their offset in the registered buffer, WRITE_WITH_IMM completing only when every earlier byte
 of the connection landed, ACK generation, the retransmission timer with linear then
-exponential backoff and a retry budget, and per-message statistics. `MrcQP` (mrc.py) and
+exponential backoff of the spec (timeout, retry.linear_cnt, retry.exp_cnt: a packet's
+consecutive *timeouts* count, reset whenever the QP makes progress; resends after a NACK or a
+trim are not timeouts), and per-message statistics. `MrcQP` (mrc.py) and
 `RoceQP` (rocev2.py) add what differs: path choice, loss reaction, receive order.
 """
 from __future__ import annotations
@@ -19,24 +21,62 @@ from collections import deque
 from dataclasses import dataclass, field
 
 from . import nic, wire
-from .cc import CCConfig, WindowCC
+from .cc import NsccCC, NsccConfig
 from .endpoint import MessageStats
+
+TIMEOUT_UNIT = 1.024e-6  # s: the spec's ACK timeout is TIMEOUT_UNIT x 2^timeout
+MAX_TIMEOUT_EXP = 24  # mrc.h: timeout at most 24 (17.2 s)
+MAX_LINEAR_CNT = 7  # mrc.h: retry.linear_cnt at most 7
+MAX_EXP_CNT = 25  # mrc.h: retry.exp_cnt at most 25, and 25 means retry forever
+EXP_FOREVER = MAX_EXP_CNT
+MAX_RETRY_INTERVAL = TIMEOUT_UNIT * 2 ** MAX_TIMEOUT_EXP  # the doubling stops there
+
+
+def timeout_seconds(timeout_exp: int) -> float:
+    """The spec's `timeout` field in seconds: 1.024 us x 2^timeout_exp."""
+    return TIMEOUT_UNIT * 2 ** timeout_exp
 
 
 @dataclass
 class QPConfig:
+    """A QP's settings; the names are the scenario's (`qp.*`), so that nothing is renamed
+    between the file a user writes and the code that runs it."""
+
     mss: int = 1024  # payload bytes per packet
     init_cwnd: int = 64 * 1024
     max_cwnd: int = 256 * 1024
-    base_rto: float = 0.010  # seconds before the first retransmission (at least srtt + 4 rttvar)
-    linear_retries: int = 7  # then the backoff doubles (MRC: linear up to 7, then exponential)
-    retry_budget: int = 14  # attempts of one packet before the QP fails
+    timeout: float = 0.010  # s: the ACK timeout (at least srtt + 4 rttvar, see _timeout)
+    linear_cnt: int = 7  # retries at the fixed interval `timeout` (spec: <= 7)
+    exp_cnt: int = 5  # then retries with the interval doubling (spec: <= 25, 25 = forever)
     ack_every: int = 4  # ACK after this many packets unless something needs an ACK now
     ack_delay: float = 0.0005  # longest an ACK waits for company
     target_delay: float = 0.002
+    line_rate: float | None = None  # bit/s of a host port (DCQCN starts there); None: 100G
 
 
-def _wire_bytes(p: _Packet) -> int:
+def retry_interval(cfg: QPConfig, timeouts: int, base: float | None = None) -> float:
+    """The timer of a packet that has already timed out `timeouts` times in a row: `base` for
+    the first send and the `linear_cnt` retries after it, then doubling per retry."""
+    base = cfg.timeout if base is None else base
+    if timeouts <= cfg.linear_cnt:
+        return base
+    return min(base * 2 ** (timeouts - cfg.linear_cnt), max(base, MAX_RETRY_INTERVAL))
+
+
+def retries_exhausted(cfg: QPConfig, timeouts: int) -> bool:
+    """`timeouts` consecutive timeouts of one packet use up the linear and exponential retries
+    (never, with exp_cnt = 25)."""
+    return cfg.exp_cnt < EXP_FOREVER and timeouts > cfg.linear_cnt + cfg.exp_cnt
+
+
+def time_to_fail(cfg: QPConfig, base: float | None = None) -> float:
+    """Seconds from a packet's send until its QP fails if no ACK ever comes (inf: never)."""
+    if cfg.exp_cnt >= EXP_FOREVER:
+        return float("inf")
+    return sum(retry_interval(cfg, n, base) for n in range(cfg.linear_cnt + cfg.exp_cnt + 1))
+
+
+def wire_bytes(p: Packet) -> int:
     """What a data packet occupies on the line: payload, our header, UDP/IPv6/Ethernet."""
     return p.length + wire.HEADER_SIZE + nic.FRAME_OVERHEAD
 
@@ -62,7 +102,27 @@ class QPFailed:
 
 
 @dataclass
-class _Message:
+class QPCounters:
+    """What a QP counts (qps.parquet has one column per field)."""
+
+    data_sent: int = 0
+    retransmits: int = 0
+    acks_sent: int = 0
+    nacks_sent: int = 0
+    trims_received: int = 0
+    corrupt: int = 0
+    duplicates: int = 0
+    out_of_order: int = 0
+    dropped_out_of_order: int = 0
+    timeouts: int = 0
+    placed_bytes: int = 0
+    access_errors: int = 0
+    probes_sent: int = 0
+    probe_replies: int = 0
+
+
+@dataclass
+class Message:
     msg_id: int
     data: memoryview
     remote_offset: int
@@ -73,27 +133,22 @@ class _Message:
 
 
 @dataclass
-class _Packet:
+class Packet:
     psn: int
-    msg: _Message
+    msg: Message
     start: int  # offset in msg.data
     length: int
     flags: int
     ev: int = 0
     sent_at: float = 0.0
-    attempts: int = 0
+    sends: int = 0  # transmissions so far (a resend for any reason counts)
+    timeouts: int = 0  # consecutive timeouts (only timeouts; reset when the QP progresses)
+    epoch: int = 0  # the QP's progress count when `timeouts` was last counted
     deadline: float = 0.0
 
 
-def backoff(cfg: QPConfig, attempt: int, base: float | None = None) -> float:
-    """Timeout before attempt `attempt`+1: linear for `linear_retries`, then doubling."""
-    base = cfg.base_rto if base is None else base
-    if attempt <= cfg.linear_retries:
-        return base * attempt
-    return base * cfg.linear_retries * 2 ** (attempt - cfg.linear_retries)
-
-
-def _us(now: float) -> int:
+def us_clock(now: float) -> int:
+    """The 32-bit microsecond timestamp packets carry (echoed back for RTTs)."""
     return int(now * 1e6) & 0xFFFFFFFF
 
 
@@ -101,7 +156,7 @@ class QueuePair:
     """Both directions of one connection: outgoing writes and incoming ones from the peer."""
 
     def __init__(self, qpn: int, peer_qpn: int, buffer: memoryview, cfg: QPConfig,
-                 cc: WindowCC, seed: int) -> None:
+                 cc: NsccCC, seed: int) -> None:
         self.qpn, self.peer_qpn = qpn, peer_qpn
         self.buffer = buffer
         self.cfg = cfg
@@ -110,19 +165,18 @@ class QueuePair:
         self.events: deque = deque()
         self.failed: str | None = None
         self.nic_blocked = False  # the last poll left data for want of NIC room
-        self.counters = {"data_sent": 0, "retransmits": 0, "acks_sent": 0, "nacks_sent": 0,
-                         "trims_received": 0, "corrupt": 0, "duplicates": 0, "out_of_order": 0,
-                         "dropped_out_of_order": 0, "timeouts": 0, "placed_bytes": 0,
-                         "access_errors": 0}
+        self.counters = QPCounters()
         self.last_access_error: str | None = None
         # sender
-        self._next_msg_packets: deque[_Packet] = deque()
+        self._next_msg_packets: deque[Packet] = deque()
         self._next_psn = 0
-        self._inflight: dict[int, _Packet] = {}
+        self._inflight: dict[int, Packet] = {}
         self._inflight_bytes = 0
         self._lowest_unacked = 0
         self._resend: deque[int] = deque()
-        self._timers: list[tuple[float, int, int]] = []  # (deadline, psn, attempts)
+        self._timers: list[tuple[float, int, int]] = []  # (deadline, psn, sends)
+        self._progress = 0  # ACKs that acknowledged something new: resets timeout counts
+        self._pace_wait: float | None = None  # the rate control's next send time, if waiting
         self._out: list[tuple[int, bytes]] = []
         # receiver
         self._cum = 0  # every PSN below this has landed
@@ -137,44 +191,47 @@ class QueuePair:
                    imm: int | None, now: float, peer: int) -> None:
         if self.failed:
             raise RuntimeError(f"QP {self.qpn} has failed: {self.failed}")
-        msg = _Message(msg_id, data, remote_offset, imm, MessageStats(peer, len(data), now, 0.0))
+        msg = Message(msg_id, data, remote_offset, imm, MessageStats(peer, len(data), now, 0.0))
         mss = self.cfg.mss
         starts = list(range(0, len(data), mss)) or [0]
         for k, start in enumerate(starts):
             last = k == len(starts) - 1
             flags = (wire.LAST if last else 0) | (wire.IMM if last and imm is not None else 0)
             self._next_msg_packets.append(
-                _Packet(-1, msg, start, min(mss, len(data) - start), flags))
+                Packet(-1, msg, start, min(mss, len(data) - start), flags))
         msg.unacked = len(starts)
 
     # ---- to the wire ----
-    def _data_datagram(self, p: _Packet, now: float, prev: int) -> bytes:
+    def _data_datagram(self, p: Packet, now: float, prev: int) -> bytes:
         m = p.msg
-        h = wire.Header(wire.DATA, p.flags | (wire.RETX if p.attempts > 1 else 0), p.ev,
+        h = wire.Header(wire.DATA, p.flags | (wire.RETX if p.sends > 1 else 0), p.ev,
                         p.length, self.peer_qpn, p.psn, m.remote_offset + p.start,
-                        m.imm if p.flags & wire.IMM else 0, prev, _us(now))
+                        m.imm if p.flags & wire.IMM else 0, prev, us_clock(now))
         return wire.encode(h, m.data[p.start:p.start + p.length])
 
-    def _send_packet(self, p: _Packet, now: float) -> None:
-        p.attempts += 1
+    def _send_packet(self, p: Packet, now: float) -> None:
+        p.sends += 1
         p.sent_at = now
-        p.deadline = now + backoff(self.cfg, p.attempts, self._rto_base())
-        heapq.heappush(self._timers, (p.deadline, p.psn, p.attempts))
+        if p.epoch != self._progress:
+            p.timeouts, p.epoch = 0, self._progress
+        p.deadline = now + retry_interval(self.cfg, p.timeouts, self._timeout())
+        heapq.heappush(self._timers, (p.deadline, p.psn, p.sends))
         p.msg.evs.add(p.ev)
         self._out.append((p.ev, self._data_datagram(p, now, self._prev_on_path(p))))
-        self.counters["data_sent"] += 1
-        if p.attempts > 1:
-            self.counters["retransmits"] += 1
+        self.cc.on_send(now, wire_bytes(p))
+        self.counters.data_sent += 1
+        if p.sends > 1:
+            self.counters.retransmits += 1
             p.msg.stats.retransmits += 1
 
-    def _rto_base(self) -> float:
+    def _timeout(self) -> float:
         """The configured timeout, or more when the measured RTT needs it: emulated hosts share
         two cores, and a timeout shorter than their scheduling delay is a false loss (which
         would condemn a healthy EV)."""
         cc = self.cc
         if cc.srtt is None:
-            return self.cfg.base_rto
-        return max(self.cfg.base_rto, cc.srtt + 4 * cc.rttvar)
+            return self.cfg.timeout
+        return max(self.cfg.timeout, cc.srtt + 4 * cc.rttvar)
 
     def _control(self, kind: int, flags: int, ev: int, psn: int, offset: int = 0,
                  imm: int = 0, ts: int = 0) -> None:
@@ -190,15 +247,17 @@ class QueuePair:
             self._out.clear()
             return []
         self._flush_ack(now, force=False)
+        self._pace_wait = None
         room = self._transmit_resends(now, float("inf") if budget is None else budget)
         while self._next_msg_packets:
             p = self._next_msg_packets[0]
-            if not self.cc.allows(self._inflight_bytes, p.length):
+            if not self.cc.allows(self._inflight_bytes, p.length, now):
+                self._note_pacing(now)
                 break
-            if _wire_bytes(p) > room:
+            if wire_bytes(p) > room:
                 self.nic_blocked = True
                 break
-            room -= _wire_bytes(p)
+            room -= wire_bytes(p)
             self._next_msg_packets.popleft()
             p.psn = self._next_psn
             self._next_psn += 1
@@ -209,32 +268,43 @@ class QueuePair:
         out, self._out = self._out, []
         return out
 
+    def _note_pacing(self, now: float) -> None:
+        """The rate control (DCQCN) holds the next packet until its send time: wake then."""
+        wake = self.cc.next_send_time()
+        if wake is not None and wake > now:
+            self._pace_wait = wake
+
     # ---- timers ----
     def next_deadline(self) -> float | None:
         while self._timers:
-            deadline, psn, attempts = self._timers[0]
+            deadline, psn, sends = self._timers[0]
             p = self._inflight.get(psn)
-            if p is not None and p.attempts == attempts:
+            if p is not None and p.sends == sends:
                 break
             heapq.heappop(self._timers)
         times = [t for t in (self._timers[0][0] if self._timers else None, self._ack_deadline,
-                             self._extra_deadline()) if t is not None]
+                             self._extra_deadline(), self._pace_wait) if t is not None]
         return min(times) if times else None
 
     def on_timer(self, now: float) -> None:
         if self._ack_deadline is not None and now >= self._ack_deadline:
             self._flush_ack(now, force=True)
+        if self._pace_wait is not None and now >= self._pace_wait:
+            self._pace_wait = None
         while self._timers and self._timers[0][0] <= now:
-            _, psn, attempts = heapq.heappop(self._timers)
+            _, psn, sends = heapq.heappop(self._timers)
             p = self._inflight.get(psn)
-            if p is None or p.attempts != attempts:
+            if p is None or p.sends != sends:
                 continue  # acked or resent since
-            self.counters["timeouts"] += 1
-            if p.attempts >= self.cfg.retry_budget:
-                self._fail(f"PSN {psn} unacknowledged after {p.attempts} attempts "
-                           f"(last on EV {p.ev})")
+            self.counters.timeouts += 1
+            if p.epoch != self._progress:
+                p.timeouts, p.epoch = 0, self._progress
+            p.timeouts += 1
+            if retries_exhausted(self.cfg, p.timeouts):
+                self._fail(f"PSN {psn} unacknowledged after {p.timeouts} timeouts in a row "
+                           f"({p.sends} sends, last on EV {p.ev})")
                 return
-            self.cc.on_timeout(now)
+            self.cc.on_timeout(now, p.sent_at)
             self._on_timeout(p, now)
         self._extra_timers(now)
 
@@ -247,14 +317,14 @@ class QueuePair:
         try:
             h, payload = wire.decode(datagram)
         except wire.WireError:
-            self.counters["corrupt"] += 1
+            self.counters.corrupt += 1
             return
         if h.type == wire.DATA:
             try:
                 self._receive_data(h, payload, now, ecn)
             except AccessError as exc:
                 # RDMA's remote access error: the packet is refused, never half-placed
-                self.counters["access_errors"] += 1
+                self.counters.access_errors += 1
                 self.last_access_error = str(exc)
         elif h.type == wire.ACK:
             self._receive_ack(h, now)
@@ -269,7 +339,7 @@ class QueuePair:
             raise AccessError(f"QP {self.qpn}: write to [{h.offset}, {end}) outside the "
                               f"{len(self.buffer)}-byte buffer")
         self.buffer[h.offset:end] = payload
-        self.counters["placed_bytes"] += h.length
+        self.counters.placed_bytes += h.length
         if h.flags & wire.IMM:
             heapq.heappush(self._pending_imm, (h.psn, h.imm))
 
@@ -309,7 +379,7 @@ class QueuePair:
         h = wire.Header(wire.ACK, wire.ECN if ecn else 0, ev, 0, self.peer_qpn, self._cum,
                         bitmap, psn, base, ts)
         self._out.append((ev, wire.encode(h)))
-        self.counters["acks_sent"] += 1
+        self.counters.acks_sent += 1
         self._ack_owed, self._ack_for, self._ack_deadline = 0, None, None
 
     def _receive_ack(self, h: wire.Header, now: float) -> None:
@@ -323,11 +393,13 @@ class QueuePair:
             bitmap ^= bit
         rtt = None
         trigger = self._inflight.get(h.imm)
-        if trigger is not None and trigger.attempts == 1:
-            rtt = ((_us(now) - h.ts) & 0xFFFFFFFF) / 1e6
+        if trigger is not None and trigger.sends == 1:
+            rtt = ((us_clock(now) - h.ts) & 0xFFFFFFFF) / 1e6
         acked = 0
         for psn in newly:
             acked += self._ack_packet(psn, now)
+        if acked:
+            self._progress += 1
         self._lowest_unacked = max(self._lowest_unacked, h.psn)
         self._on_path_feedback(h.ev, now, bool(h.flags & wire.ECN))
         self.cc.on_ack(now, acked, rtt, bool(h.flags & wire.ECN))
@@ -355,10 +427,13 @@ class QueuePair:
             if p is None:
                 self._resend.popleft()
                 continue
-            if _wire_bytes(p) > room:
+            if not self.cc.allows(0, p.length, now):  # only the rate gates a resend
+                self._note_pacing(now)
+                break
+            if wire_bytes(p) > room:
                 self.nic_blocked = True
                 break
-            room -= _wire_bytes(p)
+            room -= wire_bytes(p)
             self._resend.popleft()
             p.ev = self._path_for_resend(p, now)
             self._send_packet(p, now)
@@ -368,10 +443,10 @@ class QueuePair:
     def _path_for_new(self, now: float) -> int:
         raise NotImplementedError
 
-    def _path_for_resend(self, p: _Packet, now: float) -> int:
+    def _path_for_resend(self, p: Packet, now: float) -> int:
         raise NotImplementedError
 
-    def _prev_on_path(self, p: _Packet) -> int:
+    def _prev_on_path(self, p: Packet) -> int:
         return wire.NO_PSN
 
     def _receive_data(self, h: wire.Header, payload: memoryview, now: float,
@@ -384,7 +459,7 @@ class QueuePair:
     def _receive_probe(self, h: wire.Header, now: float) -> None:
         pass
 
-    def _on_timeout(self, p: _Packet, now: float) -> None:
+    def _on_timeout(self, p: Packet, now: float) -> None:
         raise NotImplementedError
 
     def _on_path_feedback(self, ev: int, now: float, ecn: bool) -> None:
@@ -400,6 +475,7 @@ class QueuePair:
         pass
 
 
-def window(cfg: QPConfig, **overrides) -> WindowCC:
-    return WindowCC(CCConfig(cfg.mss, cfg.init_cwnd, cfg.max_cwnd,
-                             target_delay=cfg.target_delay, **overrides))
+def nscc(cfg: QPConfig) -> NsccCC:
+    """MRC's congestion control for a QP of these settings."""
+    return NsccCC(NsccConfig(cfg.mss, cfg.init_cwnd, cfg.max_cwnd,
+                             target_delay=cfg.target_delay))

@@ -17,6 +17,7 @@ from pathlib import Path
 
 from hostagent.config import AgentConfig, PeerConfig
 from hostagent.nic import FRAME_OVERHEAD
+from hostagent.qp import QPConfig, time_to_fail
 from hostagent.wire import HEADER_SIZE
 from testbed.emulation.network import FabricNetwork
 from testbed.emulation.telemetry import default_period
@@ -28,6 +29,7 @@ from testbed.scenario import Scenario
 
 START_DELAY = 0.2  # seconds between the last agent being ready and the common start
 READY_TIMEOUT = 60.0  # seconds for every agent to start Python and bind its sockets
+FOREVER_DEADLINE = 600.0  # s of retries counted in the deadline when QPs retry forever
 
 
 def agent_configs(plan: FabricPlan, scenario: Scenario, transport: str,
@@ -35,13 +37,15 @@ def agent_configs(plan: FabricPlan, scenario: Scenario, transport: str,
     """Pure: every rank's config; EV i toward a peer is the same (plane, spine) both ways."""
     hosts = scenario.rank_hosts()
     q, m, w = scenario.qp, scenario.mrc, scenario.workload
-    qp = {"mss": q.mss, "init_cwnd": q.init_window, "max_cwnd": q.max_window,
-          "base_rto": scenario.base_rto(), "target_delay": scenario.target_delay(),
-          "linear_retries": q.linear_retries,
-          "retry_budget": q.retry_budget, "ack_every": q.ack_every}
-    mrc = {"active_per_plane": m.evs_per_plane, "ev_min_active": m.ev_min_active,
-           "spray": m.spray, "probe_interval": m.probe_interval,
-           "congestion_holdoff": m.congestion_holdoff, "hot_ratio": m.hot_ratio,
+    qp = {"mss": q.mss, "init_cwnd": q.init_cwnd, "max_cwnd": q.max_cwnd,
+          "timeout": scenario.timeout(), "target_delay": scenario.target_delay(),
+          "linear_cnt": q.retry.linear_cnt, "exp_cnt": q.retry.exp_cnt,
+          "ack_every": q.ack_every, "line_rate": scenario.fabric.host_link.rate}
+    mrc = {"active_per_plane": scenario.active_evs_per_plane(),
+           "ev_min_active": m.ev_min_active, "spray": m.spray,
+           "probe_interval": m.probe_interval, "probe_successes": m.probe_successes,
+           "congestion_holdoff": m.congestion_holdoff,
+           "congestion_memory_rtts": m.congestion_memory_rtts, "hot_ratio": m.hot_ratio,
            "hot_rtts": m.hot_rtts}
     workload = {"collective": w.collective, "size": w.size, "iterations": w.iterations,
                 "warmup": w.warmup, "compute_gap": w.compute_gap}
@@ -59,7 +63,7 @@ def agent_configs(plan: FabricPlan, scenario: Scenario, transport: str,
         configs[host] = AgentConfig(
             rank, len(hosts), host, transport,
             [str(plan.plain_address(host, p)) for p in range(plan.planes)], peers,
-            q.qps_per_peer.get(transport, 1), qp, mrc, workload, scenario.seed,
+            scenario.qps_per_peer(transport), qp, mrc, workload, scenario.seed,
             str(out / "start"), str(out / host), timeout=deadline_for(scenario), gso=q.gso,
             nic=nic_limits(scenario), ev_sample_period=ev_sample_period(
                 scenario, transport, sum(len(p.evs) for p in peers), len(plan.nodes)))
@@ -73,7 +77,7 @@ def ev_sample_period(scenario: Scenario, transport: str, evs: int, nodes: int) -
     """How often an MRC agent records each EV's load (the telemetry period), or None where it
     has more EVs than it can sample cheaply (ref-64: about 1,000 each): then only the final
     counters (paths.parquet) exist."""
-    if transport != "mrc" or evs * scenario.qp.qps_per_peer.get("mrc", 1) > MAX_SAMPLED_EVS:
+    if transport != "mrc" or evs * scenario.qps_per_peer("mrc") > MAX_SAMPLED_EVS:
         return None
     return scenario.telemetry.period or default_period(nodes)
 
@@ -95,11 +99,13 @@ def nic_limits(scenario: Scenario) -> dict:
 
 def deadline_for(scenario: Scenario) -> float:
     """Seconds the whole workload may take before it counts as hung: generous (every byte at a
-    tenth of the host link rate, plus every iteration's gap, plus a QP's full retry budget)."""
-    w, f = scenario.workload, scenario.fabric
+    tenth of the host link rate, plus every iteration's gap, plus the time a QP's retries take
+    to fail it; with retries forever (exp_cnt 25), 10 minutes)."""
+    w, f, q = scenario.workload, scenario.fabric, scenario.qp
     per_iter = 4 * w.size * 8 / (f.host_link.rate * 0.1) + w.compute_gap
-    rto = scenario.base_rto() * scenario.qp.retry_budget * 2 ** 6
-    return 30.0 + (w.iterations + w.warmup) * per_iter + rto
+    retries = time_to_fail(QPConfig(timeout=scenario.timeout(), linear_cnt=q.retry.linear_cnt,
+                                    exp_cnt=q.retry.exp_cnt))
+    return 30.0 + (w.iterations + w.warmup) * per_iter + min(retries, FOREVER_DEADLINE)
 
 
 def _start_together(out: Path, configs: dict[str, AgentConfig],

@@ -22,6 +22,8 @@ from pydantic import (
     model_validator,
 )
 
+from hostagent.qp import (MAX_EXP_CNT, MAX_LINEAR_CNT, MAX_RETRY_INTERVAL, MAX_TIMEOUT_EXP,
+                          timeout_seconds)
 from hostagent.wire import HEADER_SIZE
 from testbed.errors import ScenarioError
 from testbed.scenario import limits
@@ -196,12 +198,9 @@ class Verify(StrictModel):
     retries: int = Field(2, ge=0, le=10, description="probe rounds after the first for lost probes")
 
 
+SPARE_FROM_PATHS = 4  # planes with this many paths or more keep one spare EV by default
 Collective = Literal["all_reduce", "all_gather", "reduce_scatter", "all_to_all"]
 Transport = Literal["mrc", "rocev2"]
-
-
-def _per_transport(value: int) -> dict[Transport, int]:
-    return {"mrc": value, "rocev2": value}
 
 
 class Workload(StrictModel):
@@ -227,33 +226,50 @@ class Workload(StrictModel):
         return size
 
 
+class RetrySettings(StrictModel):
+    """The spec's retry schedule (OCP MRC mrc.h, `retry`): after the ACK timeout, `linear_cnt`
+    retries at that fixed interval, then `exp_cnt` retries with the interval doubling; only
+    consecutive timeouts of one packet count, and progress resets them."""
+
+    linear_cnt: int = Field(7, ge=0, le=MAX_LINEAR_CNT,
+                            description="retries at the fixed timeout interval (spec: <= 7)")
+    exp_cnt: int = Field(5, ge=0, le=MAX_EXP_CNT,
+                         description="then retries with the interval doubling (spec: <= 25; "
+                                     "25 = retry forever)")
+
+
 class QPSettings(StrictModel):
-    """Settings both transports share where they mean the same (a fair comparison)."""
+    """Settings both transports share where they mean the same (a fair comparison). The names
+    are the agent's (hostagent/qp.py QPConfig): nothing is renamed on the way."""
 
     mss: Size = Field(1024, description="payload bytes per packet")
-    init_window: Size = Field(64 * 1024, description="congestion window at start, bytes")
-    max_window: Size = Field(256 * 1024, description="largest congestion window, bytes")
-    base_rto: float | None = Field(
-        None, gt=0, le=10, description="first retransmission timeout, s; default: twice the "
-                                       "longest a full buffer takes to drain, plus 5 ms")
+    init_cwnd: Size = Field(64 * 1024, description="congestion window at start, bytes (MRC)")
+    max_cwnd: Size = Field(256 * 1024, description="largest congestion window, bytes (both: "
+                                                   "RoCEv2's cap on bytes in flight)")
+    timeout: float | None = Field(
+        None, gt=0, le=MAX_RETRY_INTERVAL, description="ACK timeout, s; default: twice the "
+        "longest a full buffer takes to drain, plus 5 ms (the fabric's queues are ms deep)")
+    timeout_exp: int | None = Field(
+        None, ge=0, le=MAX_TIMEOUT_EXP, description="the ACK timeout as the spec writes it: "
+        "1.024 us x 2^timeout_exp (instead of `timeout`)")
+    retry: RetrySettings = Field(default_factory=RetrySettings)
     target_delay: float | None = Field(
         None, gt=0, le=10, description="queueing delay congestion control aims at, s; default: "
                                        "a quarter of the longest full-buffer drain, >= 2 ms")
-    linear_retries: int = Field(7, ge=0, le=64, description="timeouts growing linearly, then x2")
-    retry_budget: int = Field(14, ge=1, le=64, description="attempts of a packet before the "
-                                                            "QP fails")
     ack_every: int = Field(4, ge=1, le=64)
     gso: bool = Field(False, description="agents send runs of data packets to one destination "
                                          "with UDP GSO (fewer system calls, same packets)")
     qps_per_peer: dict[Transport, int] = Field(
-        default_factory=lambda: _per_transport(1),
-        description="QPs between two ranks (the MRC paper compares RoCEv2 with 1, 8, 16)")
+        default_factory=dict,
+        description="QPs between two ranks; default: MRC 1, RoCEv2 one per plane (a NIC runs "
+                    "at least one QP per port); the MRC paper compares RoCEv2 with 1, 8, 16")
 
     @model_validator(mode="after")
     def _consistent(self) -> QPSettings:
-        if self.init_window > self.max_window:
-            raise ValueError(f"init_window {self.init_window} exceeds max_window "
-                             f"{self.max_window}")
+        if self.init_cwnd > self.max_cwnd:
+            raise ValueError(f"init_cwnd {self.init_cwnd} exceeds max_cwnd {self.max_cwnd}")
+        if self.timeout is not None and self.timeout_exp is not None:
+            raise ValueError("timeout and timeout_exp both set: give the ACK timeout once")
         for transport, n in self.qps_per_peer.items():
             if not 1 <= n <= limits.MAX_QPS_PER_PEER:
                 raise ValueError(f"qps_per_peer.{transport}: {n} is outside "
@@ -271,11 +287,18 @@ class DeniedPath(StrictModel):
 class MrcSettings(StrictModel):
     """MRC's own knobs: how many EVs a QP sprays on, and how it treats bad and busy ones."""
 
-    evs_per_plane: int | None = Field(None, ge=1, le=256,
-                                      description="active EVs per plane; default: every path")
-    ev_min_active: int = Field(1, ge=1, le=4096)
+    evs_per_plane: int | None = Field(
+        None, ge=1, le=256, description="active EVs per plane (the rest are spares that replace "
+        "a condemned one); default: every path but one where a plane has 4 or more paths")
+    ev_min_active: int = Field(1, ge=1, le=4096, description="no EV is marked ASSUMED_BAD "
+                               "while only this many are GOOD (the spec's floor)")
     spray: Literal["round_robin", "random"] = "round_robin"
     probe_interval: float = Field(0.005, gt=0, le=10, description="s between probes of a bad EV")
+    probe_successes: int = Field(16, ge=1, le=256, description="answered probes in a row "
+                                 "before a bad EV is GOOD again")
+    congestion_memory_rtts: float = Field(8.0, ge=0, le=1000, description="a loss on an EV "
+                                          "marked or trimmed this many RTTs before is "
+                                          "congestion, not failure")
     congestion_holdoff: float = Field(0.001, ge=0, le=10,
                                       description="s an ECN-marked or trimmed EV is skipped")
     hot_ratio: float = Field(1.5, ge=1, le=100, description="an EV marked this many times "
@@ -362,23 +385,43 @@ class Scenario(StrictModel):
                              f"to {self.fabric.mtu - overhead} or raise the MTU")
         return self
 
+    def qps_per_peer(self, transport: str) -> int:
+        """QPs between two ranks: as set, else 1 for MRC (one QP sprays every plane) and one
+        per plane for RoCEv2 (a NIC with P ports runs at least one QP per port)."""
+        default = self.fabric.planes if transport == "rocev2" else 1
+        return self.qp.qps_per_peer.get(transport, default)
+
     def ideal_busbw(self, transport: str) -> tuple[float, int]:
         """GB/s a rank can inject, and over how many planes: every plane for MRC (one QP
         sprays them all), one plane per QP for RoCEv2 (a QP is bound to one NIC port)."""
         planes = self.fabric.planes
         if transport == "rocev2":
-            planes = min(planes, self.qp.qps_per_peer.get("rocev2", 1))
+            planes = min(planes, self.qps_per_peer("rocev2"))
         return planes * self.fabric.host_link.rate / 8e9, planes
+
+    def active_evs_per_plane(self) -> int | None:
+        """MRC's active EVs per plane: as set, else every path but one where a plane has
+        4 or more paths (that one is a spare, as production keeps EV sets larger than the
+        active set), else every path (None). Fewer than 4 paths: a spare would idle a third
+        or more of a plane's spines."""
+        if self.mrc.evs_per_plane is not None:
+            return self.mrc.evs_per_plane
+        spines = self.fabric.spines_per_plane
+        return spines - 1 if spines >= SPARE_FROM_PATHS else None
 
     def drain_time(self) -> float:
         """Seconds the slowest port takes to send a full buffer: the worst queueing per hop."""
         return max(c.buffer * 8 / c.rate for c in (self.fabric.host_link, self.fabric.fabric_link))
 
-    def base_rto(self) -> float:
-        """A timeout must outlast a queue, or a delayed packet counts as lost (and its healthy
-        EV as bad): the emulated fabric's queues are milliseconds deep, unlike a switch's."""
-        return self.qp.base_rto if self.qp.base_rto is not None else \
-            2 * self.drain_time() + 0.005
+    def timeout(self) -> float:
+        """The ACK timeout, s. A timeout must outlast a queue, or a delayed packet counts as
+        lost (and its healthy EV as bad): the emulated fabric's queues are milliseconds deep,
+        unlike a switch's."""
+        if self.qp.timeout is not None:
+            return self.qp.timeout
+        if self.qp.timeout_exp is not None:
+            return timeout_seconds(self.qp.timeout_exp)
+        return 2 * self.drain_time() + 0.005
 
     def target_delay(self) -> float:
         return self.qp.target_delay if self.qp.target_delay is not None else \

@@ -69,7 +69,10 @@ def test_nccl_rows_use_the_mean_time_of_timed_iterations():
 
 
 def test_ideal_busbw_all_planes_for_mrc_one_per_qp_for_rocev2():
-    for text, mrc, rocev2 in (("name: a", 2, 1), ("name: b\nfabric: {planes: 4}", 4, 1),
+    """RoCEv2 runs one QP per plane by default (a NIC port each): its ideal is every plane;
+    with fewer QPs than planes, only the planes its QPs use."""
+    for text, mrc, rocev2 in (("name: a", 2, 2), ("name: b\nfabric: {planes: 4}", 4, 4),
+                              ("name: c\nqp: {qps_per_peer: {rocev2: 1}}", 2, 1),
                               ("name: c\nqp: {qps_per_peer: {mrc: 1, rocev2: 2}}", 2, 2)):
         sc = parse(text, "t")
         rate = sc.fabric.host_link.rate / 8e9

@@ -358,3 +358,26 @@ def test_switch_errors_name_the_field(text: str, words: str):
 def test_ecn_above_the_default_trim_is_fine_when_trimming_is_off():
     s = parse("switch: {trim: false}\nfabric: {fabric_link: {buffer: 100KB, ecn_threshold: 90KB}}")
     assert s.fabric.fabric_link.ecn() == 90_000
+
+
+def test_retry_schedule_fields_follow_the_spec_ranges():
+    assert "retry.linear_cnt" in error_of("qp: {retry: {linear_cnt: 8}}")
+    assert "retry.exp_cnt" in error_of("qp: {retry: {exp_cnt: 26}}")
+    assert "timeout_exp" in error_of("qp: {timeout_exp: 25}")
+    assert "both set" in error_of("qp: {timeout: 0.01, timeout_exp: 8}")
+    sc = parse("name: t\nqp: {timeout_exp: 8, retry: {linear_cnt: 0, exp_cnt: 25}}")
+    assert sc.timeout() == pytest.approx(1.024e-6 * 256)
+    assert parse("name: t\nqp: {timeout: 0.02}").timeout() == 0.02
+    default = parse("name: t")
+    assert default.timeout() == pytest.approx(2 * default.drain_time() + 0.005)
+
+
+def test_rocev2_runs_one_qp_per_plane_and_mrc_keeps_a_spare_where_planes_have_4_paths():
+    sc = parse("name: t\nfabric: {planes: 4}")
+    assert sc.qps_per_peer("rocev2") == 4 and sc.qps_per_peer("mrc") == 1
+    assert parse("name: t\nqp: {qps_per_peer: {rocev2: 16}}").qps_per_peer("rocev2") == 16
+    assert parse("name: t").active_evs_per_plane() is None, "2 spines: every path active"
+    four = parse("name: t\nfabric: {spines_per_plane: 4}")
+    assert four.active_evs_per_plane() == 3
+    assert parse("name: t\nfabric: {spines_per_plane: 4}\nmrc: {evs_per_plane: 4}"
+                 ).active_evs_per_plane() == 4

@@ -1,0 +1,197 @@
+"""The EV set: the state machine as a table (every state x every event, through the EVSet's own
+API), the ev_min_active floor, spares, spraying by plane, congestion that is not failure, and
+probes that re-admit a path only after a run of answers."""
+from __future__ import annotations
+
+import random
+from collections import Counter
+
+import pytest
+
+from hostagent.ev_states import TRANSITIONS, EVEvent, EVState
+from hostagent.evs import FLAP_MEMORY, EVPolicy, EVSet
+
+G, B, D = EVState.GOOD, EVState.ASSUMED_BAD, EVState.DENIED
+TABLE = [(i, i // 4) for i in range(8)]  # 8 EVs: 2 planes x 4 spines
+RUN = 4  # probe_successes in these tests
+
+# The expected table, written out by hand from the spec's states and the issue's rules.
+EXPECTED = {
+    G: {"LOSS": B, "LOSS_AT_FLOOR": G, "CONGESTION": G, "PROBE_LOST": G,
+        "PROBES_ANSWERED": G, "DENY": D, "ALLOW": G},
+    B: {"LOSS": B, "LOSS_AT_FLOOR": B, "CONGESTION": B, "PROBE_LOST": B,
+        "PROBES_ANSWERED": G, "DENY": D, "ALLOW": G},
+    D: {"LOSS": D, "LOSS_AT_FLOOR": D, "CONGESTION": D, "PROBE_LOST": D,
+        "PROBES_ANSWERED": D, "DENY": D, "ALLOW": G},
+}
+
+
+def evset(**kw) -> EVSet:
+    policy = EVPolicy(probe_interval=0.001, probe_successes=RUN, **kw)
+    return EVSet.build(TABLE, policy, random.Random(0))
+
+
+def put_in(s: EVSet, state: EVState, now: float = 1.0) -> None:
+    if state is B:
+        s.on_loss(0, now, "setup")
+    elif state is D:
+        s.deny(0, now)
+    assert s.by_index(0).state is state
+
+
+def answer_probes(s: EVSet, ev: int, n: int, start: float, seq0: int = 0) -> float:
+    """Send and answer n probes of `ev`, one per probe interval; the time after the last."""
+    now = start
+    for k in range(n):
+        now += s.policy.probe_interval
+        s.probe_sent(ev, seq0 + k, now)
+        s.on_probe_reply(ev, seq0 + k, now + 0.0001)
+    return now
+
+
+def fire(s: EVSet, event: EVEvent, now: float = 2.0) -> None:
+    """Produce `event` on EV 0 through the API a QP or controller uses."""
+    if event is EVEvent.LOSS:
+        s.on_loss(0, now, "loss")
+    elif event is EVEvent.LOSS_AT_FLOOR:
+        s.policy.ev_min_active = s.good_count()
+        s.on_loss(0, now, "loss at the floor")
+    elif event is EVEvent.CONGESTION:
+        s.on_congestion(0, now, trimmed=True)
+    elif event is EVEvent.PROBE_LOST:
+        s.probe_sent(0, 99, now)
+        s.probe_sent(0, 100, now)
+        s.on_probe_reply(0, 100, now + 0.0001)  # 99 never answered: lost
+    elif event is EVEvent.PROBES_ANSWERED:
+        answer_probes(s, 0, RUN, now, seq0=200)
+    elif event is EVEvent.DENY:
+        s.deny(0, now)
+    elif event is EVEvent.ALLOW:
+        s.allow(0, now)
+
+
+def test_the_table_is_complete_and_as_specified():
+    assert set(TRANSITIONS) == {(s, e) for s in EVState for e in EVEvent}
+    for (state, event), new in TRANSITIONS.items():
+        assert EXPECTED[state][event.value] is new, (state, event)
+
+
+@pytest.mark.parametrize("state", [G, B, D])
+@pytest.mark.parametrize("event", list(EVEvent))
+def test_every_state_and_event_through_the_evset(state, event):
+    s = evset()
+    put_in(s, state)
+    fire(s, event)
+    assert s.by_index(0).state is EXPECTED[state][event.value]
+    usable = s.usable_indexes()
+    assert all(s.by_index(i).state is G for i in usable), "only GOOD EVs are sprayed on"
+
+
+def test_the_floor_stops_condemning_and_nothing_bad_is_sprayed():
+    """Bug 8 of issue 9: ev_min_active is a floor on GOOD EVs, not a licence to spray on bad
+    ones."""
+    s = evset(ev_min_active=6)
+    for ev in (0, 1, 2):
+        s.on_loss(ev, 1.0, "loss")
+    states = [s.by_index(i).state for i in range(3)]
+    assert states == [B, B, G], "two condemned, the third held by the floor of 6 GOOD"
+    assert s.by_index(2).floor_holds == 1
+    assert sorted(s.usable_indexes()) == [2, 3, 4, 5, 6, 7]
+    picked = {s.pick(1.0 + k * 1e-6).index for k in range(100)}
+    assert picked == {2, 3, 4, 5, 6, 7}
+
+
+def test_a_condemned_ev_is_replaced_by_a_spare_of_its_plane():
+    """Bug 6: with spares (3 active of 4 per plane), a condemned EV's plane keeps 3 active."""
+    s = evset(active_per_plane=3)
+    active0 = [e.index for e in s.evs if e.active and e.plane == 0]
+    assert len(active0) == 3
+    s.on_loss(active0[0], 1.0, "loss")
+    now_active = [e.index for e in s.evs if e.active and e.plane == 0]
+    assert len(now_active) == 3 and active0[0] not in now_active
+    spare = (set(range(4)) - set(active0)).pop()
+    assert spare in now_active
+
+
+def test_spares_differ_between_qps():
+    """The spare of each QP is a seeded pick: QPs sharing a leaf do not all idle one spine."""
+    spares = set()
+    for seed in range(20):
+        s = EVSet.build(TABLE, EVPolicy(active_per_plane=3), random.Random(seed))
+        spares.add(next(e.index for e in s.evs if not e.active and e.plane == 0))
+    assert len(spares) > 1
+
+
+@pytest.mark.parametrize("spray", ["round_robin", "random"])
+def test_spraying_gives_each_plane_its_share_when_a_plane_loses_a_path(spray):
+    """Bug 7: one plane-0 path out of 4 gone; each plane (NIC port) still gets half."""
+    s = evset(spray=spray)
+    s.on_loss(1, 1.0, "loss")
+    n = 7000
+    planes = Counter(s.pick(2.0).plane for _ in range(n))
+    assert abs(planes[0] - n / 2) < 0.03 * n, planes
+
+
+def test_a_loss_explained_by_congestion_holds_the_ev_off_instead():
+    """Bug 5: a loss on an EV marked (or trimmed) within the last few RTTs, or while delay is
+    above target, is congestion: held off, not condemned. Only unexplained loss condemns."""
+    s = evset(congestion_memory_rtts=8.0, hot_rtts=4.0)
+    rtt = 0.002
+    s.on_congestion(0, 1.0, trimmed=False, rtt=rtt)
+    assert s.on_loss(0, 1.0 + 5 * rtt, "timeout", rtt=rtt) is EVEvent.CONGESTION
+    ev = s.by_index(0)
+    assert ev.state is G and ev.congestion_losses == 1
+    assert ev.holdoff_until >= 1.0 + 5 * rtt + 4 * rtt, "skipped as a hot path"
+    assert s.on_loss(1, 1.0, "timeout", rtt=rtt, delay_high=True) is EVEvent.CONGESTION
+    assert s.on_loss(0, 1.0 + 20 * rtt, "timeout", rtt=rtt) is EVEvent.LOSS, \
+        "a mark long ago explains nothing"
+    assert ev.state is B
+
+
+def test_probes_re_admit_only_after_a_run_of_matched_answers():
+    """Bug 4: one answered probe does not restore GOOD; replies must match a probe sent on that
+    EV; a lost probe restarts the run; the RTTs are recorded."""
+    s = evset()
+    s.on_loss(0, 1.0, "loss")
+    ev = s.by_index(0)
+    s.probe_sent(0, 1, 1.001)
+    assert s.on_probe_reply(0, 7, 1.0012) is None, "a reply to no probe of ours"
+    assert s.on_probe_reply(1, 1, 1.0012) is None, "a reply on another EV"
+    assert s.on_probe_reply(0, 1, 1.0015) == pytest.approx(0.0005)
+    assert ev.state is B and ev.probe_run == 1
+    now = answer_probes(s, 0, RUN - 2, 1.002, seq0=2)
+    assert ev.state is B and ev.probe_run == RUN - 1
+    s.probe_sent(0, 10, now + 0.001)  # lost: never answered
+    s.probe_sent(0, 11, now + 0.002)
+    s.on_probe_reply(0, 11, now + 0.0021)
+    assert ev.state is B and ev.probe_run == 1, "a lost probe restarts the run"
+    now = answer_probes(s, 0, RUN - 1, now + 0.003, seq0=20)
+    assert ev.state is G
+    assert ev.probes_answered == len(ev.probe_rtts) == 1 + (RUN - 2) + 1 + (RUN - 1)
+    assert s.transitions[-1].reason == f"{RUN} probes answered in a row"
+
+
+def test_a_probe_unanswered_for_long_is_lost_when_the_next_is_due():
+    s = evset()
+    s.on_loss(0, 1.0, "loss")
+    ev = s.by_index(0)
+    now = answer_probes(s, 0, RUN - 1, 1.0)
+    s.probe_sent(0, 50, now)
+    for k in range(1, 6):
+        s.probes_due(now + k * s.policy.probe_interval)
+    assert ev.probe_run == 0 and 50 not in ev.outstanding
+
+
+def test_a_path_that_flaps_back_needs_a_longer_run_next_time():
+    s = evset()
+    s.on_loss(0, 1.0, "loss")
+    now = answer_probes(s, 0, RUN, 1.0)
+    assert s.by_index(0).state is G
+    s.on_loss(0, now + 0.1, "loss again")
+    assert s.by_index(0).probe_required == 2 * RUN
+    now = answer_probes(s, 0, RUN, now + 0.1, seq0=100)
+    assert s.by_index(0).state is B, "the first run's length is no longer enough"
+    now = answer_probes(s, 0, RUN, now, seq0=200)
+    assert s.by_index(0).state is G
+    s.on_loss(0, now + FLAP_MEMORY + 0.1, "much later")
+    assert s.by_index(0).probe_required == RUN, "a loss long after coming back starts afresh"
