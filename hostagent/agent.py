@@ -146,12 +146,14 @@ async def run(cfg: AgentConfig, out: Path, ns: str | None = None) -> dict:
     records = []
     ev_load: list[dict] = []
     sampler: asyncio.Task | None = None
+    cpu_at_start = None
     status, error = "ok", None
     w = cfg.workload
     try:
         # the buffer peers write into must exist before anyone may send: register, then ready
         comm = Communicator(drv, w["size"] // DTYPE.itemsize)
         await wait_for_start(cfg, out)
+        cpu_at_start = _cpu_seconds()
         if cfg.ev_sample_period:
             sampler = asyncio.create_task(sample_ev_load(peers, cfg.ev_sample_period,
                                                          drv.wall_offset, ev_load))
@@ -181,7 +183,8 @@ async def run(cfg: AgentConfig, out: Path, ns: str | None = None) -> dict:
     (out / "paths.json").write_text(json.dumps(report, default=float))
     return {"status": status, "error": error, "host": cfg.host, "rank": cfg.rank,
             "transport": cfg.transport, "iterations": len(records),
-            "verified": bool(records) and all(r.verified for r in records)}
+            "verified": bool(records) and all(r.verified for r in records),
+            "cpu_start_s": cpu_at_start}
 
 
 async def host_main(cfg: AgentConfig, ns: str | None = None) -> dict:
@@ -194,7 +197,7 @@ async def host_main(cfg: AgentConfig, ns: str | None = None) -> dict:
         log.exception("agent failed")
         result = {"status": "failed", "error": f"{type(exc).__name__}: {exc}",
                   "host": cfg.host, "rank": cfg.rank, "transport": cfg.transport}
-    result["cpu_s"] = _cpu_seconds()
+    result["cpu_s"], result["pid"] = _cpu_seconds(), os.getpid()  # pooled: one pid, many hosts
     (out / "result.json").write_text(json.dumps(result))
     log.info("%s%s", result["status"], f": {result['error']}" if result.get("error") else "")
     return result
