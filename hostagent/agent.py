@@ -5,12 +5,18 @@ workload's collective iterations with real buffers and verification, and writes 
 folder: `result.json` (how it ended), `iterations.json`, `messages.json` and `paths.json`
 (every EV's counters and state changes). Exit status 0 only if every iteration completed and
 verified. It never hangs: a deadline from the runner bounds the whole run.
+
+`host_main` is one host's whole life; `main` runs it alone in this process (the per-host mode),
+hostagent/multi.py runs many of them on one event loop (the pooled mode), each with its sockets
+in its own namespace and its log lines in its own agent.log.
 """
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import json
 import logging
+import os
 import random
 import socket
 import sys
@@ -18,7 +24,7 @@ import time
 from dataclasses import asdict
 from pathlib import Path
 
-from . import driver
+from . import driver, netns
 from .collectives import DTYPE, Communicator
 from .config import AgentConfig
 from .evs import EVPolicy, EVSet
@@ -36,6 +42,10 @@ def roce_ports(seed: int, rank: int, count: int) -> list[int]:
     """Distinct UDP source ports for an agent's RoCEv2 QPs, drawn from the scenario seed: the
     fabric's ECMP hashes them, so the seed decides (reproducibly) which spine each QP takes."""
     return random.Random(seed * 1_000_003 + rank).sample(ROCE_PORTS, count)
+
+
+WHO: contextvars.ContextVar[str] = contextvars.ContextVar("who", default="")  # "h3 rank 3": whose
+# task runs (hostagent/multi.py sends each host's log lines to its own file by it)
 
 
 def build_qps(cfg: AgentConfig) -> tuple[socket.socket, dict[int, list]]:
@@ -144,20 +154,24 @@ async def linger_until_peers_done(cfg: AgentConfig, out: Path) -> None:
         await asyncio.sleep(0.01)
 
 
-async def run(cfg: AgentConfig, out: Path) -> dict:
-    listen, peers = build_qps(cfg)
+async def run(cfg: AgentConfig, out: Path, ns: str | None = None) -> dict:
+    """The workload of one host; `ns`: the network namespace its sockets are opened in (None:
+    this thread's)."""
+    listen, peers = netns.call_in(ns, build_qps, cfg)
     nic = Nic(len(cfg.plain), **cfg.nic) if cfg.nic else None
     drv = driver.Driver(cfg.rank, cfg.world, listen, peers, gso=cfg.gso, nic=nic)
     messages: list[MessageRecord] = []
     records = []
     ev_load: list[dict] = []
     sampler: asyncio.Task | None = None
+    cpu_at_start = None
     status, error = "ok", None
     w = cfg.workload
     try:
         # the buffer peers write into must exist before anyone may send: register, then ready
         comm = Communicator(drv, w["size"] // DTYPE.itemsize)
         await wait_for_start(cfg, out)
+        cpu_at_start = _cpu_seconds()
         if cfg.ev_sample_period:
             sampler = asyncio.create_task(sample_ev_load(peers, cfg.ev_sample_period,
                                                          drv.wall_offset, ev_load))
@@ -187,7 +201,31 @@ async def run(cfg: AgentConfig, out: Path) -> dict:
     (out / "paths.json").write_text(json.dumps(report, default=float))
     return {"status": status, "error": error, "host": cfg.host, "rank": cfg.rank,
             "transport": cfg.transport, "iterations": len(records),
-            "verified": bool(records) and all(r.verified for r in records)}
+            "verified": bool(records) and all(r.verified for r in records),
+            "cpu_start_s": cpu_at_start}
+
+
+async def host_main(cfg: AgentConfig, ns: str | None = None) -> dict:
+    """One host from start to result.json; never raises (what went wrong is in the result)."""
+    WHO.set(f"{cfg.host} rank {cfg.rank}")
+    out = Path(cfg.out_dir)
+    try:
+        result = await run(cfg, out, ns)
+    except Exception as exc:  # reported to the runner, with the traceback logged
+        log.exception("agent failed")
+        result = {"status": "failed", "error": f"{type(exc).__name__}: {exc}",
+                  "host": cfg.host, "rank": cfg.rank, "transport": cfg.transport}
+    result["cpu_s"], result["pid"] = _cpu_seconds(), os.getpid()  # pooled: one pid, many hosts
+    (out / "result.json").write_text(json.dumps(result))
+    log.info("%s%s", result["status"], f": {result['error']}" if result.get("error") else "")
+    return result
+
+
+def _cpu_seconds() -> float:
+    """CPU time of this whole process so far (user + system): with many hosts in one process,
+    theirs together."""
+    t = os.times()
+    return t.user + t.system
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -196,17 +234,9 @@ def main(argv: list[str] | None = None) -> int:
         print("usage: python -m hostagent.agent CONFIG.json", file=sys.stderr)
         return 2
     cfg = AgentConfig.load(Path(args[0]))
-    out = Path(cfg.out_dir)
     logging.basicConfig(level=logging.INFO, stream=sys.stderr,
                         format=f"%(asctime)s {cfg.host} rank {cfg.rank}: %(message)s")
-    try:
-        result = asyncio.run(run(cfg, out))
-    except Exception as exc:  # reported to the runner, with the traceback logged
-        log.exception("agent failed")
-        result = {"status": "failed", "error": f"{type(exc).__name__}: {exc}",
-                  "host": cfg.host, "rank": cfg.rank, "transport": cfg.transport}
-    (out / "result.json").write_text(json.dumps(result))
-    log.info("%s%s", result["status"], f": {result['error']}" if result.get("error") else "")
+    result = asyncio.run(host_main(cfg))
     return 0 if result["status"] == "ok" else 1
 
 

@@ -15,6 +15,10 @@ With `gso`, consecutive data packets a QP sends to the same destination (RoCEv2'
 MRC only when its spraying picks the same EV twice in a row) leave in one `sendmsg` with
 UDP_SEGMENT: the kernel splits them into the same datagrams before they reach the fabric
 (ports have gso_max_segs 1), so only the system call count changes.
+Datagrams move in batches (hostagent/batchio.py): recvmmsg reads up to 64 per call, and what
+the QPs kicked by one event (a batch received, a timer, NIC room) have to send leaves in one
+sendmmsg per socket at the end of that event. `HOSTAGENT_BATCH=0` in the environment goes back
+to one recvmsg/sendto per datagram (for comparison; bench/agent.py measures both).
 A write to a peer with several QPs (the RoCEv2 "1, 8 or 16 QPs" comparison) is split into one
 part per QP, each carrying the immediate: the receiver completes `wait_imm` when every part has
 arrived, so WRITE_WITH_IMM keeps its meaning across QPs.
@@ -22,13 +26,14 @@ arrived, so WRITE_WITH_IMM keeps its meaning across QPs.
 from __future__ import annotations
 
 import asyncio
+import os
 import socket
 import struct
 import time
 from collections import defaultdict, deque
 from dataclasses import dataclass, field
 
-from . import wire
+from . import batchio, wire
 from .endpoint import MessageStats
 from .nic import Nic
 from .qp import ImmArrived, QPFailed, QueuePair, WriteDone
@@ -40,6 +45,18 @@ _TCLASS = struct.Struct("i")
 _SOL_UDP, _UDP_SEGMENT = 17, 103  # UDP GSO (linux/udp.h)
 _GSO_MAX_SEGMENTS, _GSO_MAX_BYTES = 64, 65000
 _CONTROL_CMSG = [(socket.IPPROTO_IPV6, socket.IPV6_TCLASS, _TCLASS.pack(wire.CONTROL_TCLASS))]
+_CONTROL_BATCH_CMSG = batchio.tclass_cmsg(wire.CONTROL_TCLASS)
+BATCHED = os.environ.get("HOSTAGENT_BATCH", "1") != "0"
+_io: tuple[batchio.Receiver, batchio.Sender] | None = None
+
+
+def _batch_io() -> tuple[batchio.Receiver, batchio.Sender]:
+    """One receive area and one send staging area per process: the event loop uses one socket
+    at a time, and every Driver flushes its sends before it returns to the loop."""
+    global _io
+    if _io is None:
+        _io = (batchio.Receiver(), batchio.Sender())
+    return _io
 
 
 class TransportFailed(RuntimeError):
@@ -128,9 +145,18 @@ class Driver:
         self._imm_waiters: dict[tuple[int, int], asyncio.Future] = {}
         self.failure: str | None = None
         self.wall_offset = time.time() - self.loop.time()  # QPs run on the loop's monotonic clock
-        self.loop.add_reader(listen.fileno(), self._on_readable)
+        self.batched = BATCHED
+        if self.batched:
+            self._rx, self._tx = _batch_io()
+            self._names = {qp.qpn: {ev: batchio.sockaddr(*dest)
+                                    for ev, dest in route.destinations.items()}
+                           for _, qp, route in self._by_qpn.values()}
+            self.loop.add_reader(listen.fileno(), self._on_readable_batched)
+        else:
+            self.loop.add_reader(listen.fileno(), self._on_readable)
 
     def close(self) -> None:
+        self._flush()
         self.loop.remove_reader(self._listen.fileno())
         for handle in self._timers.values():
             handle.cancel()
@@ -156,6 +182,7 @@ class Driver:
             self._writes[(qp.qpn, write_id)] = pending
             qp.post_write(write_id, part, remote_offset + bounds[k], imm, now, peer)
             self._kick(qp)
+        self._flush()
         stats = await pending.future
         stats.start += self.wall_offset
         stats.end += self.wall_offset
@@ -199,10 +226,36 @@ class Driver:
         for q in touched:
             self._kick(self._by_qpn[q][1])
 
+    def _on_readable_batched(self) -> None:
+        touched = set()
+        fd, by_qpn, now = self._listen.fileno(), self._by_qpn, self.loop.time()
+        for _ in range(4):  # at most 4 batches, then let timers and other readers run
+            datagrams, classes = self._rx.recv(fd)
+            for data, tclass in zip(datagrams, classes):
+                if len(data) < wire.HEADER_SIZE:
+                    continue
+                target = by_qpn.get(int.from_bytes(data[8:12], "big"))
+                if target is None:
+                    continue
+                qp = target[1]
+                qp.receive(data, now, tclass >= 0 and tclass & 0x3 == 0x3)  # CE
+                touched.add(qp.qpn)
+            if len(datagrams) < self._rx.batch:
+                break
+            now = self.loop.time()
+        for q in touched:
+            self._kick(by_qpn[q][1])
+        self._flush()
+
+    def _flush(self) -> None:
+        if self.batched:
+            self._tx.flush()
+
     def _on_timer(self, qp: QueuePair) -> None:
         self._timers.pop(qp.qpn, None)
         qp.on_timer(self.loop.time())
         self._kick(qp)
+        self._flush()
 
     def _kick(self, qp: QueuePair) -> None:
         """Send what the QP has to send, deliver its events, re-arm its timer."""
@@ -220,17 +273,17 @@ class Driver:
                        and out[j][1][1] == wire.DATA and len(out[j - 1][1]) == size
                        and (j - i + 1) * size <= _GSO_MAX_BYTES):
                     j += 1
-            try:
-                if j - i > 1:  # one system call; the kernel cuts it into these datagrams
-                    route.sock.sendmsg([b"".join(d for _, d in out[i:j])],
-                                       [(_SOL_UDP, _UDP_SEGMENT, struct.pack("H", size))], 0,
-                                       route.destinations[ev])
+            if self.batched:
+                fd, names = route.sock.fileno(), self._names[qp.qpn]
+                if j - i > 1:
+                    self._tx.add(fd, b"".join(d for _, d in out[i:j]), names[ev],
+                                 batchio.gso_cmsg(size))
                 elif datagram[1] == wire.DATA:
-                    route.sock.sendto(datagram, route.destinations[ev])
-                else:  # control overtakes data at every fabric port
-                    route.sock.sendmsg([datagram], _CONTROL_CMSG, 0, route.destinations[ev])
-            except (BlockingIOError, OSError):
-                pass  # a full socket or an unreachable path is a lost packet: the QP recovers
+                    self._tx.add(fd, datagram, names[ev])
+                else:
+                    self._tx.add(fd, datagram, names[ev], _CONTROL_BATCH_CMSG)
+            else:
+                self._send_now(route, ev, out, i, j, size if j - i > 1 else 0)
             if nic is not None:
                 for ev, sent in out[i:j]:
                     if sent[1] == wire.DATA:
@@ -246,6 +299,22 @@ class Driver:
             handle.cancel()
         if deadline is not None and not qp.failed:
             self._timers[qp.qpn] = self.loop.call_at(deadline, self._on_timer, qp)
+
+    @staticmethod
+    def _send_now(route: Route, ev: int, out: list, i: int, j: int, size: int) -> None:
+        """Per datagram (HOSTAGENT_BATCH=0): out[i:j] to EV `ev`, in one GSO send if j > i+1."""
+        datagram = out[i][1]
+        try:
+            if j - i > 1:  # one system call; the kernel cuts it into these datagrams
+                route.sock.sendmsg([b"".join(d for _, d in out[i:j])],
+                                   [(_SOL_UDP, _UDP_SEGMENT, struct.pack("H", size))], 0,
+                                   route.destinations[ev])
+            elif datagram[1] == wire.DATA:
+                route.sock.sendto(datagram, route.destinations[ev])
+            else:  # control overtakes data at every fabric port
+                route.sock.sendmsg([datagram], _CONTROL_CMSG, 0, route.destinations[ev])
+        except (BlockingIOError, OSError):
+            pass  # a full socket or an unreachable path is a lost packet: the QP recovers
 
     def _wake_on_nic_room(self) -> None:
         """One timer, for when the first blocked QP's ports can take a packet again."""
@@ -266,6 +335,7 @@ class Driver:
             self._kick(qp)
         self._nic_waiting.rotate(-1)
         self._wake_on_nic_room()
+        self._flush()
 
     def _deliver(self, qp: QueuePair) -> None:
         peer = self._by_qpn[qp.qpn][0]

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import struct
 import zlib
-from dataclasses import dataclass
+from typing import NamedTuple
 
 VERSION = 1
 HEADER = struct.Struct("!BBHHHIIQIIII")  # ver type flags ev length qp psn offset imm aux ts crc
@@ -47,8 +47,10 @@ RETX = 0x10  # DATA: a retransmission
 LAST = 0x20  # DATA: last packet of its message
 
 
-@dataclass(frozen=True)
-class Header:
+class Header(NamedTuple):
+    """Immutable, like the frozen dataclass it replaced, and built in a third of the time: two
+    are built per data packet (encode, decode), and that showed in the agents' profile."""
+
     type: int
     flags: int = 0
     ev: int = 0

@@ -6,14 +6,22 @@ exactly, so a sum comes out the same in any order: the ring's, numpy's, or the i
 here for the expected result. Verification can therefore compare bits, not allow a tolerance,
 and one wrong byte cannot hide inside an epsilon.
 
-Element i of rank r's array is a hash of (seed, iteration, rank, i), not a draw from a stream, so
-any block of any rank's input can be produced on its own: the expected result of all-gather,
+Element i of rank r's array is byte i of a counter-based random stream (Philox4x64, keyed by
+seed, iteration and rank), halved to -64..63. A counter-based stream has random access, so any
+block of any rank's input can be produced on its own: the expected result of all-gather,
 reduce-scatter or all-to-all costs one pass over `count` elements (all-reduce's, one per rank),
-and nothing of the algorithm is reused to compute it.
+and nothing of the algorithm is reused to compute it. The stream is generated in C (numpy's
+Philox), 8 elements per 64-bit draw: an all-reduce's expected result over 64 ranks of 1 MiB takes
+about 16 ms here, against 65 ms for the per-element hash used before.
+
+All-reduce and all-gather give every rank the same result: `expected` keeps the last few of
+those, so a process serving many hosts (hostagent/multi.py) computes each once per iteration,
+not once per host. What it returns is read-only.
 """
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -26,59 +34,77 @@ from .endpoint import Endpoint, MessageStats
 log = logging.getLogger(__name__)
 
 VALUE_RANGE = 128  # values are -64..63
-_GAMMA = np.uint64(0x9E3779B97F4A7C15)
+_DRAW_BYTES = 8  # elements per 64-bit draw
+_DRAWS_PER_BLOCK = 4  # Philox4x64 yields four draws per counter step
 
 
-def _mix(x: np.ndarray) -> np.ndarray:
-    """splitmix64's finaliser: a bijection on uint64 whose every output bit depends on all
-    input bits (numpy's uint64 array arithmetic wraps, as the algorithm wants)."""
-    x = (x ^ (x >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
-    x = (x ^ (x >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
-    return x ^ (x >> np.uint64(31))
+def _values(seed: int, iteration: int, rank: int, start: int, stop: int) -> np.ndarray:
+    """Rank `rank`'s elements start..stop-1 in `iteration`, as int8 in -64..63."""
+    if stop <= start:
+        return np.zeros(0, dtype=np.int8)
+    gen = np.random.Philox(key=np.array([seed, iteration << 32 | rank], dtype=np.uint64))
+    first, last = start // _DRAW_BYTES, (stop - 1) // _DRAW_BYTES
+    gen.advance(first // _DRAWS_PER_BLOCK)  # counter steps; the first few draws are skipped
+    skip = first % _DRAWS_PER_BLOCK
+    draws = gen.random_raw(skip + last - first + 1)[skip:]
+    lo = start - first * _DRAW_BYTES
+    return draws.astype("<u8").view(np.int8)[lo:lo + stop - start] >> 1
 
 
-def _values(seed: int, iteration: int, rank: int, index: np.ndarray) -> np.ndarray:
-    """Rank `rank`'s elements at `index` in `iteration`, as int64 in -64..63."""
-    key = np.zeros(1, dtype=np.uint64)
-    for part in (seed, iteration, rank):
-        key = _mix(key ^ np.uint64(part))
-    bits = _mix(index.astype(np.uint64) * _GAMMA + key) >> np.uint64(57)  # top 7 bits
-    return bits.astype(np.int64) - VALUE_RANGE // 2
-
-
-def _blocks(count: int, world: int) -> list[np.ndarray]:
-    """The indexes of each rank's block: the partition the collectives promise (array_split)."""
-    return np.array_split(np.arange(count, dtype=np.int64), world)
+def _bounds(count: int, world: int) -> list[int]:
+    """Where each rank's block starts, and `count`: the partition the collectives promise
+    (np.array_split's: the first count % world blocks have one element more)."""
+    base, extra = divmod(count, world)
+    bounds = [0]
+    for block in range(world):
+        bounds.append(bounds[-1] + base + (block < extra))
+    return bounds
 
 
 def inputs(kind: Kind, seed: int, iteration: int, rank: int, world: int,
            count: int) -> np.ndarray:
     """What rank `rank` passes in: its block for all-gather, its whole array otherwise."""
-    index = _blocks(count, world)[rank] if kind == "all_gather" else np.arange(count)
-    return _values(seed, iteration, rank, index).astype(DTYPE)
+    if kind == "all_gather":
+        bounds = _bounds(count, world)
+        return _values(seed, iteration, rank, bounds[rank], bounds[rank + 1]).astype(DTYPE)
+    return _values(seed, iteration, rank, 0, count).astype(DTYPE)
 
 
 def expected(kind: Kind, seed: int, iteration: int, rank: int, world: int,
              count: int) -> np.ndarray:
     """What rank `rank` must get back, from every rank's inputs with integer arithmetic."""
-    blocks = _blocks(count, world)
-
-    def total(index: np.ndarray) -> np.ndarray:
-        return sum((_values(seed, iteration, q, index) for q in range(world)),
-                   np.zeros(len(index), dtype=np.int64))
-
-    if kind == "all_reduce":
-        result = total(np.arange(count))
-    elif kind == "reduce_scatter":
-        result = total(blocks[rank])
-    elif kind == "all_gather":
-        result = np.concatenate([_values(seed, iteration, q, blocks[q]) for q in range(world)])
+    if kind in ("all_reduce", "all_gather"):
+        return _same_for_all(kind, seed, iteration, world, count)
+    bounds = _bounds(count, world)
+    lo, hi = bounds[rank], bounds[rank + 1]
+    if kind == "reduce_scatter":
+        result = _total(seed, iteration, world, lo, hi)
     elif kind == "all_to_all":
-        result = np.concatenate([_values(seed, iteration, q, blocks[rank])
-                                 for q in range(world)])
+        result = np.concatenate([_values(seed, iteration, q, lo, hi) for q in range(world)])
     else:
         raise ValueError(f"unknown collective {kind!r}; known: {', '.join(KINDS)}")
     return result.astype(DTYPE)
+
+
+def _total(seed: int, iteration: int, world: int, lo: int, hi: int) -> np.ndarray:
+    """Every rank's elements lo..hi-1 summed as integers."""
+    acc = np.zeros(hi - lo, dtype=np.int32)
+    for q in range(world):
+        acc += _values(seed, iteration, q, lo, hi)
+    return acc
+
+
+@functools.lru_cache(maxsize=4)
+def _same_for_all(kind: Kind, seed: int, iteration: int, world: int,
+                  count: int) -> np.ndarray:
+    if kind == "all_reduce":
+        result = _total(seed, iteration, world, 0, count).astype(DTYPE)
+    else:
+        bounds = _bounds(count, world)
+        result = np.concatenate([_values(seed, iteration, q, bounds[q], bounds[q + 1])
+                                 for q in range(world)]).astype(DTYPE)
+    result.flags.writeable = False
+    return result
 
 
 def verify(kind: Kind, result: np.ndarray, expected: np.ndarray) -> tuple[bool, int | None]:

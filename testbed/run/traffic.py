@@ -1,13 +1,17 @@
 """Running the workload on a built fabric: one agent per rank, started together, collected.
 
-The runner writes each agent's config (hostagent/config.py), starts the agent inside its
-host's namespace through Mininet, gives every agent the same wall-clock start time (namespaces
+The runner writes each agent's config (hostagent/config.py) and starts the agents inside the
+hosts' namespaces through Mininet: one process per host (`agents.mode: per_host`), or one
+process per core, each serving a contiguous group of hosts (`pooled`, hostagent/multi.py; the
+process starts in its first host's namespace and opens every other host's sockets in that
+host's namespace, so a crashed run's clean-up finds it in a recorded namespace). It then gives every agent the same wall-clock start time (namespaces
 share the clock), waits for all of them with a deadline, and reads what each wrote. An agent
 that fails is reported with its own error; nothing waits forever.
 """
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import time
@@ -115,8 +119,11 @@ def _start_together(out: Path, configs: dict[str, AgentConfig],
     while not all((Path(c.out_dir) / "ready").exists() for c in configs.values()):
         interrupts.checkpoint()
         dead = [h for h, p in procs.items() if p.poll() is not None]
+        dead += [h for h, c in configs.items()  # pooled: a host that failed, its process alive
+                 if (Path(c.out_dir) / "result.json").exists()
+                 and not (Path(c.out_dir) / "ready").exists()]
         if dead or time.time() > deadline:
-            why = (f"the agent of {dead[0]} exited before it was ready" if dead else
+            why = (f"the agent of {dead[0]} ended before it was ready" if dead else
                    f"agents not ready after {READY_TIMEOUT:.0f} s")
             raise TestbedError(why, f"see {out}/<host>/agent.log")
         time.sleep(0.01)
@@ -135,23 +142,58 @@ class AgentOutcome:
     result: dict  # the agent's result.json, or {"status": "failed", "error": ...}
 
 
+def agent_groups(hosts: list[str], processes: int) -> list[list[str]]:
+    """Hosts split into at most `processes` contiguous groups whose sizes differ by at most 1
+    (ring neighbours mostly share a process)."""
+    n = max(1, min(processes, len(hosts)))
+    bounds = [len(hosts) * k // n for k in range(n + 1)]
+    return [hosts[bounds[k]:bounds[k + 1]] for k in range(n)]
+
+
+def _start_pooled(network: FabricNetwork, configs: dict[str, AgentConfig], out: Path,
+                  processes: int) -> dict[str, subprocess.Popen]:
+    procs: dict[str, subprocess.Popen] = {}
+    for k, group in enumerate(agent_groups(list(configs), processes)):
+        manifest = out / f"pool-{k}.json"
+        manifest.write_text(json.dumps({"hosts": [
+            {"config": str(Path(configs[h].out_dir) / "config.json"),
+             "netns": None if i == 0 else f"/proc/{network.pid(h)}/ns/net"}
+            for i, h in enumerate(group)]}, indent=1))
+        with open(out / f"pool-{k}.log", "w") as log:
+            proc = network.node(group[0]).popen(
+                [sys.executable, "-m", "hostagent.multi", str(manifest)],
+                stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        for h in group:
+            procs[h] = proc
+    return procs
+
+
 def run_agents(network: FabricNetwork, scenario: Scenario, transport: str, out: Path,
-               on_start: Callable[[float], None] | None = None) -> list[AgentOutcome]:
+               on_start: Callable[[float], None] | None = None,
+               mode: str | None = None) -> list[AgentOutcome]:
     """Start every rank's agent, wait for all, return what each reported. `on_start` gets the
-    common start time (wall clock) as soon as it is set: the fault timeline counts from it."""
+    common start time (wall clock) as soon as it is set: the fault timeline counts from it.
+    `mode` overrides the scenario's `agents.mode`."""
     out.mkdir(parents=True, exist_ok=True)
     configs = agent_configs(network.plan, scenario, transport, out)
+    mode = mode or scenario.agents.mode
     procs: dict[str, subprocess.Popen] = {}
     try:
         for host, cfg in configs.items():
             Path(cfg.out_dir).mkdir(parents=True, exist_ok=True)
             cfg_path = Path(cfg.out_dir) / "config.json"
             cfg.dump(cfg_path)
+            if mode == "pooled":
+                (Path(cfg.out_dir) / "agent.log").touch()
+                continue
             log = open(Path(cfg.out_dir) / "agent.log", "w")
             procs[host] = network.node(host).popen(
                 [sys.executable, "-m", "hostagent.agent", str(cfg_path)],
                 stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
             log.close()
+        if mode == "pooled":
+            procs = _start_pooled(network, configs, out,
+                                  scenario.agents.processes or os.cpu_count() or 1)
         start_at = _start_together(out, configs, procs)
         if on_start is not None:
             on_start(start_at)
@@ -165,7 +207,7 @@ def run_agents(network: FabricNetwork, scenario: Scenario, transport: str, out: 
                     "see agent.log in each agent's folder")
             time.sleep(0.05)
     finally:
-        for p in procs.values():
+        for p in set(procs.values()):
             if p.poll() is None:
                 p.kill()
             p.wait()
@@ -176,6 +218,8 @@ def run_agents(network: FabricNetwork, scenario: Scenario, transport: str, out: 
             result = json.loads(result_path.read_text())
         else:
             log = (Path(cfg.out_dir) / "agent.log").read_text()[-2000:]
+            if not log.strip():  # pooled: what the process itself said
+                log = "".join(p.read_text()[-2000:] for p in out.glob("pool-*.log"))
             result = {"status": "failed", "error": f"no result (exit {procs[host].returncode}):"
                                                    f" {log.strip().splitlines()[-1:] or ''}"}
         outcomes.append(AgentOutcome(host, cfg.rank, procs[host].returncode, result))

@@ -317,6 +317,17 @@ class Telemetry(StrictModel):
                                  "default 0.1 up to 40 nodes, 0.25 up to 120, else 0.5")
 
 
+class Agents(StrictModel):
+    """How the host agents run: a process per host, or a few processes each serving many hosts
+    (each host still with its own sockets in its own namespace, QPs, log and outputs)."""
+
+    mode: Literal["pooled", "per_host"] = Field(
+        "pooled", description="pooled: one process per core serves the hosts; per_host: one "
+                              "process per host (to see each in ps, or with --cli)")
+    processes: int | None = Field(None, ge=1, le=256, description="pooled: how many processes; "
+                                  "default one per core")
+
+
 class Scenario(StrictModel):
     """One experiment. Everything but the name has a default; the name defaults to the file's."""
 
@@ -337,6 +348,7 @@ class Scenario(StrictModel):
     faults: list[Fault] = Field(default_factory=list,
                                 description="what breaks and when, s after the workload starts")
     routing: Routing = Field(default_factory=Routing)
+    agents: Agents = Field(default_factory=Agents)
     background: list[Background] = Field(
         default_factory=list, description="iperf3 traffic beside the workload: incast, "
                                           "permutation, elephant")

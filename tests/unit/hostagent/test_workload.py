@@ -193,3 +193,22 @@ def test_wrong_byte_is_reported_not_raised(caplog):
     assert [(r.rank, r.iteration) for r in bad] == [(1, 0)]
     assert bad[0].error.startswith("all_gather: element 0 is ")
     assert "rank 1, iteration 0: all_gather: element 0 is " in caplog.text
+
+
+def test_any_block_of_an_input_is_the_slice_of_the_whole():
+    """Random access into the stream: every block, whatever draws and counter steps it starts
+    and ends in, equals that slice of the whole array (what all-gather's and reduce-scatter's
+    expected results rely on)."""
+    from hostagent.workload import _values
+    whole = _values(3, 2, 5, 0, 400)
+    for start in range(0, 130):
+        for stop in (start, start + 1, start + 7, start + 33, start + 200):
+            assert np.array_equal(_values(3, 2, 5, start, stop), whole[start:stop]), (start, stop)
+
+
+def test_expected_shared_by_every_rank_is_computed_once_and_read_only():
+    a = expected("all_reduce", 1, 0, 0, 5, 100)
+    assert expected("all_reduce", 1, 0, 4, 5, 100) is a  # cached: one computation per process
+    assert not a.flags.writeable
+    with pytest.raises(ValueError):
+        a[0] = 1

@@ -1,0 +1,34 @@
+"""CPU accounting shared by the benches: what the agents' processes spent (exact, from their own
+result.json) and what the kernel spent in softirq on the whole machine (network receive and
+forwarding through the emulated hops; /proc/stat, so other work on the machine adds to it)."""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+_TICK = os.sysconf("SC_CLK_TCK")
+
+
+def machine() -> dict[str, float]:
+    """Seconds of CPU since boot, by kind, summed over every core."""
+    fields = Path("/proc/stat").read_text().splitlines()[0].split()[1:]
+    user, nice, system, idle, iowait, irq, softirq = (int(x) / _TICK for x in fields[:7])
+    return {"user": user + nice, "system": system, "softirq": softirq + irq,
+            "idle": idle + iowait}
+
+
+def delta(before: dict[str, float], after: dict[str, float]) -> dict[str, float]:
+    return {k: after[k] - before[k] for k in before}
+
+
+def agents_cpu(results: list[dict]) -> float:
+    """CPU seconds the agents' processes spent from the workload's start to their end (start-up
+    left out): per process, its last report minus its first start (a pooled process reports
+    once per host it served, each time its whole CPU so far)."""
+    end: dict[int, float] = {}
+    start: dict[int, float] = {}
+    for r in results:
+        if r.get("cpu_start_s") is not None:
+            end[r["pid"]] = max(end.get(r["pid"], 0.0), r["cpu_s"])
+            start[r["pid"]] = min(start.get(r["pid"], r["cpu_start_s"]), r["cpu_start_s"])
+    return sum(end[p] - start[p] for p in end)
