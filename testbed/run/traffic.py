@@ -142,9 +142,12 @@ def run_agents(network: FabricNetwork, scenario: Scenario, transport: str, out: 
             cfg_path = Path(cfg.out_dir) / "config.json"
             cfg.dump(cfg_path)
             log = open(Path(cfg.out_dir) / "agent.log", "w")
+            # -P and an explicit cwd: the agent runs as root, and `-m` would otherwise put the
+            # runner's working directory first on sys.path (a planted hostagent/ would run)
             procs[host] = network.node(host).popen(
-                [sys.executable, "-m", "hostagent.agent", str(cfg_path)],
-                stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+                [sys.executable, "-P", "-m", "hostagent.agent", str(cfg_path)],
+                stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                cwd=cfg.out_dir)
             log.close()
         start_at = _start_together(out, configs, procs)
         if on_start is not None:
