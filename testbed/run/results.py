@@ -143,7 +143,7 @@ def list_runs(base: Path) -> list[dict]:
         except (ValueError, OSError):
             meta = None
         if not isinstance(meta, dict):
-            runs.append({"dir": str(meta_path.parent), "status": "unreadable meta.json"})
+            runs.append({"dir": str(meta_path.parent), "status": "unreadable"})
             continue
         runs.append(meta | {"dir": str(meta_path.parent)})
     return runs
