@@ -7,13 +7,22 @@ status so that the report says so on top.
 """
 from __future__ import annotations
 
+import hashlib
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import pandas as pd
 
-from runcontract import META, OPTIONAL_TABLES, REQUIRED_TABLES, RunFacts, UserError, table_file
+from runcontract import (
+    META,
+    OPTIONAL_TABLES,
+    REQUIRED_TABLES,
+    SCENARIO,
+    RunFacts,
+    UserError,
+    table_file,
+)
 
 
 class RunError(UserError):
@@ -98,26 +107,69 @@ def load_run(path: str | Path) -> Run:
                        ) from None
     except ValueError as exc:
         raise RunError(f"{path}: meta.json is unreadable ({exc})") from None
+    except OSError as exc:
+        raise RunError(f"{path}: cannot read meta.json ({exc.strerror})") from None
+    if not isinstance(meta, dict):
+        raise RunError(f"{path}: meta.json holds a {type(meta).__name__}, not a run's record",
+                       "a damaged file: rerun the scenario") from None
     if not meta.get("transport"):
         raise RunError(f"{path}: a fabric-only run (--verify-only, --hold or --cli): it ran no "
                        f"workload, so there is nothing to report")
     try:
         facts = RunFacts.from_json(meta["facts"])
-    except (KeyError, TypeError):
+    except (KeyError, TypeError, AttributeError):
         raise RunError(f"{path}: meta.json has no facts of the scenario (a run made by an older "
                        f"testbed, or a damaged file)", "rerun the scenario") from None
     missing = [name for name in REQUIRED_TABLES if not (path / table_file(name)).exists()]
     if missing:
         raise _incomplete(path, meta, "no " + ", ".join(table_file(m) for m in missing))
-    tables = {name: pd.read_parquet(path / table_file(name)) for name in REQUIRED_TABLES}
+    _check_scenario_file(path, meta)
+    tables = {name: _read_table(path / table_file(name)) for name in REQUIRED_TABLES}
     for name in OPTIONAL_TABLES:
         file = path / table_file(name)
-        tables[name] = pd.read_parquet(file) if file.exists() else pd.DataFrame()
+        tables[name] = _read_table(file) if file.exists() else pd.DataFrame()
+    missing_columns = [c for c in ("rank", "start", "end") if c not in tables["iterations"]]
+    if missing_columns:
+        raise RunError(f"{path}: iterations.parquet lacks columns {missing_columns}",
+                       "a damaged file: rerun the scenario")
     if tables["iterations"].empty:
         raise _incomplete(path, meta, "no iteration in iterations.parquet")
     return Run(path, meta, facts, tables)
 
 
+def _read_table(file: Path) -> pd.DataFrame:
+    """A parquet table, or one RunError naming the file (truncated, not parquet at all)."""
+    try:
+        return pd.read_parquet(file)
+    except Exception as exc:  # noqa: BLE001 (pyarrow raises several kinds for one cause)
+        raise RunError(f"{file}: not a readable table ({type(exc).__name__}: "
+                       f"{str(exc)[:200]})", "a damaged or truncated file: rerun the scenario"
+                       ) from None
+
+
+def _check_scenario_file(path: Path, meta: dict) -> None:
+    """The scenario.yaml a report shows must be the one the tables came from."""
+    expected = meta.get("scenario_sha256")
+    if expected is None:  # runs made before the digest was recorded
+        return
+    try:
+        actual = hashlib.sha256((path / SCENARIO).read_bytes()).hexdigest()
+    except OSError:
+        actual = None
+    if actual != expected:
+        raise RunError(f"{path}: {SCENARIO} is not the file this run ran (its SHA-256 differs "
+                       f"from meta.json's scenario_sha256, or it is gone)",
+                       "restore the file, or rerun the scenario")
+
+
 def load_runs(paths: list[str | Path]) -> list[Run]:
-    """Several runs, each checked; the first bad one raises."""
-    return [load_run(p) for p in paths]
+    """Several runs, each checked; the first bad one raises, and so does a run named twice."""
+    runs = [load_run(p) for p in paths]
+    seen: dict[Path, Path] = {}
+    for run in runs:
+        real = run.dir.resolve()
+        if real in seen:
+            raise RunError(f"{run.dir}: the same run as {seen[real]}; a comparison needs "
+                           f"different runs")
+        seen[real] = run.dir
+    return runs

@@ -6,6 +6,7 @@ list of views: one for a run's report, several for a comparison.
 """
 from __future__ import annotations
 
+import html
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -260,6 +261,42 @@ def port_table(view: RunView, top: int = 12) -> pd.DataFrame:
     totals["signals"] = totals[signals].sum(axis=1)
     out = totals.sort_values(["signals", "tx_bytes"], ascending=False).head(top)
     return out.drop(columns=["node", "ifname", "signals"]).set_index("label")
+
+
+def intro_html(runs: list[Run], title: str) -> str:
+    """The top of a report as HTML, every value from the run escaped: a folder's meta.json,
+    description and errors are data, and a `<script>` in a description must not run when the
+    report is opened."""
+    e = html.escape
+    facts = runs[0].facts
+    parts = [f"<h1>{e(title)}: {e(facts.scenario)}</h1>"]
+    if facts.description:
+        parts.append(f"<p><em>{e(facts.description)}</em></p>")
+    items = []
+    for r in runs:
+        line = f"<b>{e(r.transport)}</b> <code>{e(r.name)}</code>: status <b>{e(r.status)}</b>"
+        if not r.complete:
+            line += (f" (ended in phase {e(str(r.meta.get('ended_in_phase')))}: "
+                     f"{e(str(r.meta.get('error')))}). <b>This run is incomplete: read its "
+                     f"numbers as such.</b>")
+        items.append(f"<li>{line}</li>")
+    parts.append("<ul>" + "".join(items) + "</ul>")
+    if len({r.facts.scenario for r in runs}) > 1:
+        parts.append("<p><b>These runs are of different scenarios.</b></p>")
+    parts.append("<p>Times on every axis are seconds since the workload started (the first "
+                 "rank's first collective call). Figures are also in this folder as PNG and "
+                 "PDF.</p>")
+    return "\n".join(parts)
+
+
+def pre_html(text: str) -> str:
+    """Text shown as it is (a table, a scenario file), escaped."""
+    return f"<pre>{html.escape(text)}</pre>"
+
+
+def scenario_html(run: Run) -> str:
+    """The scenario file as run, escaped (a code fence would let a file close it early)."""
+    return pre_html((run.dir / "scenario.yaml").read_text(errors="replace"))
 
 
 def save(fig: Figure, out_dir: str | Path, name: str) -> None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 from pathlib import Path
 
@@ -19,6 +20,18 @@ from testbed.kernel import features
 from testbed.lifecycle import cleanup, registry
 from testbed.lifecycle.progress import Progress
 from testbed.run import results
+
+
+def _seconds(text: str) -> float:
+    """A finite, non-negative number of seconds (`nan` compares false with everything and
+    used to run the workload instead of holding)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if not math.isfinite(value) or value < 0:
+        raise argparse.ArgumentTypeError(f"{text!r}: give 0 or more seconds")
+    return value
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -35,7 +48,7 @@ def _parser() -> argparse.ArgumentParser:
     mode = r.add_mutually_exclusive_group()
     mode.add_argument("--verify-only", action="store_true",
                       help="build, print the verification table, tear down")
-    mode.add_argument("--hold", type=float, default=0.0, metavar="SECONDS",
+    mode.add_argument("--hold", type=_seconds, default=0.0, metavar="SECONDS",
                       help="keep the fabric up this long after verification")
     mode.add_argument("--cli", action="store_true", help="open Mininet's CLI after verification")
     r.add_argument("--results", type=Path, default=results.DEFAULT_BASE,
@@ -63,18 +76,23 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _cmd_validate(args) -> int:
+    """Every file is checked, the bad ones each with its own message; the status is the worst."""
+    status = 0
     for file in args.files:
-        sc, _ = scenario.load(file)
-        timeline.check(sc, file)
+        try:
+            sc, _ = scenario.load(file)
+            timeline.check(sc, file)
+        except TestbedError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            status = max(status, exc.exit_code)
+            continue
         print(f"ok: {file}: {scenario.describe(sc)}")
-    return 0
+    return status
 
 
 def _cmd_run(args) -> int:
     features.require_root()
     from testbed.run.runner import RunOptions, run  # imports Mininet: only when running
-    if args.hold < 0:
-        raise TestbedError("--hold must be 0 or more seconds")
     sc, text = scenario.load(args.file)
     timeline.check(sc, args.file or "quickstart")
     progress = Progress(quiet=args.quiet)
@@ -124,7 +142,10 @@ def _cmd_compare(args) -> int:
 
 def _cmd_clean(_args) -> int:
     features.require_root()
-    records = registry.read_all()
+    problems: list[str] = []
+    records = registry.read_all(problems)
+    for problem in problems:
+        print(f"warning: {problem}", file=sys.stderr)
     if not records:
         print("nothing to clean: no run of this testbed left anything")
         return 0
@@ -141,19 +162,23 @@ def _cmd_clean(_args) -> int:
 
 def _cmd_list(args) -> int:
     runs = results.list_runs(args.results)
-    live = {r.run_id: r for r in registry.read_all()}
+    problems: list[str] = []
+    live = {r.run_id: r for r in registry.read_all(problems)}
+    for problem in problems:
+        print(f"warning: {problem}", file=sys.stderr)
     if not runs and not live:
         print(f"no runs in {args.results}/")
         return 0
     print(f"{'run':<44}{'status':<13}{'duration':>10}  ended in")
     for meta in runs:
         status = meta.get("status", "?")
-        rec = live.get(meta.get("run_id"))
-        if status == "running" and rec is not None and not rec.runner_alive():
-            status = "crashed?"  # until `clean` or the next run confirms it
-        duration = f"{meta['duration_s']:.1f} s" if meta.get("duration_s") is not None else "-"
-        print(f"{Path(meta['dir']).name:<44}{status:<13}{duration:>10}  "
-              f"{meta.get('ended_in_phase') or ''}")
+        rec = live.get(str(meta.get("run_id")))
+        if status == "running" and (rec is None or not rec.runner_alive()):
+            status = "crashed?"  # no live run of that id: until `clean` or a run confirms it
+        duration = meta.get("duration_s")
+        shown = f"{duration:.1f} s" if isinstance(duration, (int, float)) else "-"
+        print(f"{Path(meta['dir']).name:<44}{str(status)[:12]:<13}{shown:>10}  "
+              f"{str(meta.get('ended_in_phase') or '')[:40]}")
     return 0
 
 

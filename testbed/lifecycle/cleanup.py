@@ -3,8 +3,15 @@
 A Mininet node is a namespace held alive by its processes (its shell, and anything started in
 it). Killing every process whose network namespace is one of the run's removes the namespaces,
 and with them every veth, address, route and qdisc inside: nothing of ours lives in the root
-namespace (veths are created directly inside the nodes). Processes are matched by the netns
-inode recorded when the node was made, so another tool's namespaces are never touched.
+namespace (veths are created directly inside the nodes).
+
+A live run kills by the inodes of the namespaces it made and holds. A clean-up of a dead run
+cannot trust an inode alone: once a namespace is freed the kernel may give its inode number to
+another tool's namespace. So before any signal it proves a recorded namespace is still the
+run's: its shell is alive with the recorded pid, kernel start time, `mininet:<name>` command line
+and namespace. In a namespace it cannot prove so, only processes carrying the run's mark
+(`MRC_TESTBED_RUN=<run id>` in their environment, registry.py) are ended. The init namespace
+and the caller's own are never touched.
 """
 from __future__ import annotations
 
@@ -12,32 +19,38 @@ import os
 import signal
 import subprocess
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from testbed.lifecycle import registry
 from testbed.lifecycle.files import mark_ended_elsewhere
 
 
-def processes_in(inodes: set[int]) -> list[int]:
-    pids = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            if os.stat(entry / "ns" / "net").st_ino in inodes:
-                pids.append(int(entry.name))
-        except OSError:
-            continue  # exited meanwhile, or a kernel thread
-    return pids
+def netns_of(pid: int | str) -> int | None:
+    try:
+        return os.stat(f"/proc/{pid}/ns/net").st_ino
+    except OSError:
+        return None
+
+
+def _protected() -> set[int]:
+    """Namespaces a clean-up must never empty: init's (the machine's) and our own."""
+    return {ino for ino in (netns_of(1), netns_of("self")) if ino is not None}
 
 
 def kill_namespaces(inodes: set[int], timeout: float = 10.0) -> int:
-    """SIGKILL every process in these namespaces and wait until they are gone; how many."""
+    """SIGKILL every process in these namespaces (never init's nor ours) and wait until they
+    are gone; how many."""
+    inodes = set(inodes) - _protected()
+    return _kill_until_gone(lambda pid, ino: ino in inodes, timeout)
+
+
+def _kill_until_gone(match: Callable[[int, int], bool], timeout: float) -> int:
     own = os.getpid()
     killed: set[int] = set()
     deadline = time.monotonic() + timeout
     while True:
-        pids = [p for p in processes_in(inodes) if p != own]
+        pids = [pid for pid, ino in _processes() if pid != own and match(pid, ino)]
         if not pids:
             return len(killed)
         for pid in pids:
@@ -50,6 +63,36 @@ def kill_namespaces(inodes: set[int], timeout: float = 10.0) -> int:
         if time.monotonic() > deadline:
             raise TimeoutError(f"processes {sorted(pids)} survived SIGKILL for {timeout:.0f} s")
         time.sleep(0.02)
+
+
+def _processes() -> list[tuple[int, int]]:
+    """(pid, netns inode) of every process we can see."""
+    out = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            ino = netns_of(entry.name)
+            if ino is not None:
+                out.append((int(entry.name), ino))
+    return out
+
+
+def _marked(pid: int, run_id: str) -> bool:
+    """The process carries this run's mark in its environment."""
+    try:
+        environ = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+    except OSError:
+        return False
+    return f"{registry.RUN_ENV}={run_id}".encode() in environ
+
+
+def is_recorded_shell(name: str, node: registry.NodeRecord) -> bool:
+    """The recorded pid is still the node's shell: same kernel start time, `mininet:<name>` on
+    its command line, and (once recorded) the same namespace."""
+    if node.start is None or registry.start_time(node.pid) != node.start:
+        return False
+    if not _is_node_shell(node.pid, name):
+        return False
+    return node.netns is None or netns_of(node.pid) == node.netns
 
 
 def _reap() -> None:
@@ -85,13 +128,22 @@ def end_process(proc: subprocess.Popen, grace: float = 2.0) -> None:
 
 def clean_record(record: registry.RunRecord, reason: str) -> int:
     """Remove a dead run's leftovers, mark its results folder, forget it. Processes killed."""
-    inodes = {inode for _, inode in record.nodes.values() if inode is not None}
-    killed = kill_namespaces(inodes) if inodes else 0
-    for name, (pid, inode) in record.nodes.items():
-        # a shell spawned but never seen ready: its own pid and name identify it
-        if inode is None and _is_node_shell(pid, name):
-            os.kill(pid, signal.SIGKILL)
-            killed += 1
+    protected = _protected()
+    proven = {node.netns for name, node in record.nodes.items()
+              if node.netns is not None and is_recorded_shell(name, node)} - protected
+    unproven = {node.netns for node in record.nodes.values()
+                if node.netns is not None} - proven - protected
+    killed = _kill_until_gone(
+        lambda pid, ino: ino in proven or (ino in unproven and _marked(pid, record.run_id)),
+        10.0) if proven or unproven else 0
+    for name, node in record.nodes.items():
+        # a shell spawned but never seen ready: only a proven one is ended
+        if node.netns is None and is_recorded_shell(name, node):
+            try:
+                os.kill(node.pid, signal.SIGKILL)
+                killed += 1
+            except ProcessLookupError:
+                pass
     _reap()
     mark_ended_elsewhere(Path(record.results), reason)
     if record.path is not None:
@@ -99,10 +151,11 @@ def clean_record(record: registry.RunRecord, reason: str) -> int:
     return killed
 
 
-def clean_stale() -> list[tuple[registry.RunRecord, int]]:
-    """Every registered run whose runner is gone (crashed, SIGKILLed): clean it."""
+def clean_stale(problems: list[str] | None = None) -> list[tuple[registry.RunRecord, int]]:
+    """Every registered run whose runner is gone (crashed, SIGKILLed): clean it. Damaged
+    registry entries are described in `problems` and left alone."""
     done = []
-    for record in registry.read_all():
+    for record in registry.read_all(problems):
         if not record.runner_alive():
             done.append((record, clean_record(record, "crashed: runner died, cleaned later")))
     return done

@@ -6,6 +6,7 @@ clean-up of a run whose runner died). A reader never has to guess whether a fold
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import platform
@@ -18,7 +19,8 @@ from pathlib import Path
 from hostagent.nic import FRAME_OVERHEAD
 from hostagent.wire import HEADER_SIZE
 from runcontract import META, SCENARIO, BackgroundWindow, RunFacts
-from testbed.lifecycle.files import write_json
+from testbed.errors import EnvironmentProblem
+from testbed.lifecycle.files import make_dir, write_json, write_text
 from testbed.scenario import Scenario
 
 DEFAULT_BASE = Path(os.environ.get("MRC_TESTBED_RESULTS", "results"))
@@ -64,22 +66,20 @@ class RunResults:
                  transport: str | None = None) -> None:
         scenario_name = scenario.name
         stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
-        base.mkdir(parents=True, exist_ok=True)
         label = f"{scenario_name}-{transport}" if transport else scenario_name
-        for n in range(1000):
-            name = f"{stamp}-{label}" + (f"-{n}" if n else "")
-            try:
-                (base / name).mkdir()
-                break
-            except FileExistsError:
-                continue
-        self.dir = base / name
+        try:
+            base.mkdir(parents=True, exist_ok=True)
+            name = _new_folder(base, f"{stamp}-{label}")
+            self.dir = base / name
+            write_text(self.dir / SCENARIO, scenario_text)
+        except OSError as exc:
+            raise _unwritable(base, exc) from None
         self.run_id = name
-        (self.dir / SCENARIO).write_text(scenario_text)
         self.meta = {
             "run_id": name, "scenario": scenario_name, "transport": transport, "seed": seed,
             "status": "running",
             "started": datetime.now(timezone.utc).isoformat(), "ended": None,
+            "scenario_sha256": hashlib.sha256(scenario_text.encode()).hexdigest(),
             "command": sys.argv, "runner_pid": os.getpid(), "versions": _versions(),
             "features": {}, "phases": {}, "error": None,
             "facts": facts(scenario, transport).to_json() if transport else None,
@@ -88,11 +88,25 @@ class RunResults:
         self.save()
 
     def save(self) -> None:
-        write_json(self.dir / META, self.meta)
+        try:
+            write_json(self.dir / META, self.meta)
+        except OSError as exc:
+            raise _unwritable(self.dir, exc) from None
 
     def write_json(self, name: str, data: dict) -> Path:
         path = self.dir / name
-        write_json(path, data)
+        try:
+            write_json(path, data)
+        except OSError as exc:
+            raise _unwritable(self.dir, exc) from None
+        return path
+
+    def write_text(self, name: str, text: str) -> Path:
+        path = self.dir / name
+        try:
+            write_text(path, text)
+        except OSError as exc:
+            raise _unwritable(self.dir, exc) from None
         return path
 
     def finish(self, status: str, error: str | None, phases: dict[str, float]) -> None:
@@ -102,11 +116,34 @@ class RunResults:
         self.save()
 
 
+def _new_folder(base: Path, stem: str) -> str:
+    """Create `base/stem` (or stem-1, stem-2, ...) exclusively: never a folder that exists, nor
+    one a symlink names. Its name."""
+    for n in range(1000):
+        name = stem + (f"-{n}" if n else "")
+        try:
+            make_dir(base / name)
+            return name
+        except FileExistsError:
+            continue
+    raise EnvironmentProblem(f"{base}: 1,000 folders named {stem}[-N] exist already",
+                             "remove old results, or give --results another folder")
+
+
+def _unwritable(where: Path, exc: OSError) -> EnvironmentProblem:
+    return EnvironmentProblem(f"cannot write the results in {where}: {exc.strerror or exc}",
+                              "free some space, or give --results a writable folder")
+
+
 def list_runs(base: Path) -> list[dict]:
     runs = []
     for meta_path in sorted(base.glob("*/meta.json")) if base.is_dir() else []:
         try:
-            runs.append(json.loads(meta_path.read_text()) | {"dir": str(meta_path.parent)})
-        except ValueError:
-            runs.append({"dir": str(meta_path.parent), "status": "unreadable meta.json"})
+            meta = json.loads(meta_path.read_text())
+        except (ValueError, OSError):
+            meta = None
+        if not isinstance(meta, dict):
+            runs.append({"dir": str(meta_path.parent), "status": "unreadable"})
+            continue
+        runs.append(meta | {"dir": str(meta_path.parent)})
     return runs

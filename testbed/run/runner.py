@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import sys
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -46,12 +47,18 @@ class RunOptions:
     capture: tuple[str, ...] = ()  # interface names to capture during the workload
 
 
-def preflight(progress: Progress) -> dict:
+def preflight(progress: Progress, stack: contextlib.ExitStack) -> dict:
+    """Root, Mininet, the run lock (held until `stack` closes, the end of the run), leftovers of
+    crashed runs cleaned, no other run active, the kernel's features."""
     features.require_root()
     features.require_mininet()
-    for record, killed in cleanup.clean_stale():
+    stack.enter_context(registry.run_lock())
+    problems: list[str] = []
+    for record, killed in cleanup.clean_stale(problems):
         progress.say(f"  cleaned what crashed run {record.run_id} left: {len(record.nodes)} "
                      f"nodes recorded, {killed} of their processes still running were ended")
+    for problem in problems:
+        progress.say(f"  registry: {problem}")
     live = [r for r in registry.read_all() if r.runner_alive()]
     if live:
         r = live[0]
@@ -68,9 +75,9 @@ def run(scenario: Scenario, scenario_text: str, options: RunOptions,
     built from the same seed, so results compare 1:1), or hold the fabric / open the CLI.
     Always tears down. Returns the results folders."""
     progress.say(describe(scenario))
-    with interrupts.deferred():
+    with interrupts.deferred(), contextlib.ExitStack() as held:
         with progress.phase("preflight") as info:
-            found = preflight(progress)
+            found = preflight(progress, held)
             delays = [i for i, f in enumerate(scenario.faults) if f.kind == "delay"]
             if delays and found.get("netem") is not True:
                 raise EnvironmentProblem(
@@ -101,6 +108,7 @@ def _run_once(scenario: Scenario, scenario_text: str, options: RunOptions, progr
               plan, found: dict, transport: str | None) -> Path:
     results = registry = network = None
     status, error, phase = "failed", None, None
+    original: BaseException | None = None
     try:
         results = RunResults(options.results_base, scenario, scenario_text,
                              scenario.seed, transport)
@@ -113,19 +121,17 @@ def _run_once(scenario: Scenario, scenario_text: str, options: RunOptions, progr
         status = "complete"
     except KeyboardInterrupt as exc:  # Interrupted, from interrupts.checkpoint
         status, error, phase = "interrupted", str(exc) or "interrupted", progress.current
+        original = exc
         raise
     except TestbedError as exc:
-        error, phase = str(exc), progress.current
+        error, phase, original = str(exc), progress.current, exc
         raise
     except BaseException as exc:
-        error, phase = f"{type(exc).__name__}: {exc}", progress.current
+        error, phase, original = f"{type(exc).__name__}: {exc}", progress.current, exc
         raise
     finally:
         with interrupts.ignored():
-            _teardown(network, registry, plan, progress)
-            if results is not None:
-                results.meta["ended_in_phase"] = phase
-                results.finish(status, error, progress.durations)
+            _end(network, registry, plan, progress, results, status, error, phase, original)
     assert results is not None
     return results.dir
 
@@ -150,6 +156,39 @@ def fabric(scenario: Scenario, progress: Progress | None = None,
         yield network
     finally:
         network.close()
+
+
+def _end(network: FabricNetwork | None, registry: RunRegistry | None, plan, progress: Progress,
+         results: RunResults | None, status: str, error: str | None, phase: str | None,
+         original: BaseException | None) -> None:
+    """Tear down, then record how the run ended. When the run already failed, a failure here
+    (a full disk, a process that would not die) is said, and the run's own error is the one
+    raised: a second error must never hide the first."""
+    first: Exception | None = None
+    try:
+        _teardown(network, registry, plan, progress)
+    except Exception as exc:  # noqa: BLE001 (said, or raised below)
+        if original is not None:
+            _warn(exc)
+        else:
+            first, status = exc, "failed"
+            error, phase = f"teardown: {type(exc).__name__}: {exc}", "teardown"
+    if results is not None:
+        try:
+            results.meta["ended_in_phase"] = phase
+            results.finish(status, error, progress.durations)
+        except Exception as exc:  # noqa: BLE001 (said, or raised below)
+            if original is not None or first is not None:
+                _warn(exc)
+            else:
+                first = exc
+    if first is not None:
+        raise first
+
+
+def _warn(exc: BaseException) -> None:
+    print(f"warning: while ending the run after its error: {type(exc).__name__}: {exc}",
+          file=sys.stderr, flush=True)
 
 
 def _teardown(network: FabricNetwork | None, registry: RunRegistry | None, plan,
@@ -250,7 +289,7 @@ def _run_workload(network: FabricNetwork, results: RunResults, progress: Progres
             "cpu_share_of_one_core": round(sampler.cpu_seconds / wall, 4) if wall else None,
             "error": sampler.error}
         results.save()
-        (results.dir / "summary.txt").write_text(table + "\n")
+        results.write_text("summary.txt", table + "\n")
         info["done"] = ("iterations, messages, paths, ev_states, qps, links .parquet; "
                         f"telemetry {sampler.samples} samples, "
                         f"{results.meta['telemetry']['cpu_share_of_one_core'] or 0:.0%} of a core")

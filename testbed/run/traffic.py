@@ -187,9 +187,12 @@ def run_agents(network: FabricNetwork, scenario: Scenario, transport: str, out: 
                 (Path(cfg.out_dir) / "agent.log").touch()
                 continue
             log = open(Path(cfg.out_dir) / "agent.log", "w")
+            # -P and an explicit cwd: the agent runs as root, and `-m` would otherwise put the
+            # runner's working directory first on sys.path (a planted hostagent/ would run)
             procs[host] = network.node(host).popen(
-                [sys.executable, "-m", "hostagent.agent", str(cfg_path)],
-                stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+                [sys.executable, "-P", "-m", "hostagent.agent", str(cfg_path)],
+                stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                cwd=cfg.out_dir)
             log.close()
         if mode == "pooled":
             procs = _start_pooled(network, configs, out,

@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from testbed.scenario.units import Rate
+from testbed.scenario import limits
+from testbed.scenario.units import RateIn
 
 BASE_PORT = 5301
 
@@ -25,15 +26,19 @@ class Background(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
 
     pattern: Literal["incast", "permutation", "elephant"]
-    at: float = Field(0.0, ge=0, le=86_400, description="s after the workload starts")
-    duration: float = Field(gt=0, le=86_400)
+    at: float = Field(0.0, ge=0, le=limits.MAX_TIME, description="s after the workload starts")
+    duration: float = Field(gt=0, le=limits.MAX_TIME)
     protocol: Literal["tcp", "udp"] = "tcp"
-    rate: Rate | None = Field(None, description="per flow; UDP needs it, TCP takes all it can")
-    plane: int = Field(0, ge=0)
-    receiver: str | None = Field(None, description="incast: the host every sender sends to")
-    senders: list[str] | None = Field(None, description="incast: default every other host")
-    src: str | None = Field(None, description="elephant: sender")
-    dst: str | None = Field(None, description="elephant: receiver")
+    rate: Annotated[int, RateIn(limits.MIN_RATE, limits.MAX_RATE)] | None = Field(
+        None, description="per flow; UDP needs it (iperf3 would read 0 as unlimited), TCP "
+                          "takes all it can")
+    plane: int = Field(0, ge=0, le=limits.MAX_PLANES - 1)
+    receiver: str | None = Field(None, max_length=40,
+                                 description="incast: the host every sender sends to")
+    senders: list[Annotated[str, Field(max_length=40)]] | None = Field(
+        None, max_length=limits.MAX_HOSTS, description="incast: default every other host")
+    src: str | None = Field(None, max_length=40, description="elephant: sender")
+    dst: str | None = Field(None, max_length=40, description="elephant: receiver")
 
     @model_validator(mode="after")
     def _fits_pattern(self) -> Background:
@@ -91,7 +96,18 @@ def flows(hosts: list[str], patterns: list[Background], seed: int) -> list[Flow]
     return out
 
 
+def flow_count(b: Background, hosts: list[str]) -> int:
+    """How many flows a pattern expands to (as `flows` makes them), without making them."""
+    if b.pattern == "incast":
+        return len([s for s in (b.senders or hosts) if s != b.receiver])
+    return 1 if b.pattern == "elephant" else len(hosts)
+
+
 def check(patterns: list[Background], hosts: list[str], planes: int) -> None:
+    total = sum(flow_count(b, hosts) for b in patterns)
+    if total > limits.MAX_BACKGROUND_FLOWS:
+        raise ValueError(f"background: {total:,} flows ({2 * total:,} iperf3 processes), more "
+                         f"than {limits.MAX_BACKGROUND_FLOWS}; use fewer or smaller patterns")
     for k, b in enumerate(patterns):
         named = [h for h in [b.receiver, b.src, b.dst, *(b.senders or [])] if h is not None]
         unknown = [h for h in named if h not in hosts]

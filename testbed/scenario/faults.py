@@ -6,11 +6,13 @@ is checked when the timeline is laid over the plan (testbed/fabric/timeline.py).
 """
 from __future__ import annotations
 
-from typing import Literal
+import math
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from testbed.scenario.units import Rate
+from testbed.scenario import limits
+from testbed.scenario.units import RateIn
 
 LINK_KINDS = ("link_down", "link_up", "flap", "blackhole", "loss", "degrade", "delay")
 ROUTER_KINDS = ("router_down", "router_reboot")
@@ -32,11 +34,11 @@ class Target(_Strict):
     """One of: a fabric link {plane, leaf, spine}; a host port {host, plane}; a router
     {router}; a whole plane {plane}."""
 
-    plane: int | None = Field(None, ge=0)
-    leaf: int | None = Field(None, ge=0)
-    spine: int | None = Field(None, ge=0)
-    host: str | None = None
-    router: str | None = None
+    plane: int | None = Field(None, ge=0, le=limits.MAX_PLANES - 1)
+    leaf: int | None = Field(None, ge=0, le=limits.MAX_LEAVES_PER_PLANE - 1)
+    spine: int | None = Field(None, ge=0, le=limits.MAX_SPINES_PER_PLANE - 1)
+    host: str | None = Field(None, max_length=40)
+    router: str | None = Field(None, max_length=40)
 
     @property
     def shape(self) -> str:
@@ -63,19 +65,24 @@ class Target(_Strict):
 class Fault(_Strict):
     """One event. `at` and `duration` are seconds after the workload starts."""
 
-    at: float = Field(ge=0, le=86_400)
+    at: float = Field(ge=0, le=limits.MAX_TIME)
     kind: Kind
     target: Target
-    duration: float | None = Field(None, gt=0, le=86_400,
+    duration: float | None = Field(None, gt=0, le=limits.MAX_TIME,
                                    description="undone after this long; absent: stays")
-    period: float | None = Field(None, gt=0, le=3600, description="flap: one down+up cycle, s")
-    count: int | None = Field(None, ge=1, le=100_000, description="flap: cycles")
-    until: float | None = Field(None, gt=0, le=86_400, description="flap: last cycle starts "
-                                                                   "before this time, s")
-    probability: float | None = Field(None, gt=0, le=1, description="loss: per packet")
+    period: float | None = Field(None, ge=0.001, le=3600,
+                                 description="flap: one down+up cycle, s")
+    count: int | None = Field(None, ge=1, le=limits.MAX_FLAP_CYCLES, description="flap: cycles")
+    until: float | None = Field(None, gt=0, le=limits.MAX_TIME,
+                                description="flap: last cycle starts before this time, s")
+    probability: float | None = Field(
+        None, ge=limits.MIN_LOSS_PROBABILITY, le=1,
+        description="loss: per packet, in steps of 1/10,000 (the drop rule's resolution); "
+                    "smaller would never drop")
     direction: Literal["both", "up", "down"] = Field(
         "both", description="loss: 'up' toward the spine, 'down' toward the host, or both")
-    rate: Rate | None = Field(None, description="degrade: the new line rate")
+    rate: Annotated[int, RateIn(limits.MIN_RATE, limits.MAX_RATE)] | None = Field(
+        None, description="degrade: the new line rate, below the link's own")
     fraction: float | None = Field(None, gt=0, lt=1, description="degrade: of the line rate")
     delay: float | None = Field(None, gt=0, le=10, description="delay: one-way, s (netem)")
 
@@ -105,9 +112,25 @@ class Fault(_Strict):
             raise ValueError("degrade needs exactly one of rate and fraction")
         if self.kind == "router_reboot" and self.duration is None:
             raise ValueError("router_reboot needs duration (how long the router is down)")
+        if self.kind == "flap" and self.flap_cycles() > limits.MAX_FLAP_CYCLES:
+            raise ValueError(f"a flap of period {self.period:g} s from {self.at:g} s until "
+                             f"{self.until:g} s is {self.flap_cycles():,} cycles, more than "
+                             f"{limits.MAX_FLAP_CYCLES:,}; lengthen period or shorten until")
         if self.kind == "link_up" and self.duration is not None:
             raise ValueError("link_up takes no duration")
         return self
+
+    def flap_cycles(self) -> int:
+        """Down+up cycles of a flap (as fabric/timeline.py lays them out); 0 for other kinds."""
+        if self.kind != "flap" or self.period is None:
+            return 0
+        if self.count is not None:
+            return self.count
+        return max(1, math.ceil(((self.until or self.at) - self.at) / self.period))
+
+    def actions(self) -> int:
+        """How many changes the injector makes for this fault (each undo counted)."""
+        return 2 * self.flap_cycles() if self.kind == "flap" else 2
 
 
 class Routing(_Strict):

@@ -21,3 +21,22 @@ MIN_BUFFER = 2 * MAX_MTU  # one packet must fit, whatever the MTU
 MAX_BUFFER = 256 * 2**20
 MAX_COLLECTIVE_BYTES = 1 << 30  # every rank holds it (and its scratch) in memory
 MAX_QPS_PER_PEER = 16  # the MRC paper's largest RoCEv2 comparison
+
+# The file itself, before anything is built from it (source.py).
+MAX_SCENARIO_BYTES = 1 << 20  # the shipped scenarios are under 2 KB
+MAX_YAML_NODES = 100_000  # as expanded: an alias counts its whole target at every use
+MAX_YAML_DEPTH = 32  # a scenario nests about 5 deep
+MAX_NUMBER_CHARS = 64  # Python refuses ints of over 4,300 digits; no setting needs 64
+MAX_DESCRIPTION_CHARS = 10_000
+
+# Counts derived from a scenario: each becomes processes, rules or timers in a run.
+MAX_FAULTS = 1_000
+MAX_FLAP_CYCLES = 10_000  # each cycle is two nftables rewrites in the link's nodes
+MAX_FAULT_ACTIONS = 20_000  # every fault's do and undo, flaps' cycles counted
+MAX_BACKGROUND_PATTERNS = 64
+MAX_BACKGROUND_FLOWS = 256  # two iperf3 processes each (a server and a client), as root
+MIN_LOSS_PROBABILITY = 1e-4  # the injector drops in steps of 1/10,000 (nftables numgen)
+MAX_TIME = 86_400  # s: when a fault or flow may start, how long it may last
+MIN_MSS = 64  # payload bytes of a packet: smaller makes headers most of every packet
+MAX_WINDOW = 64 * 2**20  # bytes in flight per QP
+MAX_DERIVED_TIMER = 10.0  # s: the ACK timeout and target_delay, given or derived from the buffers

@@ -7,17 +7,15 @@ Later parts of the testbed (workload, transports, faults) add sections to `Scena
 from __future__ import annotations
 
 import difflib
-from collections.abc import Callable
+import reprlib
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-import yaml
 from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
     ValidationError,
-    ValidationInfo,
     field_validator,
     model_validator,
 )
@@ -27,10 +25,11 @@ from hostagent.qp import (MAX_EXP_CNT, MAX_LINEAR_CNT, MAX_RETRY_INTERVAL, MAX_T
 from hostagent.wire import HEADER_SIZE
 from testbed.errors import ScenarioError
 from testbed.scenario import limits
+from testbed.scenario import source as source_
 from testbed.scenario.background import Background
 from testbed.scenario.background import check as check_background
 from testbed.scenario.faults import Fault, Routing
-from testbed.scenario.units import Rate, Size, format_rate, format_size
+from testbed.scenario.units import RateIn, SizeIn, format_rate, format_size
 
 SAFE_NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,39}$"
 PREFIX_PATTERN = r"^[a-z]{1,3}$"
@@ -43,30 +42,22 @@ class StrictModel(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
 
 
+LinkRate = Annotated[int, RateIn(limits.MIN_RATE, limits.MAX_RATE)]
+
+
 class LinkClass(StrictModel):
     """Rate and egress buffer of one class of links, applied at both ends."""
 
-    rate: Rate = Field(100 * 10**6, description="line rate, e.g. '100Mbit'")
-    buffer: Size = Field(100_000, description="egress queue limit in bytes, e.g. '100KB'")
+    rate: LinkRate = Field(100 * 10**6, description="line rate, e.g. '100Mbit'")
+    buffer: Annotated[int, SizeIn(limits.MIN_BUFFER, limits.MAX_BUFFER)] = Field(
+        100_000, description="egress queue limit in bytes, e.g. '100KB'")
 
-    ecn_threshold: Size | None = Field(
+    ecn_threshold: Annotated[int, SizeIn(1, limits.MAX_BUFFER)] | None = Field(
         None, description="queue bytes above which a router port marks ECN-capable packets CE "
                           "(switch.ecn); default: a fifth of the buffer")
-    trim_threshold: Size | None = Field(
+    trim_threshold: Annotated[int, SizeIn(1, limits.MAX_BUFFER)] | None = Field(
         None, description="queue bytes above which a router port trims MRC data packets to "
                           "their header (switch.trim); default: four fifths of the buffer")
-
-    @field_validator("rate", "buffer")
-    @classmethod
-    def _in_range(cls, value: int, info: ValidationInfo) -> int:
-        fmt: Callable[[float], str]
-        if info.field_name == "rate":
-            low, high, fmt = limits.MIN_RATE, limits.MAX_RATE, format_rate
-        else:
-            low, high, fmt = limits.MIN_BUFFER, limits.MAX_BUFFER, format_size
-        if not low <= value <= high:
-            raise ValueError(f"{fmt(value)} is outside {fmt(low)}..{fmt(high)}")
-        return value
 
     @model_validator(mode="after")
     def _thresholds_in_buffer(self) -> LinkClass:
@@ -207,20 +198,19 @@ class Workload(StrictModel):
     """The collective every rank runs, as in nccl-tests: one size, several iterations."""
 
     collective: Collective = "all_reduce"
-    size: Size = Field(1_048_576, description="bytes of the array (nccl-tests' size), e.g. '1MiB'")
+    size: Annotated[int, SizeIn(4, limits.MAX_COLLECTIVE_BYTES)] = Field(
+        1_048_576, description="bytes of the array (nccl-tests' size), e.g. '1MiB'")
     iterations: int = Field(5, ge=1, le=100_000)
     warmup: int = Field(1, ge=0, le=1000, description="iterations run first and not reported")
     compute_gap: float = Field(0.0, ge=0, le=60, description="seconds of 'compute' between "
                                                               "iterations (the network idles)")
-    ranks: list[str] | Literal["all"] = Field(
+    ranks: Annotated[list[Annotated[str, Field(max_length=40)]],
+                     Field(max_length=limits.MAX_HOSTS)] | Literal["all"] = Field(
         "all", description="host names taking part, in rank order, or all hosts")
 
     @field_validator("size")
     @classmethod
     def _size_in_range(cls, size: int) -> int:
-        if not 4 <= size <= limits.MAX_COLLECTIVE_BYTES:
-            raise ValueError(f"{format_size(size)} is outside 4 B.."
-                             f"{format_size(limits.MAX_COLLECTIVE_BYTES)}")
         if size % 4:
             raise ValueError(f"{size} B is not a whole number of float32 elements (4 B each)")
         return size
@@ -242,10 +232,13 @@ class QPSettings(StrictModel):
     """Settings both transports share where they mean the same (a fair comparison). The names
     are the agent's (hostagent/qp.py QPConfig): nothing is renamed on the way."""
 
-    mss: Size = Field(1024, description="payload bytes per packet")
-    init_cwnd: Size = Field(64 * 1024, description="congestion window at start, bytes (MRC)")
-    max_cwnd: Size = Field(256 * 1024, description="largest congestion window, bytes (both: "
-                                                   "RoCEv2's cap on bytes in flight)")
+    mss: Annotated[int, SizeIn(limits.MIN_MSS, limits.MAX_MTU)] = Field(
+        1024, description="payload bytes per packet (and within fabric.mtu with the headers)")
+    init_cwnd: Annotated[int, SizeIn(limits.MIN_MSS, limits.MAX_WINDOW)] = Field(
+        64 * 1024, description="congestion window at start, bytes (MRC); at least one mss")
+    max_cwnd: Annotated[int, SizeIn(limits.MIN_MSS, limits.MAX_WINDOW)] = Field(
+        256 * 1024, description="largest congestion window, bytes (both: RoCEv2's cap on bytes "
+                                "in flight)")
     timeout: float | None = Field(
         None, gt=0, le=MAX_RETRY_INTERVAL, description="ACK timeout, s; default: twice the "
         "longest a full buffer takes to drain, plus 5 ms (the fabric's queues are ms deep)")
@@ -259,13 +252,16 @@ class QPSettings(StrictModel):
     ack_every: int = Field(4, ge=1, le=64)
     gso: bool = Field(False, description="agents send runs of data packets to one destination "
                                          "with UDP GSO (fewer system calls, same packets)")
-    qps_per_peer: dict[Transport, int] = Field(
+    qps_per_peer: dict[Transport, Annotated[int, Field(ge=1, le=limits.MAX_QPS_PER_PEER)]] = Field(
         default_factory=dict,
         description="QPs between two ranks; default: MRC 1, RoCEv2 one per plane (a NIC runs "
                     "at least one QP per port); the MRC paper compares RoCEv2 with 1, 8, 16")
 
     @model_validator(mode="after")
     def _consistent(self) -> QPSettings:
+        if self.init_cwnd < self.mss:
+            raise ValueError(f"init_cwnd {self.init_cwnd} is less than one packet "
+                             f"(mss {self.mss}): nothing could be sent")
         if self.init_cwnd > self.max_cwnd:
             raise ValueError(f"init_cwnd {self.init_cwnd} exceeds max_cwnd {self.max_cwnd}")
         if self.timeout is not None and self.timeout_exp is not None:
@@ -306,7 +302,8 @@ class MrcSettings(StrictModel):
     hot_rtts: float = Field(4.0, ge=0, le=1000, description="a hot EV, when marked, is "
                             "skipped this many smoothed RTTs")
     denied: list[DeniedPath] = Field(
-        default_factory=list, description="paths MRC must never use (as a controller would "
+        default_factory=list, max_length=limits.MAX_PLANES * limits.MAX_SPINES_PER_PLANE,
+        description="paths MRC must never use (as a controller would "
                                           "deny them), for every pair of hosts")
 
 
@@ -333,25 +330,25 @@ class Scenario(StrictModel):
 
     name: str = Field(pattern=SAFE_NAME_PATTERN,
                       description="letters, digits, '_', '.', '-'; used in result folder names")
-    description: str = ""
+    description: str = Field("", max_length=limits.MAX_DESCRIPTION_CHARS)
     seed: int = Field(1, ge=0, le=2**32 - 1)
     fabric: Fabric = Field(default_factory=Fabric)
     switch: Switch = Field(default_factory=Switch)
     naming: Naming = Field(default_factory=Naming)
     verify: Verify = Field(default_factory=Verify)
-    transport: list[Transport] = Field(["mrc", "rocev2"], min_length=1,
+    transport: list[Transport] = Field(["mrc", "rocev2"], min_length=1, max_length=2,
                                        description="run the workload once per transport")
     workload: Workload = Field(default_factory=Workload)
     qp: QPSettings = Field(default_factory=QPSettings)
     mrc: MrcSettings = Field(default_factory=MrcSettings)
     telemetry: Telemetry = Field(default_factory=Telemetry)
-    faults: list[Fault] = Field(default_factory=list,
+    faults: list[Fault] = Field(default_factory=list, max_length=limits.MAX_FAULTS,
                                 description="what breaks and when, s after the workload starts")
     routing: Routing = Field(default_factory=Routing)
     agents: Agents = Field(default_factory=Agents)
     background: list[Background] = Field(
-        default_factory=list, description="iperf3 traffic beside the workload: incast, "
-                                          "permutation, elephant")
+        default_factory=list, max_length=limits.MAX_BACKGROUND_PATTERNS,
+        description="iperf3 traffic beside the workload: incast, permutation, elephant")
 
     @model_validator(mode="after")
     def _ranks_exist(self) -> Scenario:
@@ -402,6 +399,34 @@ class Scenario(StrictModel):
         per plane for RoCEv2 (a NIC with P ports runs at least one QP per port)."""
         default = self.fabric.planes if transport == "rocev2" else 1
         return self.qp.qps_per_peer.get(transport, default)
+
+    @model_validator(mode="after")
+    def _derived_bounds(self) -> Scenario:
+        """Numbers the run derives from several fields, bounded like the fields themselves."""
+        f = self.fabric
+        for k, fault in enumerate(self.faults):
+            if fault.kind == "degrade" and fault.rate is not None:
+                cls, name = (f.fabric_link, "fabric_link") if fault.target.shape == "link" \
+                    else (f.host_link, "host_link")
+                if fault.rate >= cls.rate:
+                    raise ValueError(
+                        f"faults.{k}: degrade to {format_rate(fault.rate)} is not below the "
+                        f"link's rate ({format_rate(cls.rate)}, fabric.{name}.rate); a "
+                        f"degrade lowers a link's rate")
+        actions = sum(fault.actions() for fault in self.faults)
+        if actions > limits.MAX_FAULT_ACTIONS:
+            raise ValueError(f"faults: {actions:,} changes to apply (each fault and its undo, "
+                             f"every flap cycle), more than {limits.MAX_FAULT_ACTIONS:,}")
+        for name, given in (("timeout", self.qp.timeout), ("target_delay",
+                                                           self.qp.target_delay)):
+            derived = getattr(self, name)()
+            if given is None and derived > limits.MAX_DERIVED_TIMER:
+                raise ValueError(
+                    f"qp.{name}: its default, from the longest full-buffer drain "
+                    f"({self.drain_time():.3g} s: a buffer over its link's rate), is "
+                    f"{derived:.3g} s, beyond {limits.MAX_DERIVED_TIMER:g} s; set qp.{name}, "
+                    f"or use smaller buffers or faster links")
+        return self
 
     def ideal_busbw(self, transport: str) -> tuple[float, int]:
         """GB/s a rank can inject, and over how many planes: every plane for MRC (one QP
@@ -463,35 +488,9 @@ class Scenario(StrictModel):
 
 # ---- loading --------------------------------------------------------------------------------
 
-class _UniqueKeyLoader(yaml.SafeLoader):
-    """PyYAML keeps the last of two equal keys; a repeated key is almost always a mistake."""
-
-
-def _construct_mapping(loader: _UniqueKeyLoader, node: yaml.MappingNode,
-                       deep: bool = False) -> dict[Any, Any]:
-    seen: dict[Any, Any] = {}
-    for key_node, _ in node.value:
-        key = loader.construct_object(key_node, deep=deep)
-        if key in seen:
-            raise yaml.constructor.ConstructorError(
-                None, None, f"duplicate key {key!r}", key_node.start_mark)
-        seen[key] = True
-    return loader.construct_mapping(node, deep=deep)
-
-
-_UniqueKeyLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
-
-
 def parse(text: str, source: str, default_name: str | None = None) -> Scenario:
     """Validate scenario text; raise `ScenarioError` listing every problem with its field path."""
-    try:
-        data = yaml.load(text, Loader=_UniqueKeyLoader)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        problem = getattr(exc, "problem", None) or str(exc)
-        raise ScenarioError(f"{source}:{where}: not valid YAML: {problem}",
-                            "fix the YAML syntax at that place") from None
+    data = source_.load_yaml(text, source)
     if data is None:
         data = {}
     if not isinstance(data, dict):
@@ -508,14 +507,7 @@ def parse(text: str, source: str, default_name: str | None = None) -> Scenario:
 def load(path: str | Path | None) -> tuple[Scenario, str]:
     """The scenario at `path` (the embedded quickstart when None) and its text as run."""
     file = Path(path) if path is not None else DEFAULT_SCENARIO
-    try:
-        text = file.read_text()
-    except FileNotFoundError:
-        raise ScenarioError(f"{file}: no such scenario file",
-                            "give the path of a YAML file, e.g. scenarios/quickstart.yaml"
-                            ) from None
-    except (IsADirectoryError, PermissionError, UnicodeDecodeError) as exc:
-        raise ScenarioError(f"{file}: cannot read it ({exc.__class__.__name__})") from None
+    text = source_.read(file)
     return parse(text, str(file), default_name=file.stem), text
 
 
@@ -541,7 +533,7 @@ def format_errors(exc: ValidationError, source: str) -> str:
             elif isinstance(err["input"], (dict, list)):
                 lines.append(f"  {path}: {msg}")
             else:
-                lines.append(f"  {path}: {err['input']!r} is not allowed: {msg}")
+                lines.append(f"  {path}: {_short(err['input'])} is not allowed: {msg}")
             continue
         if err["type"] == "missing":
             lines.append(f"  {path}: required, missing")
@@ -549,8 +541,18 @@ def format_errors(exc: ValidationError, source: str) -> str:
         if err["type"] == "string_pattern_mismatch":
             pattern = err.get("ctx", {}).get("pattern", "")
             msg = f"must match {pattern} ({_pattern_words(pattern)})"
-        lines.append(f"  {path}: {err['input']!r} is not allowed: {msg}")
+        lines.append(f"  {path}: {_short(err['input'])} is not allowed: {msg}")
     return "\n".join(lines)
+
+
+_REPR = reprlib.Repr()
+_REPR.maxstring, _REPR.maxother, _REPR.maxlist, _REPR.maxdict, _REPR.maxlevel = 60, 60, 6, 4, 2
+
+
+def _short(value: object) -> str:
+    """A bad value as the user wrote it, cut short: an error must never echo a whole input
+    (an alias-expanded list printed 312 MB before the node limit existed)."""
+    return _REPR.repr(value)
 
 
 def _pattern_words(pattern: str) -> str:

@@ -6,14 +6,17 @@ netlink layer never parse strings; the JSON Schema still shows editors the strin
 from __future__ import annotations
 
 import re
-from typing import Annotated
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
 
-from pydantic import BeforeValidator, PlainSerializer, WithJsonSchema
+from annotated_types import GroupedMetadata
+from pydantic import AfterValidator, BeforeValidator, PlainSerializer, WithJsonSchema
 
 _RATE_UNITS = {"bit": 1, "kbit": 10**3, "mbit": 10**6, "gbit": 10**9, "tbit": 10**12}
 _SIZE_UNITS = {"b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9,
                "kib": 2**10, "mib": 2**20, "gib": 2**30}
-_NUMBER = r"(\d+(?:\.\d+)?)\s*"
+_NUMBER = r"(\d{1,15}(?:\.\d{1,9})?)\s*"  # bounded: 400 digits overflowed a float
 RATE_PATTERN = _NUMBER + r"(" + "|".join(_RATE_UNITS) + r")"
 SIZE_PATTERN = _NUMBER + r"(" + "|".join(_SIZE_UNITS) + r")?"
 
@@ -57,18 +60,47 @@ def format_size(nbytes: float) -> str:
     return f"{nbytes:.0f} B"
 
 
-Rate = Annotated[
-    int,
-    BeforeValidator(parse_rate),
-    PlainSerializer(lambda v: f"{v}bit", return_type=str),
-    WithJsonSchema({"anyOf": [{"type": "string", "pattern": f"(?i)^{RATE_PATTERN}$"},
-                              {"type": "integer", "minimum": 1}],
-                    "description": "bits per second, e.g. '100Mbit', '1Gbit'"}),
-]
-Size = Annotated[
-    int,
-    BeforeValidator(parse_size),
-    WithJsonSchema({"anyOf": [{"type": "string", "pattern": f"(?i)^{SIZE_PATTERN}$"},
-                              {"type": "integer", "minimum": 1}],
-                    "description": "bytes, e.g. '64KiB', '100KB'"}),
-]
+def _in_range(low: int, high: int, fmt: Callable[[float], str]) -> Callable[[int], int]:
+    def check(value: int) -> int:
+        if not low <= value <= high:
+            shown = fmt(value) if abs(value) < 10**18 else f"a {len(str(abs(value)))}-digit number"
+            raise ValueError(f"{shown} is outside {fmt(low)}..{fmt(high)}")
+        return value
+    return check
+
+
+@dataclass(frozen=True)
+class RateIn(GroupedMetadata):
+    """`Annotated[int, RateIn(low, high)]`: a rate written with units, within low..high bit/s;
+    the JSON Schema states the range too."""
+
+    low: int
+    high: int
+
+    def __iter__(self) -> Iterator[Any]:
+        yield BeforeValidator(parse_rate)
+        yield AfterValidator(_in_range(self.low, self.high, format_rate))
+        yield PlainSerializer(lambda v: f"{v}bit", return_type=str)
+        yield WithJsonSchema({
+            "anyOf": [{"type": "string", "pattern": f"(?i)^{RATE_PATTERN}$"},
+                      {"type": "integer", "minimum": self.low, "maximum": self.high}],
+            "description": f"bits per second, e.g. '100Mbit', from {format_rate(self.low)} "
+                           f"to {format_rate(self.high)}"})
+
+
+@dataclass(frozen=True)
+class SizeIn(GroupedMetadata):
+    """`Annotated[int, SizeIn(low, high)]`: a size written with units, within low..high bytes;
+    the JSON Schema states the range too."""
+
+    low: int
+    high: int
+
+    def __iter__(self) -> Iterator[Any]:
+        yield BeforeValidator(parse_size)
+        yield AfterValidator(_in_range(self.low, self.high, format_size))
+        yield WithJsonSchema({
+            "anyOf": [{"type": "string", "pattern": f"(?i)^{SIZE_PATTERN}$"},
+                      {"type": "integer", "minimum": self.low, "maximum": self.high}],
+            "description": f"bytes, e.g. '64KiB', from {format_size(self.low)} to "
+                           f"{format_size(self.high)}"})

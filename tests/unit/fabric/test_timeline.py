@@ -58,7 +58,7 @@ def test_link_up_ends_a_link_down():
     ("[{at: 1, kind: link_up, target: {plane: 0, leaf: 0, spine: 0}}]",
      "link_up on p0l0-p0s0 at 1 s, but that link is not down then"),
     ("[{at: 1, kind: loss, target: {plane: 0, leaf: 0, spine: 0}}]", "loss needs probability"),
-    ("[{at: 1, kind: loss, target: {plane: 0, leaf: 0, spine: 0}, probability: 0.1, rate: 1}]",
+    ("[{at: 1, kind: loss, target: {plane: 0, leaf: 0, spine: 0}, probability: 0.1, rate: 1Mbit}]",
      "loss does not take rate"),
     ("[{at: 1, kind: router_down, target: {plane: 0}}]",
      "router_down applies to a router target, not a plane"),

@@ -96,7 +96,7 @@ def test_load_of_a_missing_file(tmp_path):
 def test_load_of_a_directory(tmp_path):
     with pytest.raises(ScenarioError) as info:
         scenario.load(tmp_path)
-    assert "cannot read it" in str(info.value)
+    assert "not a regular file (a directory)" in str(info.value)
 
 
 # ---- one error per kind of bad input ---------------------------------------------------------

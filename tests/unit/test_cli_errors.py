@@ -1,0 +1,89 @@
+"""Exit statuses as documented (issue 13, items 10, 11, 14): 2 for any bad input, with one
+message and no traceback; 1 only for bugs."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from testbed import cli
+from testbed.errors import TestbedError as Problem
+from testbed.run import runner
+
+
+def test_validate_checks_every_file_and_reports_each_bad_one(tmp_path: Path, capsys):
+    good, bad1, bad2 = (tmp_path / n for n in ("good.yaml", "bad1.yaml", "bad2.yaml"))
+    good.write_text("name: g\n")
+    bad1.write_text("name: [\n")
+    bad2.write_text("name: b\nfabric: {plnaes: 2}\n")
+    assert cli.main(["validate", str(bad1), str(good), str(bad2)]) == 2
+    out, err = capsys.readouterr()
+    assert f"ok: {good}" in out
+    assert f"{bad1}: line" in err and "plnaes" in err
+    assert "Traceback" not in err
+
+
+@pytest.mark.parametrize("text", [
+    "name: x\nseed: " + "9" * 5000, "name: x\n" + "a: " * 3000 + "1",
+    "name: x\ndescription: " + "[" * 3000 + "]" * 3000, "name: x\n? [a]\n: 1",
+    "name: x\nworkload: {size: '" + "9" * 400 + "KB'}",
+])
+def test_inputs_that_used_to_be_internal_errors_exit_2(tmp_path: Path, text: str, capsys):
+    file = tmp_path / "x.yaml"
+    file.write_text(text)
+    assert cli.main(["validate", str(file)]) == 2
+    assert "internal error" not in capsys.readouterr().err
+
+
+def test_a_symlink_loop_exits_2(tmp_path: Path, capsys):
+    (tmp_path / "a.yaml").symlink_to(tmp_path / "a.yaml")
+    assert cli.main(["validate", str(tmp_path / "a.yaml")]) == 2
+    assert "cannot read it" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("value", ["nan", "-1", "inf", "x"])
+def test_hold_must_be_finite_seconds(value: str, capsys):
+    with pytest.raises(SystemExit) as info:
+        cli.main(["run", "--hold", value])
+    assert info.value.code == 2
+    assert "--hold" in capsys.readouterr().err
+
+
+def test_list_survives_a_meta_json_that_is_not_a_record(tmp_path: Path, capsys):
+    (tmp_path / "r1").mkdir()
+    (tmp_path / "r1" / "meta.json").write_text("[]")
+    (tmp_path / "r2").mkdir()
+    (tmp_path / "r2" / "meta.json").write_text(json.dumps(
+        {"run_id": ["x"], "status": "complete", "duration_s": "long"}))
+    assert cli.main(["list", "--results", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "r1 " in out and "unreadable" in out and "complete" in out
+
+
+def test_report_out_pointing_at_a_file_exits_2(tmp_path: Path, capsys):
+    (tmp_path / "f").write_text("")
+    assert cli.main(["report", str(tmp_path / "nothing")]) == 2
+    assert cli.main(["compare", str(tmp_path), str(tmp_path), "--out", str(tmp_path / "f")]) == 2
+    assert "internal error" not in capsys.readouterr().err
+
+
+class _Results:
+    """Stands in for RunResults where the disk is full: finish() fails."""
+
+    def __init__(self) -> None:
+        self.meta: dict = {}
+
+    def finish(self, *_args) -> None:
+        raise OSError(28, "No space left on device")
+
+
+def test_a_failure_while_ending_never_hides_the_runs_own_error(capsys):
+    from testbed.lifecycle.progress import Progress
+    original = Problem("3 of 4 agents failed")
+    runner._end(None, None, None, Progress(quiet=True), _Results(), "failed", str(original),
+                "traffic", original)  # does not raise: the caller re-raises the original
+    assert "No space left on device" in capsys.readouterr().err
+    with pytest.raises(OSError):  # with no error before, the failure is the error
+        runner._end(None, None, None, Progress(quiet=True), _Results(), "complete", None,
+                    None, None)
