@@ -154,17 +154,58 @@ def disturbances(events: pd.DataFrame, background: Sequence[BackgroundWindow],
     rows = []
     if not events.empty:
         own = events[events["condition"] != "routed"]
-        for _, g in own.groupby("event"):
+        # a link_up ends the link_down it names: one disturbance from the down to the up
+        holder = own["holder"] if "holder" in own.columns else own["event"]
+        for _, g in own.groupby(holder.to_numpy()):
             on, off = g[g["on"]], g[~g["on"]]
-            rows.append({"source": "fault", "kind": g["kind"].iloc[0],
-                         "label": f"{g['kind'].iloc[0]} {g['target'].iloc[0]}",
+            first = on if len(on) else g
+            rows.append({"source": "fault", "kind": first["kind"].iloc[0],
+                         "label": f"{first['kind'].iloc[0]} {first['target'].iloc[0]}",
                          "start": on["applied"].min() - t0,
-                         "end": off["applied"].max() - t0 if len(off) else math.nan})
+                         "end": off["applied"].max() - t0 if len(off) else math.nan,
+                         "links": tuple(sorted({x for ls in g["links"] for x in ls}))
+                         if "links" in g.columns else ()})
     for bg in background:
         rows.append({"source": "background", "kind": bg.pattern,
                      "label": f"{bg.protocol} {bg.pattern} (plane {bg.plane})",
-                     "start": bg.start, "end": bg.end})
-    return pd.DataFrame(rows, columns=["source", "kind", "label", "start", "end"])
+                     "start": bg.start, "end": bg.end, "links": ()})
+    return pd.DataFrame(rows, columns=["source", "kind", "label", "start", "end", "links"])
+
+
+def used_links(links: pd.DataFrame, share: float = 0.01) -> frozenset[str]:
+    """Links that carried this run's traffic: bytes sent by either end over the run at least
+    `share` of the busiest link's. This is what the transport actually used (a RoCEv2 QP's
+    spine is its ECMP hash's choice, known to no table but the ports'); background traffic,
+    where there is some, counts too."""
+    if links.empty:
+        return frozenset()
+    per_port = port_totals(links)["tx_bytes"]
+    link_of = links.drop_duplicates(["node", "ifname"]).set_index(["node", "ifname"])["link"]
+    per_link = per_port.groupby(link_of.reindex(per_port.index).to_numpy()).sum()
+    if per_link.max() <= 0:
+        return frozenset()
+    return frozenset(per_link[per_link >= share * per_link.max()].index)
+
+
+def overlaps(dist: pd.DataFrame, t_end: float) -> list[list[str]]:
+    """Per disturbance, the labels of the others whose time windows overlap its own (an
+    event never undone lasts to `t_end`)."""
+    end = dist["end"].fillna(t_end).to_numpy(dtype=float)
+    start = dist["start"].to_numpy(dtype=float)
+    return [[dist["label"].iloc[j] for j in range(len(dist))
+             if j != i and start[j] < end[i] and start[i] < end[j]] for i in range(len(dist))]
+
+
+def slowdown(ccts: pd.DataFrame, start: float, end: float) -> float:
+    """The slowest timed iteration that ran while a disturbance lasted, as a multiple of the
+    median of those that did not overlap it (NaN when either set is empty): goodput averaged
+    over an iteration can hide one iteration that took twice as long."""
+    timed = ccts[~ccts["warmup"]]
+    during = (timed["start"] < end) & (timed["end"] > start)
+    rest = timed.loc[~during, "cct"]
+    if not during.any() or rest.empty:
+        return math.nan
+    return float(timed.loc[during, "cct"].max() / rest.median())
 
 
 def reroutes(events: pd.DataFrame, t0: float) -> pd.Series:
@@ -229,12 +270,20 @@ def recovery(series: pd.Series, start: float, bin_s: float, until: float, *,
 
 
 def recoveries(series: pd.Series, events: pd.DataFrame, bin_s: float, t_end: float, *,
-               fraction: float = 0.9, pre_window: float = 1.0) -> pd.DataFrame:
+               fraction: float = 0.9, pre_window: float = 1.0,
+               used: frozenset[str] | None = None,
+               ccts: pd.DataFrame | None = None) -> pd.DataFrame:
     """`recovery` for each row of `disturbances(...)`, each judged until the next one starts
     (or `t_end`); `after_end_s` says how long after the disturbance ended goodput was back
     (negative: back while it lasted), since a fault that halves a path set keeps goodput
-    down until it is undone."""
+    down until it is undone. With `used` (the links this run carried traffic on): `on_paths`,
+    how many of a fault's links the run used (a dip during a fault on none of them is not
+    that fault's). `overlaps` names the disturbances whose windows overlap this one, and
+    `slowdown` is the slowest iteration during it over the others' median (with `ccts`)."""
     ordered = events.sort_values("start").reset_index(drop=True)
+    if "links" not in ordered.columns:
+        ordered["links"] = [()] * len(ordered)
+    others = overlaps(ordered, t_end)
     rows = []
     for i, ev in ordered.iterrows():
         until = ordered["start"].iloc[i + 1] if i + 1 < len(ordered) else t_end
@@ -242,12 +291,19 @@ def recoveries(series: pd.Series, events: pd.DataFrame, bin_s: float, t_end: flo
                      pre_window=pre_window)
         back_after_end = (ev["start"] + r.recovery_s - ev["end"]
                           if r.recovery_s is not None and pd.notna(ev["end"]) else None)
+        links = tuple(ev["links"])
+        on_paths = (len(set(links) & used) if used is not None and links else None)
+        slow = (slowdown(ccts, ev["start"], ev["end"] if pd.notna(ev["end"]) else t_end)
+                if ccts is not None else math.nan)
         rows.append({**ev.to_dict(), "pre_rate": r.pre_rate, "dipped": r.dipped,
                      "recovery_s": r.recovery_s, "after_end_s": back_after_end,
-                     "bytes_lost": r.bytes_lost, "note": r.note})
-    out = pd.DataFrame(rows, columns=[*events.columns, "pre_rate", "dipped", "recovery_s",
-                                      "after_end_s", "bytes_lost", "note"])
-    return out.astype({"recovery_s": float, "after_end_s": float})  # None: NaN
+                     "bytes_lost": r.bytes_lost, "note": r.note, "on_paths": on_paths,
+                     "overlaps": others[i], "slowdown": slow})
+    out = pd.DataFrame(rows, columns=[*ordered.columns, "pre_rate", "dipped", "recovery_s",
+                                      "after_end_s", "bytes_lost", "note", "on_paths",
+                                      "overlaps", "slowdown"])
+    return out.astype({"recovery_s": float, "after_end_s": float,
+                       "slowdown": float})  # None: NaN
 
 
 # ---- load balance, EV health, counters ------------------------------------------------------

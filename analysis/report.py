@@ -58,7 +58,8 @@ class RunView:
         judged = metrics.trailing_mean(total, float(timed.median()) if len(timed) else bin_s,
                                        bin_s)
         rec = metrics.recoveries(judged, dist, bin_s, t_end, fraction=FRACTION,
-                                 pre_window=PRE_WINDOW)
+                                 pre_window=PRE_WINDOW, used=metrics.used_links(run.links)
+                                 if not run.links.empty else None, ccts=ccts)
         if run.links.empty:
             ports = rates = pd.DataFrame()
         else:
@@ -218,7 +219,12 @@ def recovery_table(views: list[RunView]) -> pd.DataFrame:
             "level before (Mbit/s)": (r["pre_rate"] * 8e-6).round(1),
             f"back to {FRACTION:.0%} after (s)": r["recovery_s"].round(2),
             "after it ended (s; < 0: before)": r["after_end_s"].round(2),
-            "bytes lost (MB)": (r["bytes_lost"] / 1e6).round(2), "note": r["note"]}))
+            "bytes lost (MB)": (r["bytes_lost"] / 1e6).round(2),
+            "of its links this run used": [
+                "" if n is None or pd.isna(n) or not ls else f"{int(n)} of {len(ls)}"
+                for n, ls in zip(r["on_paths"], r["links"], strict=True)],
+            "slowest iteration / median": r["slowdown"].round(2),
+            "overlaps": [", ".join(o) for o in r["overlaps"]], "note": r["note"]}))
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
 
 

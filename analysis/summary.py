@@ -66,23 +66,63 @@ def recoveries(views: list[RunView]) -> str:
     first = views[0].recoveries.reset_index(drop=True)
     for i, d in first.iterrows():
         end = f"{d['end']:.2f} s" if pd.notna(d["end"]) else "the end"
-        lines.append(f"#   {d['label']}, {d['start']:.2f} s to {end}:")
+        with_ = f"; overlaps {', '.join(d['overlaps'])}" if d.get("overlaps") else ""
+        lines.append(f"#   {d['label']}, {d['start']:.2f} s to {end}{with_}:")
         for v in views:
             if i >= len(v.recoveries):
                 continue
-            r = v.recoveries.iloc[i]
-            if math.isnan(r["recovery_s"]):
-                how = r["note"] or "not back"
-            elif not r["dipped"]:
-                how = "no dip"
-            else:
-                gap = r["after_end_s"]
-                after = "" if pd.isna(gap) else (f" ({gap:.2f} s after it ended)" if gap >= 0
-                                                 else f" ({-gap:.2f} s before it ended)")
-                how = f"back after {r['recovery_s']:.2f} s{after}"
-            lines.append(f"#     {v.label:<8} {how}, {r['bytes_lost'] / 1e6:.2f} MB lost")
+            lines.append(f"#     {v.label:<8} {_how(v.recoveries.iloc[i])}")
     return "\n".join(lines) + "\n"
 
 
+SLOW = 1.5  # an iteration this many times the median during a disturbance is worth saying
+
+
+def _how(r: pd.Series) -> str:
+    """One run's line about one disturbance: recovery, bytes lost, whether the fault was on
+    the links this run used, and the slowest iteration during it."""
+    if math.isnan(r["recovery_s"]):
+        how = r["note"] or "not back"
+    elif not r["dipped"]:
+        how = "no dip"
+    else:
+        gap = r["after_end_s"]
+        after = "" if pd.isna(gap) else (f" ({gap:.2f} s after it ended)" if gap >= 0
+                                         else f" ({-gap:.2f} s before it ended)")
+        how = f"back after {r['recovery_s']:.2f} s{after}"
+    how += f", {r['bytes_lost'] / 1e6:.2f} MB lost"
+    slow = r.get("slowdown", math.nan)
+    if pd.notna(slow) and slow >= SLOW:
+        how += f"; an iteration during it took {slow:.1f}x the others' median"
+    on_paths, links = r.get("on_paths"), len(r.get("links") or ())
+    if on_paths is not None and pd.notna(on_paths) and links:
+        if on_paths == 0:
+            cause = (" (the dip is not this fault's: see what overlaps it)"
+                     if r["dipped"] or (pd.notna(slow) and slow >= SLOW) else "")
+            how += f"; not on its paths: it carried none of the {links} links{cause}"
+        else:
+            how += f"; on {int(on_paths)} of the {links} links it used"
+    return how
+
+
+def fault_timing(views: list[RunView]) -> str:
+    """How late the fault actions were applied, and how far apart their nodes changed."""
+    lines = []
+    for v in views:
+        ev = v.run.events
+        if ev.empty or "applied" not in ev.columns or ev["applied"].isna().all():
+            continue
+        lag = ev["lag"].dropna()
+        spread = ev["spread"].dropna() if "spread" in ev.columns else pd.Series(dtype=float)
+        text = f"{len(lag)} actions applied, lag max {lag.max() * 1e3:.1f} ms"
+        if len(spread):
+            text += f", first to last node max {spread.max() * 1e3:.1f} ms"
+        skipped = int(ev["applied"].isna().sum())
+        if skipped:
+            text += f"; {skipped} not applied (the workload had ended)"
+        lines.append(f"# faults, {v.label}: {text}")
+    return "\n".join(lines) + ("\n" if lines else "")
+
+
 def text(views: list[RunView]) -> str:
-    return table(views) + recoveries(views)
+    return table(views) + recoveries(views) + fault_timing(views)

@@ -18,8 +18,11 @@ OPTIONAL_TABLES: Final = ("paths", "ev_states", "links", "events", "ev_load")
 
 ITERATION_COLUMNS: Final = ("host", "rank", "transport", "kind", "iteration", "warmup", "start",
                             "end", "bytes", "verified", "error")
+# One row per fault action: `applied` is when its last node was done, `lag` that minus
+# `scheduled`, `spread` from its first node's change to its last (s); `holder` the fault whose
+# condition it turns on or off (a link_up ends its link_down's).
 EVENT_COLUMNS: Final = ("event", "kind", "target", "condition", "on", "links", "scheduled",
-                        "applied", "lag", "params", "note")
+                        "applied", "lag", "spread", "holder", "params", "note")
 
 
 def table_file(name: str) -> str:

@@ -13,6 +13,17 @@ All nftables rules of a node live in one table, `inet mrc_faults`, rewritten who
 change, so a node never holds a half-applied state. The namespaces, and the rules with them,
 vanish at teardown.
 
+Timing: every node's ruleset after every action is rendered when the injector is made, and
+`prepare` starts one thread per node inside its namespace (nft_workers.py). At `start`, each
+node's thread gets its rulesets with their times and applies them itself, so all the links of
+one action change within a few ms of each other and of the scheduled time, whatever their
+number. Each action's row in events.parquet says when it was scheduled, when its last node
+was done (`applied`, `lag`) and the `spread` from its first node to its last.
+
+Overlapping faults (timeline.py): a port drops everything while any fault holds it down or
+blackholed; losses of different faults combine as independent drops; routing goes around a
+link while any of its down-conditions has converged.
+
 - routed: the baseline's routing has converged around the link (the "down" condition's echo,
   a convergence delay later): every node's plain routes are recomputed without next hops that
   cross a routed-around link (testbed/fabric/routes.py) and changed over netlink where they differ.
@@ -20,12 +31,12 @@ vanish at teardown.
 """
 from __future__ import annotations
 
-import subprocess
 import threading
 import time
 from dataclasses import dataclass, field
 
 from testbed.emulation.network import FabricNetwork
+from testbed.emulation.nft_workers import NodeNft, Pending
 from testbed.fabric.plan import Link, Port
 from testbed.fabric.routes import node_config
 from testbed.fabric.timeline import Action
@@ -34,6 +45,10 @@ from testbed.kernel.rtnl import RTPROT_BGP, NodeNetlink
 from testbed.scenario.faults import Fault
 
 TABLE = "mrc_faults"
+NFT_CONDITIONS = ("down", "blackhole", "loss")  # the conditions nftables rules carry
+# made once in every node the timeline touches, before the workload: an empty egress chain
+SETUP = (f"table inet {TABLE}\ndelete table inet {TABLE}\ntable inet {TABLE} {{\n"
+         f" chain egress {{\n  type filter hook postrouting priority 0; policy accept;\n }}\n}}\n")
 
 
 def _plain(cfg) -> dict:
@@ -42,8 +57,67 @@ def _plain(cfg) -> dict:
 
 @dataclass
 class _PortState:
-    drop: set[int] = field(default_factory=set)  # events dropping everything here
-    loss: dict[int, float] = field(default_factory=dict)  # event -> probability
+    drop: set[int] = field(default_factory=set)  # faults dropping everything here
+    loss: dict[int, float] = field(default_factory=dict)  # fault -> probability
+
+
+class NftRules:
+    """What every port's nftables rules say, as actions are applied (pure): `update` returns
+    the nodes whose ruleset changed, `script` renders a node's whole table."""
+
+    def __init__(self, links: dict[str, Link]) -> None:
+        self.links = links
+        self.ports: dict[tuple[str, str], _PortState] = {}
+
+    def update(self, action: Action) -> set[str]:
+        nodes: set[str] = set()
+        if action.condition not in NFT_CONDITIONS:
+            return nodes
+        holder = action.held_by
+        for name in action.links:
+            link = self.links[name]
+            if action.condition in ("down", "blackhole"):
+                ends = [link.lower, link.upper]
+            else:
+                direction = dict(action.params).get("direction", "both")
+                ends = {"up": [link.lower], "down": [link.upper]}.get(direction,
+                                                                     [link.lower, link.upper])
+            for port in ends:
+                state = self.ports.setdefault((port.node, port.ifname), _PortState())
+                if action.condition == "loss":
+                    if action.on:
+                        state.loss[holder] = float(dict(action.params)["probability"])
+                    else:
+                        state.loss.pop(holder, None)
+                else:
+                    (state.drop.add if action.on else state.drop.discard)(holder)
+                nodes.add(port.node)
+        return nodes
+
+    def script(self, node: str) -> str:
+        rules = []
+        for (n, ifname), state in sorted(self.ports.items()):
+            if n != node:
+                continue
+            if state.drop:
+                rules.append(f'oifname "{ifname}" counter drop')
+            elif state.loss:
+                keep = 1.0
+                for p in state.loss.values():
+                    keep *= 1 - p
+                threshold = round((1 - keep) * 10_000)
+                rules.append(f'oifname "{ifname}" numgen random mod 10000 < {threshold} '
+                             f'counter drop')
+        # the chain was made by SETUP; flushing and refilling it in one transaction leaves its
+        # hook registered (re-registering one waits for an RCU grace period: milliseconds)
+        return f"flush chain inet {TABLE} egress\n" + "".join(
+            f"add rule inet {TABLE} egress {r}\n" for r in rules)
+
+
+def prepared(links: dict[str, Link], actions: list[Action]) -> list[dict[str, str]]:
+    """Per action, the ruleset of every node it changes, as it stands after the action."""
+    rules = NftRules(links)
+    return [{node: rules.script(node) for node in sorted(rules.update(a))} for a in actions]
 
 
 class Injector:
@@ -52,19 +126,38 @@ class Injector:
         self.faults = faults
         self.actions = actions
         self.links: dict[str, Link] = {link.name: link for link in network.plan.links}
-        self.ports: dict[tuple[str, str], _PortState] = {}
+        self.rules = NftRules(self.links)  # as applied by `apply` (tests, by hand)
+        self.scripts = prepared(self.links, actions)  # the timeline's, rendered ahead
+        self._workers: dict[str, NodeNft] = {}
+        self._pending: list[Pending | None] = [None] * len(actions)
         self.rows: list[dict] = []
         self.error: str | None = None
         self._handles: dict[str, NodeNetlink] = {}  # netlink sockets of the injector's thread
-        self.routed_around: set[str] = set()
+        self.routed_around: dict[str, set[int]] = {}  # link -> faults routing went around
         self._plain = {name: _plain(node_config(network.plan, name))
                        for name in network.plan.nodes}
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
     # ---- the timeline ----
+    def prepare(self) -> None:
+        """Start the nftables thread of every node the timeline touches (each enters its
+        node's namespace and makes its context), before the workload starts."""
+        for scripts in self.scripts:
+            for node in scripts:
+                self._worker(node)
+        for worker in self._workers.values():
+            worker.ready()
+
     def start(self, t0: float) -> None:
-        """Apply every action at t0 + its time (wall clock), in a thread."""
+        """Apply every action at t0 + its time (wall clock): nftables changes by each node's
+        thread, the others (rates, routes, delay) by a thread of the injector."""
+        self.prepare()
+        for k, (action, scripts) in enumerate(zip(self.actions, self.scripts, strict=True)):
+            if scripts:
+                pending = self._pending[k] = Pending(len(scripts))
+                for node, script in scripts.items():
+                    self._workers[node].submit(t0 + action.time, script, pending.report)
         self._thread = threading.Thread(target=self._run, args=(t0,), name="faults",
                                         daemon=True)
         self._thread.start()
@@ -73,23 +166,58 @@ class Injector:
         self._stop.set()
         if self._thread is not None:
             self._thread.join()
+        for worker in self._workers.values():
+            worker.close()
+        self._workers.clear()
 
     def _run(self, t0: float) -> None:
         try:
             for k, action in enumerate(self.actions):
                 if self._stop.wait(max(0.0, t0 + action.time - time.time())):
-                    for late in self.actions[k:]:
-                        self._record(late, t0, None, "not applied: the workload had ended")
+                    for late in range(k, len(self.actions)):
+                        self._finish(late, t0, None)
                     return
-                try:
-                    self.apply(action)
-                    self._record(action, t0, time.time(), None)
-                except Exception as exc:  # noqa: BLE001 (recorded; the run reports it)
-                    self.error = f"faults.{action.event} at {action.time:g} s: {exc}"
-                    self._record(action, t0, time.time(), self.error)
+                self._finish(k, t0, self._apply_other(action))
         finally:
             for handle in self._handles.values():
                 handle.close()
+
+    def _finish(self, k: int, t0: float, applied: tuple[float, float, str | None] | None) -> None:
+        """Record action k once all of its parts are done (or known not to happen)."""
+        action, pending = self.actions[k], self._pending[k]
+        times: list[float] = []
+        starts: list[float] = []
+        errors: list[str] = []
+        if applied is not None:
+            starts.append(applied[0])
+            times.append(applied[1])
+            errors += [applied[2]] if applied[2] else []
+        if pending is not None:
+            pending.wait(None if applied is not None else 10.0)
+            starts += pending.started
+            times += pending.finished
+            errors += pending.errors
+        if errors:
+            self.error = f"faults.{action.event} at {action.time:g} s: {'; '.join(errors)}"
+        if not times:
+            self._record(action, t0, None, None, "not applied: the workload had ended")
+        else:
+            self._record(action, t0, max(times), max(times) - min(starts), self.error
+                         if errors else None)
+
+    def _apply_other(self, action: Action) -> tuple[float, float, str | None]:
+        """Apply the part of an action that is not nftables' (at once): (start, end, error)."""
+        started = time.time()
+        try:
+            self._apply_netlink(action)
+            return started, time.time(), None
+        except Exception as exc:  # noqa: BLE001 (recorded; the run reports it)
+            return started, time.time(), str(exc)
+
+    def _worker(self, node: str) -> NodeNft:
+        if node not in self._workers:
+            self._workers[node] = NodeNft(node, self.network.pid(node), self._stop, SETUP)
+        return self._workers[node]
 
     def _netlink(self, node: str) -> NodeNetlink:
         if node not in self._handles:
@@ -97,56 +225,52 @@ class Injector:
                                               self.network.ifindex.get(node))
         return self._handles[node]
 
-    def _record(self, a: Action, t0: float, applied: float | None, note: str | None) -> None:
+    def _record(self, a: Action, t0: float, applied: float | None, spread: float | None,
+                note: str | None) -> None:
         fault = self.faults[a.event]
         self.rows.append({
             "event": a.event, "kind": fault.kind, "target": fault.target.label(),
             "condition": a.condition, "on": a.on, "links": list(a.links),
             "scheduled": t0 + a.time, "applied": applied,
-            "lag": None if applied is None else applied - (t0 + a.time),
+            "lag": None if applied is None else applied - (t0 + a.time), "spread": spread,
+            "holder": a.held_by,
             "params": dict(a.params), "note": note})
 
     # ---- one action ----
     def apply(self, action: Action) -> None:
-        nodes: set[str] = set()
+        """Apply one action now (tests, by hand): every node's nftables change in parallel,
+        then what netlink does."""
+        nodes = self.rules.update(action)
+        pending = Pending(len(nodes))
+        for node in nodes:
+            self._worker(node).submit(None, self.rules.script(node), pending.report)
+        pending.wait(30)
+        if pending.errors:
+            raise RuntimeError("; ".join(pending.errors))
+        self._apply_netlink(action)
+
+    def _apply_netlink(self, action: Action) -> None:
+        """The conditions not carried by nftables: rates, delay, routing."""
         for name in action.links:
             link = self.links[name]
-            if action.condition in ("down", "blackhole"):
-                for port in (link.lower, link.upper):
-                    state = self._state(port.node, port.ifname)
-                    (state.drop.add if action.on else state.drop.discard)(action.event)
-                    nodes.add(port.node)
-            elif action.condition == "loss":
-                params = dict(action.params)
-                direction = params.get("direction", "both")
-                ends = {"up": [link.lower], "down": [link.upper]}.get(direction,
-                                                                     [link.lower, link.upper])
-                for port in ends:
-                    state = self._state(port.node, port.ifname)
-                    if action.on:
-                        state.loss[action.event] = float(params["probability"])
-                    else:
-                        state.loss.pop(action.event, None)
-                    nodes.add(port.node)
-            elif action.condition == "degrade":
+            if action.condition == "degrade":
                 params = dict(action.params)
                 rate = params.get("rate") or int(link.rate * params["fraction"])
                 for port in (link.lower, link.upper):
                     self._set_rate(port, link, rate if action.on else link.rate)
             elif action.condition == "routed":
-                (self.routed_around.add if action.on else self.routed_around.discard)(name)
+                holders = self.routed_around.setdefault(name, set())
+                (holders.add if action.on else holders.discard)(action.held_by)
             elif action.condition == "delay":
                 for port in (link.lower, link.upper):
                     self._set_delay(port, link,
                                     dict(action.params)["delay"] if action.on else None)
-        for node in nodes:
-            self._render(node)
         if action.condition == "routed":
             self._converge()
 
     def _converge(self) -> None:
         """Plain routes as BGP leaves them with the routed-around links gone."""
-        failed = frozenset(self.routed_around)
+        failed = frozenset(link for link, holders in self.routed_around.items() if holders)
         for name, current in self._plain.items():
             wanted = _plain(node_config(self.network.plan, name, failed))
             if wanted == current:
@@ -161,33 +285,6 @@ class Injector:
                     extra = hops[0] if len(hops) == 1 else {"multipath": hops}
                     handle.ipr.route("replace", dst=str(prefix), proto=RTPROT_BGP, **extra)
             self._plain[name] = wanted
-
-    def _state(self, node: str, ifname: str) -> _PortState:
-        return self.ports.setdefault((node, ifname), _PortState())
-
-    def _render(self, node: str) -> None:
-        """The node's whole fault table, replaced atomically."""
-        rules = []
-        for (n, ifname), state in sorted(self.ports.items()):
-            if n != node:
-                continue
-            if state.drop:
-                rules.append(f'oifname "{ifname}" counter drop')
-            elif state.loss:
-                keep = 1.0
-                for p in state.loss.values():
-                    keep *= 1 - p
-                threshold = round((1 - keep) * 10_000)
-                rules.append(f'oifname "{ifname}" numgen random mod 10000 < {threshold} '
-                             f'counter drop')
-        script = (f"table inet {TABLE}\ndelete table inet {TABLE}\n"
-                  f"table inet {TABLE} {{\n chain egress {{\n"
-                  f"  type filter hook postrouting priority 0; policy accept;\n"
-                  + "".join(f"  {r}\n" for r in rules) + " }\n}\n")
-        res = subprocess.run(["mnexec", "-a", str(self.network.pid(node)), "nft", "-f", "-"],
-                             input=script, capture_output=True, text=True)
-        if res.returncode != 0:
-            raise RuntimeError(f"nft in {node}: {res.stderr.strip()}")
 
     def _set_rate(self, port: Port, link: Link, rate: int) -> None:
         """The shaper's rate, and the rate the port's eBPF virtual queue drains at."""

@@ -3,9 +3,18 @@ actions in time order (pure).
 
 `schedule` expands a scenario's `faults` into the primitive actions the runner applies at their
 times (a link's state, a drop, a loss rate, a rate limit, a delay, on and off). Everything that
-can be wrong with a timeline is found here, before anything is built: a target the fabric does
-not have, two events of the same kind on the same link at once, a link brought up that is not
-down.
+can be wrong with a timeline is found here, before anything is built, and all of it at once: a
+target the fabric does not have, two faults of the same kind on the same link at once, a link
+brought up that no `link_down` holds down.
+
+Overlapping faults of different kinds on one link are real (a port flapping while its plane
+fails) and allowed. Each fault holds its condition on a link independently of the others (an
+action names the fault that holds it, `holder`), and the link's state is the union of what is
+held: it is down while any down-condition (link_down, flap, router_down, router_reboot,
+plane_down) holds, it drops everything while it is down or blackholed, and routing has
+converged around it while any of its down-conditions has been in effect for the convergence
+delay. Faults of one kind cannot overlap on a link (two losses, two degrades: which rate
+would hold is a guess), so each kind's parameters are never combined.
 """
 from __future__ import annotations
 
@@ -36,10 +45,20 @@ class Action:
     links: tuple[str, ...]  # link names (plan.Link.name)
     event: int  # index of the scenario fault it comes from
     params: tuple[tuple[str, object], ...] = ()
+    holder: int = -1  # the fault that holds the condition: `event`, or for a link_up the
+    #                   link_down it ends (-1: same as event)
+
+    @property
+    def held_by(self) -> int:
+        return self.event if self.holder < 0 else self.holder
 
 
 class TimelineError(ValueError):
-    pass
+    """Every problem of a timeline, one per line (`problems`)."""
+
+    def __init__(self, problems: list[str]) -> None:
+        super().__init__("\n".join(problems))
+        self.problems = problems
 
 
 def links_of(plan: FabricPlan, target: Target) -> tuple[str, ...]:
@@ -51,35 +70,37 @@ def links_of(plan: FabricPlan, target: Target) -> tuple[str, ...]:
                           for v in (target.plane, target.leaf, target.spine))
     if shape == "link":
         if plane >= f.planes or leaf >= f.leaves_per_plane or spine >= f.spines_per_plane:
-            raise TimelineError(f"no link {target.label()} in this fabric ({f.planes} planes, "
-                                f"{f.leaves_per_plane} leaves, {f.spines_per_plane} spines)")
+            raise TimelineError([f"no link {target.label()} in this fabric ({f.planes} planes, "
+                                 f"{f.leaves_per_plane} leaves, {f.spines_per_plane} spines)"])
         return (f"{plan.leaves[plane][leaf]}-{plan.spines[plane][spine]}",)
     if shape == "host_port":
         if target.host not in plan.hosts or plane >= f.planes:
-            raise TimelineError(f"no host port {target.label()} in this fabric")
+            raise TimelineError([f"no host port {target.label()} in this fabric"])
         return (f"{target.host}-{plan.leaf_of(target.host, plane)}",)
     if shape == "router":
         if target.router not in plan.routers:
-            raise TimelineError(f"no router {target.router!r} in this fabric")
+            raise TimelineError([f"no router {target.router!r} in this fabric"])
         return tuple(link.name for link in plan.links
                      if target.router in (link.lower.node, link.upper.node))
     if plane >= f.planes:
-        raise TimelineError(f"no plane {plane} in this fabric ({f.planes} planes)")
+        raise TimelineError([f"no plane {plane} in this fabric ({f.planes} planes)"])
     return tuple(link.name for link in plan.links if link.plane == plane)
 
 
 def schedule(plan: FabricPlan, faults: list[Fault], convergence_delay: float = 1.0) -> list[Action]:
-    """Every fault as on/off actions in time order; rejects what cannot happen as written.
-    Each change of a link's "down" condition is followed, `convergence_delay` later, by the
-    same change of its "routed" condition."""
+    """Every fault as on/off actions in time order; raises `TimelineError` listing every
+    problem of the timeline. Each change of a link's "down" condition is followed,
+    `convergence_delay` later, by the same change of its "routed" condition."""
     actions: list[Action] = []
+    problems: list[str] = []
     for i, fault in enumerate(faults):
         try:
             links = links_of(plan, fault.target)
         except TimelineError as exc:
-            raise TimelineError(f"faults.{i}: {exc}") from None
+            problems += [f"faults.{i}: {p}" for p in exc.problems]
+            continue
         if fault.kind == "link_up":
-            actions.append(Action(fault.at, False, "down", links, i))
+            actions.append(Action(fault.at, False, "down", links, i))  # holder: found below
             continue
         condition: Condition = _CONDITION[fault.kind]
         params = tuple((k, getattr(fault, k)) for k in ("probability", "direction", "rate",
@@ -98,30 +119,47 @@ def schedule(plan: FabricPlan, faults: list[Fault], convergence_delay: float = 1
         actions.append(Action(fault.at, True, condition, links, i, params))
         if fault.duration is not None:
             actions.append(Action(fault.at + fault.duration, False, condition, links, i, params))
-    actions += [Action(a.time + convergence_delay, a.on, "routed", a.links, a.event)
-                for a in actions if a.condition == "down"]
     actions.sort(key=lambda a: (a.time, a.on, a.event))  # at one instant: undo before do
-    _check_consistent(actions)
+    actions = _resolve(actions, faults, problems)
+    if problems:  # in the file's order
+        raise TimelineError(sorted(problems, key=lambda p: int(p.split(":")[0].split(".")[1])))
+    actions += [Action(a.time + convergence_delay, a.on, "routed", a.links, a.event,
+                       holder=a.held_by) for a in actions if a.condition == "down"]
+    actions.sort(key=lambda a: (a.time, a.on, a.event))
     return actions
 
 
-def _check_consistent(actions: list[Action]) -> None:
-    """Same condition twice on a link at once is ambiguous; undoing what is not on is a typo."""
-    active: dict[tuple[str, str], int] = {}
+def _resolve(actions: list[Action], faults: list[Fault], problems: list[str]) -> list[Action]:
+    """Names the link_down each link_up ends, and adds to `problems` what is ambiguous or a
+    typo: two faults of one kind on a link at once, a link_up where no link_down holds the
+    link down. Faults of different kinds may overlap (see the module's docstring)."""
+    active: dict[tuple[str, str], int] = {}  # (link, fault kind) -> the fault holding it
+    out = []
     for a in actions:
+        kind = faults[a.event].kind
+        if kind == "link_up":
+            link = a.links[0]
+            holder = active.pop((link, "link_down"), None)
+            if holder is None:
+                problems.append(f"faults.{a.event}: link_up on {link} at {a.time:g} s, but no "
+                                f"link_down (without a duration) holds that link down then")
+                continue
+            out.append(Action(a.time, False, "down", a.links, a.event, holder=holder))
+            continue
         for link in a.links:
-            key = (link, a.condition)
+            key = (link, kind)
             if a.on:
-                if key in active:
-                    raise TimelineError(
-                        f"faults.{a.event}: {a.condition} on {link} at {a.time:g} s overlaps "
-                        f"faults.{active[key]}, which is still in effect")
+                if key in active and active[key] != a.event:
+                    problems.append(
+                        f"faults.{a.event}: {kind} on {link} at {a.time:g} s overlaps "
+                        f"faults.{active[key]} (also a {kind}), which is still in effect; "
+                        f"faults of different kinds may overlap, of one kind they may not")
+                    continue
                 active[key] = a.event
-            elif key in active:
+            elif active.get(key) == a.event:
                 del active[key]
-            elif a.condition == "down":
-                raise TimelineError(f"faults.{a.event}: link_up on {link} at {a.time:g} s, "
-                                    f"but that link is not down then")
+        out.append(a)
+    return out
 
 
 def check(scenario: Scenario, source: str) -> None:
@@ -132,4 +170,6 @@ def check(scenario: Scenario, source: str) -> None:
     try:
         schedule(make_plan(scenario), scenario.faults, scenario.routing.convergence_delay)
     except TimelineError as exc:
-        raise ScenarioError(f"{source}: invalid scenario (1 problem):\n  {exc}") from None
+        n = len(exc.problems)
+        raise ScenarioError(f"{source}: invalid scenario ({n} problem{'s' if n > 1 else ''}):\n"
+                            + "\n".join(f"  {p}" for p in exc.problems)) from None

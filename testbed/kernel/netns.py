@@ -72,3 +72,14 @@ def write_sysctls(pid: int, values: dict[str, str | int]) -> None:
         for key, value in values.items():
             with open("/proc/sys/" + key.replace(".", "/"), "w") as fh:
                 fh.write(str(value))
+
+
+def enter_for_good(pid: int) -> None:
+    """Switch the calling thread into the network namespace of process `pid` for the rest of
+    its life: for a worker thread that only ever acts inside one node (a library context
+    bound to the namespace it was made in)."""
+    target = os.open(f"/proc/{pid}/ns/net", os.O_RDONLY)
+    try:
+        _setns(target)
+    finally:
+        os.close(target)

@@ -266,6 +266,7 @@ def _run_workload(network: FabricNetwork, results: RunResults, progress: Progres
         captures.start()
         sampler.start()
         try:
+            injector.prepare()  # every node's nftables thread in its namespace before t0
             outcomes = run_agents(network, scenario, transport, out, on_start=start_timeline)
         finally:
             injector.stop()

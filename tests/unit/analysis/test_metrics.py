@@ -182,3 +182,56 @@ def test_ev_rates_are_shares_of_the_host_link_per_interval():
         {"h0→h1 p0 local": 0.2, "h0→h2 p1s1": 0.0})
     assert rates["time"].tolist() == [0.5, 0.5]
     assert M.ev_rates(load.iloc[:0], 0, 1, 1, {}).empty
+
+
+def _links(per_link: dict[str, int]) -> pd.DataFrame:
+    """Two samples per port, both ends of each link, `bytes` sent by the lower end."""
+    rows = []
+    for link, sent in per_link.items():
+        lower, upper = link.split("-")
+        for node, total in ((lower, sent), (upper, 0)):
+            for t, b in ((0.0, 0), (1.0, total)):
+                rows.append({"node": node, "ifname": f"{node}-{link}", "link": link,
+                             "time": t, "tx_bytes": b, "tx_packets": 0, "tx_drop": 0,
+                             "queue_drops": 0})
+    return pd.DataFrame(rows)
+
+
+def test_used_links_are_those_that_carried_the_run():
+    used = M.used_links(_links({"h0-p0l0": 10_000_000, "p0l0-p0s1": 5_000_000,
+                                "h0-p1l0": 0, "p1l0-p1s0": 50_000}))
+    assert used == {"h0-p0l0", "p0l0-p0s1"}  # 50 kB is below 1% of 10 MB
+
+
+def test_a_dip_during_a_fault_on_unused_links_is_not_blamed_on_it():
+    """Overlapping faults: a plane-1 fault the run never used, and a plane-0 one it did. The
+    run dipped; the summary must say the plane-1 fault was off its paths, that the two
+    overlap, and that an iteration took twice as long."""
+    from analysis.summary import _how
+    s = _dip([100, 100, 100, 100, 20, 20, 100, 100, 100, 100])
+    events = pd.DataFrame({"source": ["fault", "fault"], "kind": ["plane_down", "flap"],
+                           "label": ["plane_down plane 1", "flap h0 port of plane 0"],
+                           "start": [2.0, 2.2], "end": [3.0, 2.8],
+                           "links": [("h0-p1l0", "p1l0-p1s0"), ("h0-p0l0",)]})
+    ccts = pd.DataFrame({"start": [0.0, 1.0, 2.0, 4.0], "end": [1.0, 2.0, 4.0, 5.0],
+                         "cct": [1.0, 1.0, 2.0, 1.0], "warmup": [False] * 4})
+    r = M.recoveries(s, events, 0.5, t_end=5.0, used=frozenset({"h0-p0l0", "p0l0-p0s1"}),
+                     ccts=ccts)
+    assert r["on_paths"].tolist() == [0, 1]
+    assert r["overlaps"].tolist() == [["flap h0 port of plane 0"], ["plane_down plane 1"]]
+    assert r["slowdown"].tolist() == [2.0, 2.0]
+    plane1 = _how(r.iloc[0])
+    assert "not on its paths: it carried none of the 2 links" in plane1
+    assert "the dip is not this fault's" in plane1
+    assert "an iteration during it took 2.0x the others' median" in plane1
+    assert "on 1 of the 1 links it used" in _how(r.iloc[1])
+
+
+def test_a_link_up_closes_its_link_down_as_one_disturbance():
+    ev = pd.DataFrame({"event": [0, 1], "kind": ["link_down", "link_up"],
+                       "target": ["h0 port of plane 0"] * 2, "condition": ["down", "down"],
+                       "on": [True, False], "applied": [100.5, 102.0], "holder": [0, 0],
+                       "links": [("h0-p0l0",), ("h0-p0l0",)]})
+    d = M.disturbances(ev, (), t0=100.0)
+    assert d[["label", "start", "end"]].values.tolist() == [
+        ["link_down h0 port of plane 0", 0.5, 2.0]]
