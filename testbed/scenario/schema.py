@@ -27,6 +27,8 @@ from testbed.errors import ScenarioError
 from testbed.scenario import limits
 from testbed.scenario.background import Background
 from testbed.scenario.background import check as check_background
+from testbed.scenario.cluster import Cluster
+from testbed.scenario.cluster import check as check_cluster
 from testbed.scenario.faults import Fault, Routing
 from testbed.scenario.units import Rate, Size, format_rate, format_size
 
@@ -317,6 +319,9 @@ class Scenario(StrictModel):
     background: list[Background] = Field(
         default_factory=list, description="iperf3 traffic beside the workload: incast, "
                                           "permutation, elephant")
+    cluster: Cluster | None = Field(
+        None, description="spread the fabric over several servers (VXLAN links between them); "
+                          "absent: everything on this machine")
 
     @model_validator(mode="after")
     def _ranks_exist(self) -> Scenario:
@@ -353,6 +358,8 @@ class Scenario(StrictModel):
                         f"fabric.{name}: ecn_threshold {format_size(cls.ecn())} must be below "
                         f"trim_threshold {format_size(cls.trim())}: a queue signals congestion "
                         f"(ECN) before it cuts packets")
+        if self.cluster is not None:
+            check_cluster(self.cluster, self.fabric.leaves_per_plane, self.fabric.link_count)
         if len(set(self.transport)) != len(self.transport):
             raise ValueError(f"transport: {self.transport} names a transport twice")
         overhead = 40 + 8 + HEADER_SIZE  # IPv6, UDP, the transport's header
@@ -507,13 +514,25 @@ def _pattern_words(pattern: str) -> str:
 
 def _allowed_keys(model: type[BaseModel], loc: tuple[int | str, ...]) -> list[str]:
     """Field names of the sub-model at `loc`, for "did you mean" on unknown keys."""
-    for part in loc:
+    parts = [p for p in loc if not isinstance(p, int)]  # list positions: the item's model
+    for part in parts:
         field = model.model_fields.get(str(part))
-        annotation = getattr(field, "annotation", None)
-        if not (isinstance(annotation, type) and issubclass(annotation, BaseModel)):
+        found = _model_in(getattr(field, "annotation", None))
+        if found is None:
             return []
-        model = annotation
+        model = found
     return list(model.model_fields)
+
+
+def _model_in(annotation: Any) -> type[BaseModel] | None:
+    """The model a field holds, through `X | None` and `list[X]`."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    for arg in getattr(annotation, "__args__", ()):
+        found = _model_in(arg)
+        if found is not None:
+            return found
+    return None
 
 
 def json_schema() -> dict[str, Any]:
@@ -528,4 +547,7 @@ def describe(s: Scenario) -> str:
     return (f"{s.name}: {f.planes} planes x ({f.leaves_per_plane} leaves + "
             f"{f.spines_per_plane} spines), {f.host_count} hosts, {f.node_count} nodes, "
             f"{f.link_count} links, host links {format_rate(f.host_link.rate)}, "
-            f"fabric links {format_rate(f.fabric_link.rate)}, MTU {f.mtu}")
+            f"fabric links {format_rate(f.fabric_link.rate)}, MTU {f.mtu}"
+            + (f", on {len(s.cluster.server_names())} "
+               f"{'emulated ' if s.cluster.emulated else ''}servers ({s.cluster.placement} "
+               f"placement)" if s.cluster is not None else ""))
