@@ -35,6 +35,10 @@ class RunRecord:
     scenario: str
     # name -> (shell pid, netns inode); inode None: spawned, namespace not seen yet
     nodes: dict[str, tuple[int, int | None]] = field(default_factory=dict)
+    # emulated servers (testbed/emulation/servers.py): named namespaces it made, and the
+    # folder of their sshd keys and configs
+    named_netns: list[str] = field(default_factory=list)
+    dirs: list[str] = field(default_factory=list)
     path: Path | None = None
 
     def runner_alive(self) -> bool:
@@ -61,6 +65,14 @@ class RunRegistry:
         """Record a node; a later line for the same node completes an earlier one."""
         self._write({"node": name, "pid": pid, "netns": inode})
 
+    def add_named_netns(self, name: str) -> None:
+        """Record a named namespace (/run/netns/NAME) before `ip netns add` creates it."""
+        self._write({"named_netns": name})
+
+    def add_dir(self, path: Path) -> None:
+        """Record a folder of the run's own under STATE_DIR before it is made."""
+        self._write({"dir": str(path)})
+
     def close(self) -> None:
         """The run removed everything it created: forget it."""
         self._fh.close()
@@ -78,6 +90,11 @@ def read_all() -> list[RunRecord]:
         record = RunRecord(head["run_id"], head["runner_pid"], head.get("runner_start"),
                            head["results"], head["scenario"], path=path)
         for line in lines[1:]:
-            record.nodes[line["node"]] = (line["pid"], line["netns"])
+            if "named_netns" in line:
+                record.named_netns.append(line["named_netns"])
+            elif "dir" in line:
+                record.dirs.append(line["dir"])
+            else:
+                record.nodes[line["node"]] = (line["pid"], line["netns"])
         records.append(record)
     return records
