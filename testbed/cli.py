@@ -155,8 +155,10 @@ def _cmd_clean(_args) -> int:
                   f"(stop it with `kill {record.runner_pid}`: it tears down itself)")
             continue
         killed = cleanup.clean_record(record, "crashed: cleaned by `mrc-testbed clean`")
-        print(f"{record.run_id}: cleaned: {len(record.nodes)} nodes recorded, {killed} of their "
-              f"processes were still running and were ended")
+        servers = (f" and {len(record.named_netns)} namespaces of emulated servers"
+                   if record.named_netns else "")
+        print(f"{record.run_id}: cleaned: {len(record.nodes)} nodes{servers} recorded, {killed} "
+              f"of their processes were still running and were ended")
     return 0
 
 

@@ -67,9 +67,13 @@ class FabricNode(Host):
     the other. The two halves are Mininet 2.3's own `Node.startShell`, cut at its wait."""
 
     def startShell(self, mnopts: str | None = None) -> None:  # Mininet's name
-        opts = ("-cd" if mnopts is None else mnopts) + ("n" if self.inNamespace else "")
-        cmd = ["mnexec", opts, "env", "PS1=" + chr(127), "bash", "--norc", "--noediting",
-               "-is", "mininet:" + self.name]
+        # `shell_prefix` (cluster mode) runs the shell on a server: `ssh -tt root@server`, as
+        # Mininet's RemoteMixin does (whose `-c`: ssh already gives the session its own tty)
+        prefix = list(self.params.get("shell_prefix", []))
+        mnopts = mnopts if mnopts is not None else ("-c" if prefix else "-cd")
+        opts = mnopts + ("n" if self.inNamespace else "")
+        cmd = prefix + ["mnexec", opts, "env", "PS1=" + chr(127), "bash", "--norc",
+                        "--noediting", "-is", "mininet:" + self.name]
         self.master, self.slave = pty.openpty()
         self.shell = self._popen(cmd, stdin=self.slave, stdout=self.slave, stderr=self.slave,
                                  close_fds=False)
@@ -95,6 +99,8 @@ class FabricNode(Host):
             self.pollOut.poll()
         self.waiting = False
         self.cmd("unset HISTFILE; stty -echo; set +m")
+        if self.params.get("shell_prefix"):  # the shell's own pid, not its ssh's (RemoteMixin)
+            self.pid = int(self.cmd("echo $$").strip())
 
 
 class NetlinkIntf(Intf):
@@ -175,7 +181,8 @@ class FabricNetwork:
         """Spawn every node's shell, then wait for each: the shells boot in parallel."""
         names = list(self.plan.nodes)
         for name in names:
-            node = self.net.addHost(name, cls=FabricNode, ip=None, inNamespace=True)
+            node = self.net.addHost(name, cls=FabricNode, ip=None, inNamespace=True,
+                                    **self.node_params(name))
             self.registry.add_node(name, node.pid, None)  # before its namespace even exists
         for name in self.progress.bar(names, len(names), "nodes"):
             node = self.net[name]
@@ -184,6 +191,10 @@ class FabricNetwork:
             self.inodes.add(inode)
             self.registry.add_node(name, node.pid, inode)
             netns.write_sysctls(node.pid, node_sysctls(self.plan.nodes[name].role != "host"))
+
+    def node_params(self, name: str) -> dict:
+        """Extra parameters of a node's Mininet host (the cluster mode's shell prefix)."""
+        return {}
 
     def add_links(self) -> None:
         mtu = self.plan.scenario.fabric.mtu
@@ -260,6 +271,11 @@ class FabricNetwork:
         if self._closed:
             return 0
         self._closed = True
+        killed = self._close_nodes()
+        self.registry.close()
+        return killed
+
+    def _close_nodes(self) -> int:
         for handle in self._netlink.values():
             handle.close()
         self._netlink.clear()
@@ -275,5 +291,4 @@ class FabricNetwork:
             if node.shell is not None and node.shell.poll() is None:
                 os.kill(node.shell.pid, signal.SIGKILL)
                 node.shell.wait()
-        self.registry.close()
         return killed

@@ -29,11 +29,22 @@ def netns_inode(pid: int) -> int:
     return os.stat(f"/proc/{pid}/ns/net").st_ino
 
 
-@contextlib.contextmanager
-def entered(pid: int) -> Iterator[None]:
+def entered(pid: int) -> contextlib.AbstractContextManager[None]:
     """Run the body with this thread inside the network namespace of process `pid`."""
+    return entered_path(f"/proc/{pid}/ns/net")
+
+
+def named(name: str) -> str:
+    """The file of a named namespace (`ip netns add NAME`), for `entered_path`/`socket_at`."""
+    return f"/run/netns/{name}"
+
+
+@contextlib.contextmanager
+def entered_path(path: str) -> Iterator[None]:
+    """Run the body with this thread inside the network namespace at `path` (a
+    /proc/PID/ns/net or a named namespace's /run/netns/NAME)."""
     own = os.open("/proc/thread-self/ns/net", os.O_RDONLY)
-    target = os.open(f"/proc/{pid}/ns/net", os.O_RDONLY)
+    target = os.open(path, os.O_RDONLY)
     try:
         _setns(target)
         try:
@@ -63,6 +74,11 @@ def fresh() -> Iterator[None]:
 
 def socket_in(pid: int, family: int, type_: int, proto: int = 0) -> socket.socket:
     with entered(pid):
+        return socket.socket(family, type_, proto)
+
+
+def socket_at(path: str, family: int, type_: int, proto: int = 0) -> socket.socket:
+    with entered_path(path):
         return socket.socket(family, type_, proto)
 
 

@@ -16,6 +16,7 @@ and the caller's own are never touched.
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import time
@@ -126,6 +127,29 @@ def end_process(proc: subprocess.Popen, grace: float = 2.0) -> None:
             proc.wait()
 
 
+def remove_named_netns(names: list[str]) -> int:
+    """End every process in these named namespaces (an emulated server's sshd, the ssh
+    sessions it serves), then delete the names; processes killed. Names that are gone are
+    skipped: the record may list one that was never created."""
+    killed = 0
+    for name in names:
+        path = Path("/run/netns") / name
+        if not path.exists():
+            continue
+        killed += kill_namespaces({os.stat(path).st_ino})
+        res = subprocess.run(["ip", "netns", "delete", name], capture_output=True, text=True)
+        if res.returncode != 0 and path.exists():
+            raise RuntimeError(f"ip netns delete {name}: {res.stderr.strip()}")
+    return killed
+
+
+def remove_dirs(paths: list[str]) -> None:
+    """Folders a run made under the registry's directory (never anything outside it)."""
+    for path in map(Path, paths):
+        if path.resolve().parent == registry.STATE_DIR.resolve():
+            shutil.rmtree(path, ignore_errors=True)
+
+
 def clean_record(record: registry.RunRecord, reason: str) -> int:
     """Remove a dead run's leftovers, mark its results folder, forget it. Processes killed."""
     protected = _protected()
@@ -144,6 +168,8 @@ def clean_record(record: registry.RunRecord, reason: str) -> int:
                 killed += 1
             except ProcessLookupError:
                 pass
+    killed += remove_named_netns(record.named_netns)
+    remove_dirs(record.dirs)
     _reap()
     mark_ended_elsewhere(Path(record.results), reason)
     if record.path is not None:

@@ -61,6 +61,10 @@ class RunRecord:
     results: str
     scenario: str
     nodes: dict[str, NodeRecord] = field(default_factory=dict)
+    # emulated servers (testbed/emulation/servers.py): named namespaces it made, and the
+    # folder of their sshd keys and configs
+    named_netns: list[str] = field(default_factory=list)
+    dirs: list[str] = field(default_factory=list)
     path: Path | None = None
 
     def runner_alive(self) -> bool:
@@ -102,6 +106,14 @@ class RunRegistry:
         """Record a node; a later line for the same node completes an earlier one."""
         self._write({"node": name, "pid": pid, "netns": inode, "start": start_time(pid)})
 
+    def add_named_netns(self, name: str) -> None:
+        """Record a named namespace (/run/netns/NAME) before `ip netns add` creates it."""
+        self._write({"named_netns": name})
+
+    def add_dir(self, path: Path) -> None:
+        """Record a folder of the run's own under STATE_DIR before it is made."""
+        self._write({"dir": str(path)})
+
     def close(self) -> None:
         """The run removed everything it created: forget it."""
         self._fh.close()
@@ -131,6 +143,12 @@ def _parse(path: Path, text: str, problems: list[str]) -> RunRecord | None:
     for number, line in enumerate(lines[1:], 2):
         try:
             entry = json.loads(line)
+            if isinstance(entry.get("named_netns"), str):
+                record.named_netns.append(entry["named_netns"])
+                continue
+            if isinstance(entry.get("dir"), str):
+                record.dirs.append(entry["dir"])
+                continue
             pid = _int(entry["pid"])
             if not isinstance(entry["node"], str) or pid is None:
                 raise TypeError("node or pid")

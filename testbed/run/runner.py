@@ -18,6 +18,8 @@ from pathlib import Path
 
 from testbed.emulation.background import BackgroundTraffic
 from testbed.emulation.capture import Captures, port_of
+from testbed.emulation.cluster import ClusterNetwork, make_network
+from testbed.emulation.cluster import preflight as cluster_preflight
 from testbed.emulation.injector import Injector
 from testbed.emulation.network import FabricNetwork
 from testbed.emulation.telemetry import Sampler, default_period
@@ -90,6 +92,11 @@ def run(scenario: Scenario, scenario_text: str, options: RunOptions,
                 found["fabric_queue"] = True
                 done += ", eBPF ECN/trimming"
             plan = make_plan(scenario)
+            if scenario.cluster is not None:
+                cluster_preflight(scenario.cluster)
+                for line in ClusterNetwork.placement_lines(plan):
+                    progress.say(f"  {line}")
+                done += ", cluster tools (sshd, ssh, nsenter, ethtool)"
             for ifname in options.capture:
                 port_of(plan, ifname)  # a typo fails now, not after the build
             info["done"] = done
@@ -116,7 +123,7 @@ def _run_once(scenario: Scenario, scenario_text: str, options: RunOptions, progr
         results.save()
         progress.say(f"  results   {results.dir}")
         registry = RunRegistry(results.run_id, results.dir, scenario.name)
-        network = FabricNetwork(plan, registry, progress)
+        network = make_network(plan, registry, progress)
         _build_and_use(network, results, options, progress, transport)
         status = "complete"
     except KeyboardInterrupt as exc:  # Interrupted, from interrupts.checkpoint
@@ -145,8 +152,10 @@ def fabric(scenario: Scenario, progress: Progress | None = None,
     plan = make_plan(scenario)
     registry = RunRegistry(run_id or f"script-{os.getpid()}-{time.monotonic_ns()}",
                            Path("."), scenario.name)
-    network = FabricNetwork(plan, registry, progress)
+    network = make_network(plan, registry, progress)
     try:
+        if isinstance(network, ClusterNetwork):
+            network.add_servers()
         network.add_nodes()
         network.add_links()
         network.configure()
@@ -204,13 +213,20 @@ def _teardown(network: FabricNetwork | None, registry: RunRegistry | None, plan,
 def _build_and_use(network: FabricNetwork, results: RunResults, options: RunOptions,
                    progress: Progress, transport: str | None) -> None:
     plan = network.plan
+    if isinstance(network, ClusterNetwork):
+        with progress.phase("servers") as info:
+            info["done"] = network.add_servers()
+        results.meta["cluster"] = network.facts()
+        results.save()
     with progress.phase("nodes") as info:
         network.add_nodes()
         info["done"] = f"{len(plan.nodes)} namespaces ({len(plan.hosts)} hosts, " \
                        f"{len(plan.routers)} routers)"
     with progress.phase("links") as info:
         network.add_links()
-        info["done"] = f"{len(plan.links)} veth links"
+        crossing = len(network.placement.crossing) if isinstance(network, ClusterNetwork) else 0
+        info["done"] = f"{len(plan.links) - crossing} veth links" + (
+            f", {crossing} VXLAN links between servers" if crossing else "")
     with progress.phase("routes") as info:
         network.configure()
         info["done"] = "addresses, neighbours, routes, End SIDs, htb shapers" + (

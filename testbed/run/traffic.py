@@ -4,9 +4,10 @@ The runner writes each agent's config (hostagent/config.py) and starts the agent
 hosts' namespaces through Mininet: one process per host (`agents.mode: per_host`), or one
 process per core, each serving a contiguous group of hosts (`pooled`, hostagent/multi.py; the
 process starts in its first host's namespace and opens every other host's sockets in that
-host's namespace, so a crashed run's clean-up finds it in a recorded namespace). It then gives every agent the same wall-clock start time (namespaces
-share the clock), waits for all of them with a deadline, and reads what each wrote. An agent
-that fails is reported with its own error; nothing waits forever.
+host's namespace, so a crashed run's clean-up finds it in a recorded namespace). It then gives
+every agent the same wall-clock start time (namespaces share the clock), waits for all of them
+with a deadline, and reads what each wrote. An agent that fails is reported with its own error;
+nothing waits forever.
 """
 from __future__ import annotations
 

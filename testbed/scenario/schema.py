@@ -20,14 +20,21 @@ from pydantic import (
     model_validator,
 )
 
-from hostagent.qp import (MAX_EXP_CNT, MAX_LINEAR_CNT, MAX_RETRY_INTERVAL, MAX_TIMEOUT_EXP,
-                          timeout_seconds)
+from hostagent.qp import (
+    MAX_EXP_CNT,
+    MAX_LINEAR_CNT,
+    MAX_RETRY_INTERVAL,
+    MAX_TIMEOUT_EXP,
+    timeout_seconds,
+)
 from hostagent.wire import HEADER_SIZE
 from testbed.errors import ScenarioError
 from testbed.scenario import limits
 from testbed.scenario import source as source_
 from testbed.scenario.background import Background
 from testbed.scenario.background import check as check_background
+from testbed.scenario.cluster import Cluster
+from testbed.scenario.cluster import check as check_cluster
 from testbed.scenario.faults import Fault, Routing
 from testbed.scenario.units import RateIn, SizeIn, format_rate, format_size
 
@@ -349,6 +356,9 @@ class Scenario(StrictModel):
     background: list[Background] = Field(
         default_factory=list, max_length=limits.MAX_BACKGROUND_PATTERNS,
         description="iperf3 traffic beside the workload: incast, permutation, elephant")
+    cluster: Cluster | None = Field(
+        None, description="spread the fabric over several servers (VXLAN links between them); "
+                          "absent: everything on this machine")
 
     @model_validator(mode="after")
     def _ranks_exist(self) -> Scenario:
@@ -385,6 +395,8 @@ class Scenario(StrictModel):
                         f"fabric.{name}: ecn_threshold {format_size(cls.ecn())} must be below "
                         f"trim_threshold {format_size(cls.trim())}: a queue signals congestion "
                         f"(ECN) before it cuts packets")
+        if self.cluster is not None:
+            check_cluster(self.cluster, self.fabric.leaves_per_plane, self.fabric.link_count)
         if len(set(self.transport)) != len(self.transport):
             raise ValueError(f"transport: {self.transport} names a transport twice")
         overhead = 40 + 8 + HEADER_SIZE  # IPv6, UDP, the transport's header
@@ -394,7 +406,7 @@ class Scenario(StrictModel):
                              f"to {self.fabric.mtu - overhead} or raise the MTU")
         return self
 
-    def qps_per_peer(self, transport: str) -> int:
+    def qps_per_peer(self, transport: Transport) -> int:
         """QPs between two ranks: as set, else 1 for MRC (one QP sprays every plane) and one
         per plane for RoCEv2 (a NIC with P ports runs at least one QP per port)."""
         default = self.fabric.planes if transport == "rocev2" else 1
@@ -564,13 +576,25 @@ def _pattern_words(pattern: str) -> str:
 
 def _allowed_keys(model: type[BaseModel], loc: tuple[int | str, ...]) -> list[str]:
     """Field names of the sub-model at `loc`, for "did you mean" on unknown keys."""
-    for part in loc:
+    parts = [p for p in loc if not isinstance(p, int)]  # list positions: the item's model
+    for part in parts:
         field = model.model_fields.get(str(part))
-        annotation = getattr(field, "annotation", None)
-        if not (isinstance(annotation, type) and issubclass(annotation, BaseModel)):
+        found = _model_in(getattr(field, "annotation", None))
+        if found is None:
             return []
-        model = annotation
+        model = found
     return list(model.model_fields)
+
+
+def _model_in(annotation: Any) -> type[BaseModel] | None:
+    """The model a field holds, through `X | None` and `list[X]`."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    for arg in getattr(annotation, "__args__", ()):
+        found = _model_in(arg)
+        if found is not None:
+            return found
+    return None
 
 
 def json_schema() -> dict[str, Any]:
@@ -585,4 +609,7 @@ def describe(s: Scenario) -> str:
     return (f"{s.name}: {f.planes} planes x ({f.leaves_per_plane} leaves + "
             f"{f.spines_per_plane} spines), {f.host_count} hosts, {f.node_count} nodes, "
             f"{f.link_count} links, host links {format_rate(f.host_link.rate)}, "
-            f"fabric links {format_rate(f.fabric_link.rate)}, MTU {f.mtu}")
+            f"fabric links {format_rate(f.fabric_link.rate)}, MTU {f.mtu}"
+            + (f", on {len(s.cluster.server_names())} "
+               f"{'emulated ' if s.cluster.emulated else ''}servers ({s.cluster.placement} "
+               f"placement)" if s.cluster is not None else ""))

@@ -12,8 +12,7 @@ from hypothesis import strategies as st
 from hostagent import wire
 from hostagent.evs import EVPolicy, EVSet, EVState
 from hostagent.mrc import MrcQP
-from hostagent.qp import (ImmArrived, QPConfig, QPFailed, WriteDone, retry_interval,
-                          time_to_fail)
+from hostagent.qp import ImmArrived, QPConfig, QPFailed, WriteDone, retry_interval, time_to_fail
 from hostagent.rocev2 import RoceQP
 
 from .simnet import PathModel, SimNet
@@ -79,7 +78,7 @@ def test_retry_schedule_is_the_specs_fixed_then_doubling():
     """mrc.h: linear_cnt retries at the fixed interval `timeout`, then exp_cnt doubling. The
     timer of a packet that timed out n times in a row, n = 0 (first send) .. 10:"""
     cfg = QPConfig(timeout=0.001, linear_cnt=3, exp_cnt=4)
-    assert [round(retry_interval(cfg, n), 6) for n in range(0, 9)] == [
+    assert [round(retry_interval(cfg, n), 6) for n in range(9)] == [
         0.001, 0.001, 0.001, 0.001, 0.002, 0.004, 0.008, 0.016, 0.032]
     # the first send and 3 + 4 retries: 4 x 1 ms + 2 + 4 + 8 + 16 ms
     assert time_to_fail(cfg) == 0.034

@@ -201,7 +201,7 @@ def test_any_block_of_an_input_is_the_slice_of_the_whole():
     expected results rely on)."""
     from hostagent.workload import _values
     whole = _values(3, 2, 5, 0, 400)
-    for start in range(0, 130):
+    for start in range(130):
         for stop in (start, start + 1, start + 7, start + 33, start + 200):
             assert np.array_equal(_values(3, 2, 5, start, stop), whole[start:stop]), (start, stop)
 

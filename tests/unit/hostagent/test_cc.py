@@ -17,8 +17,9 @@ RTT = 0.001  # s: the base RTT every test establishes first
 
 
 def nscc(**kw) -> NsccCC:
-    cfg = dict(mss=MSS, init_cwnd=64 * MSS, max_cwnd=256 * MSS, target_delay=0.002,
-               disable_qa=True, adjust_period_threshold=100.0, adjust_bytes_threshold=10**9)
+    cfg = {"mss": MSS, "init_cwnd": 64 * MSS, "max_cwnd": 256 * MSS, "target_delay": 0.002,
+           "disable_qa": True, "adjust_period_threshold": 100.0,
+           "adjust_bytes_threshold": 10**9}
     cfg.update(kw)
     cc = NsccCC(NsccConfig(**cfg))
     cc.on_ack(0.0, MSS, RTT, ecn=False)  # base RTT 1 ms, no queueing

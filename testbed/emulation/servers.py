@@ -1,0 +1,227 @@
+"""Emulated servers: several "machines" on this one, to test the cluster mode without a cluster.
+
+Each server is a named network namespace with its own sshd (a key made for this run only),
+joined to the others by a veth underlay through a bridge in a hub namespace. The hub is where
+this machine's ssh client runs, as a controller on the servers' management network would.
+A server's underlay MTU is what the scenario asks (`cluster.underlay_mtu`, by default the
+fabric MTU plus VXLAN's overhead), and it is measured before anything of the fabric is built.
+
+Every namespace and the key folder are written to the run's registry before they are made,
+so `mrc-testbed clean` removes them after a crash; nothing lives in the root namespace.
+
+What stands in for what on real servers:
+- `ip netns exec SERVER` (here `nsenter --net`, which leaves the mount namespace alone) for
+  `ssh SERVER`: the fast prefix. `cluster.ssh_transport: true` starts every node through the
+  server's sshd instead, as Mininet's RemoteMixin does;
+- netlink in the server's namespace for netlink on the server.
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import shutil
+import socket
+import subprocess
+import time
+from dataclasses import dataclass
+from ipaddress import IPv6Address, ip_address
+from pathlib import Path
+
+from pyroute2 import IPRoute
+from pyroute2.netlink import NETLINK_ROUTE
+
+from testbed.errors import EnvironmentProblem
+from testbed.kernel import netns
+from testbed.lifecycle import cleanup
+from testbed.lifecycle.registry import STATE_DIR, RunRegistry
+from testbed.scenario.cluster import Cluster
+
+HUB_ADDRESS = "10.254.0.254"  # the hub's address on the emulated underlay (the controller)
+PREFIX_LEN = 24
+UNDERLAY_IF = "ul0"
+SSHD = "/usr/sbin/sshd"
+TOOLS = ("ssh", "ssh-keygen", "nsenter", "ethtool", "ping")
+
+
+@dataclass(frozen=True)
+class UnderlayPath:
+    """What one server measured toward another: a full-size tunnel packet unfragmented, RTT."""
+
+    src: str
+    dst: str
+    mtu: int  # the sender's underlay device MTU
+    rtt_ms: float
+
+
+def _run(cmd: list[str], what: str, stdin: str | None = None) -> str:
+    res = subprocess.run(cmd, input=stdin, capture_output=True, text=True, timeout=30)
+    if res.returncode != 0:
+        raise RuntimeError(f"{what}: `{' '.join(cmd)}` failed: {res.stderr.strip()}")
+    return res.stdout
+
+
+def require_tools() -> None:
+    missing = [t for t in TOOLS if shutil.which(t) is None]
+    if not os.access(SSHD, os.X_OK):
+        missing.append(SSHD + " (openssh-server)")
+    if missing:
+        raise EnvironmentProblem(f"emulated servers need {', '.join(missing)}, not found",
+                                 "run `sudo make install` (openssh-server, ethtool, iputils-ping)")
+
+
+class EmulatedServers:
+    """Create with `create()`, measure with `check_underlay()`, always end with `remove()`."""
+
+    def __init__(self, cluster: Cluster, fabric_mtu: int, registry: RunRegistry) -> None:
+        assert cluster.emulated is not None
+        self.cluster = cluster
+        self.registry = registry
+        self.names = cluster.server_names()
+        self.address = cluster.underlays()
+        token = hashlib.sha1(registry.path.name.encode()).hexdigest()[:6]
+        self.netns = {name: f"mrc-{token}-{name}" for name in self.names}
+        self.hub = f"mrc-{token}-hub"
+        self.mtu = cluster.emulated_mtu(fabric_mtu)
+        self.required_mtu = cluster.required_mtu(fabric_mtu)
+        self.fabric_mtu = fabric_mtu
+        self.keydir = STATE_DIR / f"{registry.path.stem}.ssh"
+        self.sshd: dict[str, subprocess.Popen] = {}
+        self.paths: list[UnderlayPath] = []
+        self._removed = False
+
+    # ---- access ----
+    def path(self, server: str) -> str:
+        """The server's namespace file: netlink sockets opened there are the server's."""
+        return netns.named(self.netns[server])
+
+    def prefix(self, server: str) -> list[str]:
+        """Command prefix that runs a command on the server, the fast way (no ssh)."""
+        return ["nsenter", f"--net={self.path(server)}"]
+
+    def ssh(self, server: str, tty: bool = False) -> list[str]:
+        """Command prefix that runs a command on the server through its sshd, from the hub."""
+        return (["nsenter", f"--net={netns.named(self.hub)}", "ssh", "-q",
+                 "-i", str(self.keydir / "client_key"),
+                 "-o", "BatchMode=yes", "-o", "StrictHostKeyChecking=no",
+                 "-o", "UserKnownHostsFile=/dev/null", "-o", "LogLevel=ERROR"]
+                + (["-tt"] if tty else []) + [f"root@{self.address[server]}"])
+
+    # ---- build ----
+    def create(self) -> None:
+        for name in [self.hub, *self.netns.values()]:
+            self.registry.add_named_netns(name)
+            _run(["ip", "netns", "add", name], f"creating namespace {name}")
+        self._underlay()
+        self._sshd()
+
+    def _underlay(self) -> None:
+        """A bridge in the hub, one veth per server into it, every device at the MTU asked."""
+        v6 = isinstance(ip_address(self.address[self.names[0]]), IPv6Address)
+        if v6:  # the hub's own address is IPv4: emulated underlays are IPv4 (see cluster.py)
+            raise RuntimeError("emulated underlays are IPv4")
+        hub = [f"link add br0 mtu {self.mtu} type bridge",
+               f"addr add {HUB_ADDRESS}/{PREFIX_LEN} dev br0"]
+        for name in self.names:
+            hub += [f"link add s-{name} mtu {self.mtu} type veth peer name {UNDERLAY_IF} "
+                    f"netns {self.netns[name]} mtu {self.mtu}",
+                    f"link set s-{name} master br0 up"]
+        hub += ["link set br0 up", "link set lo up"]
+        _run(["ip", "-n", self.hub, "-batch", "-"], "the emulated underlay", "\n".join(hub))
+        for name in self.names:
+            _run(["ip", "-n", self.netns[name], "-batch", "-"], f"underlay of {name}",
+                 f"addr add {self.address[name]}/{PREFIX_LEN} dev {UNDERLAY_IF}\n"
+                 f"link set {UNDERLAY_IF} up\nlink set lo up\n")
+
+    def _sshd(self) -> None:
+        """One sshd per server, with a host key and a client key made for this run only."""
+        self.registry.add_dir(self.keydir)
+        self.keydir.mkdir(mode=0o700, parents=True, exist_ok=True)
+        for key in ("host_key", "client_key"):
+            _run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "mrc-testbed emulated",
+                  "-f", str(self.keydir / key)], "making a test-only ssh key")
+        shutil.copy(self.keydir / "client_key.pub", self.keydir / "authorized_keys")
+        Path("/run/sshd").mkdir(mode=0o755, exist_ok=True)  # sshd's privilege separation dir
+        for name in self.names:
+            config = self.keydir / f"sshd_{name}.conf"
+            config.write_text(
+                f"ListenAddress {self.address[name]}\nPort 22\n"
+                f"HostKey {self.keydir / 'host_key'}\nPidFile none\n"
+                f"AuthorizedKeysFile {self.keydir / 'authorized_keys'}\n"
+                "PermitRootLogin prohibit-password\nPasswordAuthentication no\n"
+                "KbdInteractiveAuthentication no\nUsePAM no\nStrictModes no\n"
+                "PrintMotd no\nUseDNS no\n")
+            log = open(self.keydir / f"sshd_{name}.log", "w")
+            self.sshd[name] = subprocess.Popen(
+                [*self.prefix(name), SSHD, "-D", "-e", "-f", str(config)],
+                stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT)
+            log.close()
+        deadline = time.monotonic() + 10
+        for name in self.names:
+            while True:
+                res = subprocess.run([*self.ssh(name), "true"], capture_output=True, text=True,
+                                     timeout=10)
+                if res.returncode == 0:
+                    break
+                if self.sshd[name].poll() is not None or time.monotonic() > deadline:
+                    log_text = (self.keydir / f"sshd_{name}.log").read_text()[-500:]
+                    raise RuntimeError(f"the sshd of emulated server {name} did not answer: "
+                                       f"{res.stderr.strip()} {log_text}")
+                time.sleep(0.05)
+
+    def check_underlay(self) -> list[UnderlayPath]:
+        """Preflight of the underlay: every server's device MTU carries a full fabric frame in
+        VXLAN, and a packet of exactly that size crosses to every other server unfragmented
+        (DF set). Raises EnvironmentProblem with the number to set."""
+        for name in self.names:
+            mtu = _device_mtu(self.path(name), UNDERLAY_IF)
+            if mtu < self.required_mtu:
+                raise EnvironmentProblem(
+                    f"the underlay of server {name} has MTU {mtu}: a fabric frame of MTU "
+                    f"{self.fabric_mtu} in VXLAN needs {self.required_mtu} "
+                    f"({self.cluster.overhead} B of outer headers)",
+                    f"raise the underlay MTU to at least {self.required_mtu} "
+                    f"(cluster.underlay_mtu), or lower fabric.mtu to "
+                    f"{mtu - self.cluster.overhead}")
+        size = self.required_mtu - 20 - 8  # ICMP payload of an IPv4 packet of that size
+        self.paths = []
+        for src in self.names:
+            for dst in self.names:
+                if src == dst:
+                    continue
+                res = subprocess.run(
+                    [*self.prefix(src), "ping", "-n", "-q", "-c", "3", "-i", "0.05", "-W", "1",
+                     "-M", "do", "-s", str(size), self.address[dst]],
+                    capture_output=True, text=True, timeout=20)
+                rtt = re.search(r"= [\d.]+/([\d.]+)/", res.stdout)
+                if res.returncode != 0 or rtt is None:
+                    raise EnvironmentProblem(
+                        f"a {self.required_mtu} B packet (a full fabric frame in VXLAN) did not "
+                        f"cross the underlay from {src} to {dst} unfragmented: "
+                        f"{(res.stdout + res.stderr).strip().splitlines()[-1:]}",
+                        f"every device between the servers needs MTU >= {self.required_mtu}")
+                self.paths.append(UnderlayPath(src, dst, self.mtu, float(rtt.group(1))))
+        return self.paths
+
+    # ---- the end ----
+    def remove(self) -> int:
+        """End every sshd (and what it serves), delete the namespaces and the keys; processes
+        ended. Idempotent."""
+        if self._removed:
+            return 0
+        self._removed = True
+        killed = cleanup.remove_named_netns([*self.netns.values(), self.hub])
+        for proc in self.sshd.values():
+            proc.wait()  # killed with its namespace; reaped here
+        cleanup.remove_dirs([str(self.keydir)])
+        return killed
+
+
+def _device_mtu(namespace: str, ifname: str) -> int:
+    """MTU of a device in the namespace at `namespace`, over netlink."""
+    sock = netns.socket_at(namespace, socket.AF_NETLINK, socket.SOCK_DGRAM, NETLINK_ROUTE)
+    with IPRoute(fileno=sock.detach()) as ipr:
+        index = ipr.link_lookup(ifname=ifname)
+        if not index:
+            raise RuntimeError(f"no device {ifname}")
+        return int(ipr.get_links(index[0])[0].get_attr("IFLA_MTU"))
