@@ -31,9 +31,9 @@ sys.path.insert(0, str(ROOT))
 
 from bench import cpu  # noqa: E402
 from testbed import scenario as scenario_mod  # noqa: E402
-from testbed.collect import collect  # noqa: E402
-from testbed.runner import fabric  # noqa: E402
-from testbed.traffic import run_agents  # noqa: E402
+from testbed.run.collect import collect  # noqa: E402
+from testbed.run.runner import fabric  # noqa: E402
+from testbed.run.traffic import run_agents  # noqa: E402
 
 SCENARIO = """name: scale-{hosts}
 fabric: {{planes: 4, leaves_per_plane: {leaves}, spines_per_plane: 4, hosts_per_leaf: {per_leaf},

@@ -11,8 +11,8 @@ import pytest
 
 from hostagent import netns
 from testbed import scenario as scenario_mod
-from testbed.collect import collect
-from testbed.traffic import run_agents
+from testbed.run.collect import collect
+from testbed.run.traffic import run_agents
 
 
 def test_sockets_opened_in_a_hosts_namespace_stay_there(quickstart):
