@@ -103,6 +103,9 @@ def measure(run_dir: Path) -> dict:
            "retransmits": int(qps["retransmits"].sum()), "timeouts": int(qps["timeouts"].sum())}
     paths = r.tables.get("paths")
     if r.transport == "mrc" and paths is not None and not paths.empty:
+        out["condemned_all"] = int(paths["condemned"].sum()) if "condemned" in paths else 0
+        out["congestion_losses_all"] = int(paths["congestion_losses"].sum()) \
+            if "congestion_losses" in paths else 0
         lossy = [f for f in r.scenario.faults if f.kind == "loss" and f.duration]
         if lossy:
             t = lossy[0].target
@@ -164,10 +167,15 @@ def main() -> int:
                     extra = (f"lossy path condemned <= {m['condemned_per_qp_max']}x per QP "
                              f"({m['condemned_total']} over {m['affected_evs']} EVs), "
                              f"{m['share_on_lossy_evs']:.1%} of the leaf's packets on it")
+                if "condemned_all" in m:
+                    extra += (f"{'; ' if extra else ''}EVs condemned {m['condemned_all']}x, "
+                              f"{m['congestion_losses_all']} losses taken as congestion")
                 if control is None:
-                    extra = (f"victim CCT before {m['cct_before'] * 1e3:.0f} ms (n={m['n_before']})"
-                             f", during {m['cct_window'] * 1e3:.0f} ms (n={m['n_window']})"
-                             if m["cct_before"] and m["cct_window"] else "no before/during")
+                    victim = (f"victim CCT before {m['cct_before'] * 1e3:.0f} ms "
+                              f"(n={m['n_before']}), during {m['cct_window'] * 1e3:.0f} ms "
+                              f"(n={m['n_window']})" if m["cct_before"] and m["cct_window"]
+                              else "no iterations before or during")
+                    extra += ("; " if extra else "") + victim
                 fmt = (lambda x: f"{x:.2f}" if x is not None else "-")
                 print(f"{name:<18}{transport:<8}{seed:>5}{fmt(m['ratio_whole']):>8}"
                       f"{fmt(m['ratio_window']):>8}{fmt(m['ratio_after']):>8}"
