@@ -13,6 +13,7 @@ import pty
 import select
 import signal
 import socket
+import zlib
 from collections.abc import Callable
 
 from mininet.link import Intf
@@ -47,7 +48,15 @@ _IPV6_SYSCTLS = {
 }
 
 
-def node_sysctls(router: bool) -> dict[str, int]:
+def ecmp_hash_seed(seed: int, node: str) -> int:
+    """Each router's ECMP hash seed, from the scenario seed and its name: which spine a
+    RoCEv2 flow's 5-tuple lands on is then reproducible, and changes with the seed (a sweep
+    over seeds samples the baseline's collisions). Never 0, which asks the kernel for a
+    random seed."""
+    return zlib.crc32(f"{seed}/{node}".encode()) | 1
+
+
+def node_sysctls(router: bool, hash_seed: int | None = None) -> dict[str, int]:
     values = {}
     for scope in ("all", "default"):
         for key, value in _IPV6_SYSCTLS.items():
@@ -55,6 +64,8 @@ def node_sysctls(router: bool) -> dict[str, int]:
     values["net.ipv6.icmp.ratelimit"] = 0  # every ICMP error visible when debugging a path
     if router:
         values["net.ipv6.fib_multipath_hash_policy"] = 1  # L4 hash: RoCEv2's UDP source port
+    if router and hash_seed is not None:  # the kernel's one seed serves IPv4 and IPv6 (>= 6.11)
+        values["net.ipv4.fib_multipath_hash_seed"] = hash_seed
     return values
 
 
@@ -190,7 +201,9 @@ class FabricNetwork:
             inode = netns.netns_inode(node.pid)
             self.inodes.add(inode)
             self.registry.add_node(name, node.pid, inode)
-            netns.write_sysctls(node.pid, node_sysctls(self.plan.nodes[name].role != "host"))
+            router = self.plan.nodes[name].role != "host"
+            seed = ecmp_hash_seed(self.plan.scenario.seed, name) if router else None
+            netns.write_sysctls(node.pid, node_sysctls(router, seed))
 
     def node_params(self, name: str) -> dict:
         """Extra parameters of a node's Mininet host (the cluster mode's shell prefix)."""

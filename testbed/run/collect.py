@@ -1,7 +1,8 @@
 """Turning what the agents wrote into the run's tables (the results contract) and its summary.
 
-Writes `iterations.parquet`, `messages.parquet`, `paths.parquet` (every EV of every QP: its
-plane and spine, counters and final state), `ev_load.parquet` (MRC, where sampled: each EV's
+Writes `iterations.parquet`, `messages.parquet`, `paths.parquet` (every EV of every MRC QP:
+its plane and spine, counters and final state; every RoCEv2 QP: its plane, UDP source port
+and the spine the fabric's hash gave it), `ev_load.parquet` (MRC, where sampled: each EV's
 packets sent over time), `ev_states.parquet` (every EV state change with its time),
 `qps.parquet`, `links.parquet` (every port's counters over time) and `events.parquet`
 (every fault action: scheduled and applied time, lag), and returns the
@@ -67,6 +68,14 @@ def collect(out: Path, results_dir: Path, outcomes: list[AgentOutcome], scenario
             frame["spine"] = [spines[(h, p, e)] for h, p, e in
                               zip(frame["host"], frame["peer"], frame["ev"], strict=True)]
             frames[name] = frame
+    if transport == "rocev2" and qps:
+        # one path per QP: its plane (the agent's) and spine (the leaf's FIB, traffic.py)
+        frames["paths"] = pd.DataFrame([
+            {"host": q["host"], "rank": q["rank"], "transport": transport, "peer": q["peer"],
+             "qpn": q["qpn"], "ev": 0, "plane": q.get("plane"),
+             "spine": float("nan") if q.get("spine") is None else q["spine"],
+             "sport": q.get("sport"), "sent": q["data_sent"], "state": "GOOD"}
+            for q in qps])
     if link_rows is not None:
         frames["links"] = pd.DataFrame(link_rows)
     if event_rows is not None:

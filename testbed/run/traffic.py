@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import subprocess
 import sys
 import time
@@ -21,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from hostagent.config import AgentConfig, PeerConfig
+from hostagent.driver import PORT as ROCE_PORT
 from hostagent.nic import FRAME_OVERHEAD
 from hostagent.qp import QPConfig, time_to_fail
 from hostagent.wire import HEADER_SIZE
@@ -29,6 +31,7 @@ from testbed.emulation.telemetry import default_period
 from testbed.errors import TestbedError
 from testbed.fabric import paths
 from testbed.fabric.plan import FabricPlan
+from testbed.kernel import netns
 from testbed.lifecycle import interrupts
 from testbed.scenario import Scenario
 
@@ -227,4 +230,62 @@ def run_agents(network: FabricNetwork, scenario: Scenario, transport: str, out: 
             result = {"status": "failed", "error": f"no result (exit {procs[host].returncode}):"
                                                    f" {log.strip().splitlines()[-1:] or ''}"}
         outcomes.append(AgentOutcome(host, cfg.rank, procs[host].returncode, result))
+    if transport == "rocev2":
+        add_roce_spines(network, out, configs)
     return outcomes
+
+
+PATH_PROBES = 8  # datagrams sent to find the spine a RoCEv2 QP's 5-tuple hashes to
+
+
+def _rx_packets(pid: int, ifname: str) -> int:
+    for line in Path(f"/proc/{pid}/net/dev").read_text().splitlines()[2:]:
+        name, _, counters = line.partition(":")
+        if name.strip() == ifname:
+            return int(counters.split()[1])
+    raise KeyError(ifname)
+
+
+def roce_spine(network: FabricNetwork, host: str, peer: str, plane: int, sport: int) -> int | None:
+    """The spine a RoCEv2 flow (UDP from `sport` to port 4791) takes in `plane`, read from the
+    counters: PATH_PROBES datagrams of the same 5-tuple, sent once the agents are done, and
+    the one spine whose port facing the source leaf received them. (`ip route get` with the
+    flow's ports is no substitute: on this kernel it names other next hops than forwarding
+    takes.) None between hosts of one leaf (no spine), or when no single spine saw them all."""
+    plan = network.plan
+    leaf = plan.leaf_of(host, plane)
+    if leaf == plan.leaf_of(peer, plane):
+        return None
+    facing = {sp: plan.port_to(sp, leaf).ifname for sp in plan.spines[plane]}
+    before = {sp: _rx_packets(network.pid(sp), ifname) for sp, ifname in facing.items()}
+    sock = netns.socket_in(network.pid(host), socket.AF_INET6, socket.SOCK_DGRAM)
+    try:
+        sock.bind((str(plan.plain_address(host, plane)), sport))
+        for _ in range(PATH_PROBES):
+            sock.sendto(b"\0" * 64, (str(plan.plain_address(peer, plane)), ROCE_PORT))
+    finally:
+        sock.close()
+    deadline = time.time() + 1.0
+    while True:
+        moved = [sp for sp, ifname in facing.items()
+                 if _rx_packets(network.pid(sp), ifname) - before[sp] >= PATH_PROBES]
+        if moved or time.time() > deadline:
+            break
+        time.sleep(0.005)
+    return plan.nodes[moved[0]].index if len(moved) == 1 else None
+
+
+def add_roce_spines(network: FabricNetwork, out: Path, configs: dict[str, AgentConfig]) -> None:
+    """Write into each agent's paths.json the spine each of its RoCEv2 QPs crossed (the
+    agents know their plane and UDP source port, not the fabric's hash). One QP at a time,
+    so that each probe burst is the only traffic the spines see."""
+    for host, cfg in configs.items():
+        path = Path(cfg.out_dir) / "paths.json"
+        if not path.exists():
+            continue
+        report = json.loads(path.read_text())
+        peers = {p.rank: p.host for p in cfg.peers}
+        for q in report.get("qps", []):
+            if q.get("plane") is not None and q.get("sport") is not None:
+                q["spine"] = roce_spine(network, host, peers[q["peer"]], q["plane"], q["sport"])
+        path.write_text(json.dumps(report))

@@ -8,6 +8,7 @@ random comes from one seeded generator, so a failing case replays exactly.
 """
 from __future__ import annotations
 
+import asyncio
 import heapq
 import random
 from dataclasses import dataclass, field
@@ -94,3 +95,128 @@ class SimNet:
                     qp.on_timer(self.now)
             self._pump()
         return self.now
+
+    # ---- stepping, for several pairs sharing one clock (SimFabric) ----
+    def next_time(self) -> float | None:
+        times = [d for d in (self.a.next_deadline(), self.b.next_deadline()) if d is not None]
+        if self._queue:
+            times.append(self._queue[0][0])
+        return min(times) if times else None
+
+    def step(self, now: float) -> None:
+        """Everything due by `now`: deliveries, timers, then what the QPs send."""
+        self.now = now
+        while self._queue and self._queue[0][0] <= now:
+            _, _, to, packet, ecn = heapq.heappop(self._queue)
+            (self.a if to == "a" else self.b).receive(packet, now, ecn)
+            self.delivered += 1
+        for qp in (self.a, self.b):
+            deadline = qp.next_deadline()
+            if deadline is not None and deadline <= now:
+                qp.on_timer(now)
+        self._pump()
+
+
+class SimFabric:
+    """Every ordered pair of `world` ranks joined by a QP pair on its own SimNet, one clock for
+    all, and an `Endpoint` per rank: collectives run over the real sans-IO transports here.
+    `make_pair(i, j)` returns the two QPs (rank i's toward j, rank j's toward i)."""
+
+    def __init__(self, world: int, make_pair, seed: int = 0, path=None) -> None:
+        self.world = world
+        self.now = 0.0
+        self.qps: dict[int, dict[int, object]] = {r: {} for r in range(world)}
+        self.nets: list[SimNet] = []
+        for i in range(world):
+            for j in range(i + 1, world):
+                a, b = make_pair(i, j)
+                self.qps[i][j], self.qps[j][i] = a, b
+                net = SimNet(a, b, seed=seed * 1000 + i * world + j)
+                if path is not None:
+                    path(net)
+                self.nets.append(net)
+        self.writes: dict[tuple[int, int], asyncio.Future] = {}
+        self.imms: dict[tuple[int, int, int], int] = {}
+        self.imm_waiters: dict[tuple[int, int, int], asyncio.Future] = {}
+        self.failure: str | None = None
+
+    def endpoint(self, rank: int) -> SimEndpoint:
+        return SimEndpoint(self, rank)
+
+    def _dispatch(self) -> bool:
+        """Deliver the QPs' events to the endpoints' futures; whether there were any."""
+        from hostagent.qp import ImmArrived, QPFailed, WriteDone
+        busy = False
+        for rank, peers in self.qps.items():
+            for peer, qp in peers.items():
+                while qp.events:
+                    busy = True
+                    event = qp.events.popleft()
+                    if isinstance(event, WriteDone):
+                        self.writes.pop((id(qp), event.msg_id)).set_result(event.stats)
+                    elif isinstance(event, ImmArrived):
+                        key = (rank, peer, event.imm)
+                        waiter = self.imm_waiters.pop(key, None)
+                        if waiter is not None:
+                            waiter.set_result(None)
+                        else:
+                            self.imms[key] = self.imms.get(key, 0) + 1
+                    elif isinstance(event, QPFailed):
+                        self.failure = event.reason
+                        for f in list(self.writes.values()) + list(self.imm_waiters.values()):
+                            if not f.done():
+                                f.set_exception(RuntimeError(event.reason))
+        return busy
+
+    async def run(self, coros, until: float = 60.0) -> list:
+        """Run the ranks' coroutines to completion on simulated time (at most `until` s)."""
+        task = asyncio.ensure_future(asyncio.gather(*coros))
+        while not task.done():
+            for _ in range(3):  # let the collectives post what they can at this instant
+                await asyncio.sleep(0)
+            for net in self.nets:
+                net.step(self.now)
+            if self._dispatch():
+                continue
+            times = [t for t in (net.next_time() for net in self.nets) if t is not None]
+            if not times:
+                await asyncio.sleep(0)
+                if not task.done() and not any(n.next_time() for n in self.nets) \
+                        and not self._dispatch():
+                    raise RuntimeError("deadlock: nothing in flight, ranks still waiting")
+                continue
+            self.now = max(self.now, min(times))
+            if self.now > until:
+                task.cancel()
+                raise TimeoutError(f"not done after {until} simulated s")
+        return task.result()
+
+
+class SimEndpoint:
+    """One rank's `Endpoint` (hostagent/endpoint.py) over its QPs in a SimFabric."""
+
+    def __init__(self, fabric: SimFabric, rank: int) -> None:
+        self.fabric, self.rank, self.world = fabric, rank, fabric.world
+        self._next = 0
+
+    def register(self, buffer: memoryview) -> None:
+        for qp in self.fabric.qps[self.rank].values():
+            qp.buffer = buffer
+
+    async def write(self, peer: int, data: memoryview, remote_offset: int,
+                    imm: int | None = None):
+        qp = self.fabric.qps[self.rank][peer]
+        self._next += 1
+        future = asyncio.get_running_loop().create_future()
+        self.fabric.writes[(id(qp), self._next)] = future
+        qp.post_write(self._next, data, remote_offset, imm, self.fabric.now, peer)
+        return await future
+
+    async def wait_imm(self, peer: int, imm: int) -> None:
+        key = (self.rank, peer, imm)
+        if self.fabric.imms.get(key):
+            self.fabric.imms[key] -= 1
+            return
+        future = asyncio.get_running_loop().create_future()
+        self.fabric.imm_waiters[key] = future
+        await future

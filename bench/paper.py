@@ -1,0 +1,192 @@
+#!/usr/bin/env python3
+"""The MRC paper's fault experiments (issue 9's table), each run next to a healthy control on
+the same fabric in the same sitting: MRC with one seed, RoCEv2 over several seeds (which spine
+each of its QPs lands on depends on the hash, and so on the seed).
+
+    sudo .venv/bin/python bench/paper.py [--seeds 1,2,3] [--mrc-seeds 1] [EXPERIMENT ...]
+
+For every run it prints the collective's busbw over the whole run and over the iterations that
+overlap the fault window (or, for the flap, the iterations while the ports are down and those
+after), each as a ratio to the control's busbw (the same scenario without faults, same
+transport and seed), the QPs that failed and what the row needs (EV condemnations of the lossy
+path; the incast victim's iteration time during the incast against before it). Results folders
+go to results/paper-<utc>/ and a JSON of every number to results/paper-<utc>/paper.json.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from analysis.load import load_run  # noqa: E402
+from analysis.metrics import cct  # noqa: E402
+
+PAPER = ROOT / "scenarios" / "paper"
+EXPERIMENTS = {  # name: (fault scenario, control scenario or None: compare within the run)
+    "gray-loss": ("gray-loss", "control"),
+    "loss-0.1pct": ("loss-0.1pct", "control"),
+    "loss-1pct": ("loss-1pct", "control"),
+    "host-flap": ("host-flap", "control-8plane"),
+    "blackhole-reboot": ("blackhole-reboot", "control"),
+    "incast-victim": ("incast-victim", None),
+    "degrade": ("degrade", "control"),
+}
+
+
+def run(file: Path, transport: str, seed: int, out: Path) -> Path | None:
+    """One transport of one scenario with this seed; the run's folder (None if it failed to
+    produce one)."""
+    text = file.read_text()
+    name = re.search(r"^name: (\S+)", text, re.M).group(1)
+    text = re.sub(r"^name: \S+", f"name: {name}-s{seed}\nseed: {seed}\n"
+                  f"transport: [{transport}]", text, count=1, flags=re.M)
+    spec = out / f"{name}-{transport}-s{seed}.yaml"
+    spec.write_text(text)
+    res = subprocess.run([sys.executable, "-m", "testbed.cli", "run", str(spec), "--no-report",
+                          "--quiet", "--results", str(out / "runs")], capture_output=True,
+                         text=True, cwd=ROOT, check=False)
+    runs = sorted((out / "runs").glob(f"*-{name}-s{seed}-{transport}"))
+    if not runs:
+        print(f"  {spec.name}: no run ({res.stderr.strip()[-300:]})", flush=True)
+        return None
+    return runs[-1]
+
+
+def windows(scenario) -> tuple[list[tuple[float, float]], float]:
+    """The intervals (s since the workload's start) in which a fault or background flow is
+    active, and when the last one ends. Flaps: only their down halves."""
+    spans = []
+    for f in scenario.faults:
+        if f.kind == "flap":
+            for c in range(f.count or 1):
+                start = f.at + c * f.period
+                spans.append((start, start + f.period / 2))
+        elif f.duration is not None:
+            spans.append((f.at, f.at + f.duration))
+        else:
+            spans.append((f.at, float("inf")))
+    for b in scenario.background:
+        spans.append((b.at, b.at + b.duration))
+    end = max((e for _, e in spans), default=0.0)
+    if any(f.kind == "flap" for f in scenario.faults):
+        end = max(f.at + (f.count or 1) * f.period for f in scenario.faults if f.kind == "flap")
+    return spans, end
+
+
+def measure(run_dir: Path) -> dict:
+    r = load_run(run_dir)
+    it = cct(r.tables["iterations"], r.t0)
+    timed = it[~it["warmup"] & (it["ranks"] == it["ranks"].max())]
+    spans, end = windows(r.scenario)
+    inside = timed[[any(row.start < e and row.end > s for s, e in spans)
+                    for row in timed.itertuples()]] if spans else timed.iloc[0:0]
+    after = timed[timed["start"] >= end] if spans else timed.iloc[0:0]
+    before = timed[timed["end"] <= min((s for s, _ in spans), default=0.0)]
+    qps = r.tables["qps"]
+    out = {"dir": str(run_dir), "transport": r.transport, "seed": r.scenario.seed,
+           "iterations": len(timed), "verified": bool(timed["verified"].all()),
+           "cct": float(timed["cct"].mean()),
+           "cct_window": float(inside["cct"].mean()) if len(inside) else None,
+           "n_window": len(inside),
+           "cct_after": float(after["cct"].mean()) if len(after) else None,
+           "n_after": len(after),
+           "cct_before": float(before["cct"].mean()) if len(before) else None,
+           "n_before": len(before),
+           "failed_qps": int(qps["failed"].notna().sum()) if "failed" in qps else 0,
+           "retransmits": int(qps["retransmits"].sum()), "timeouts": int(qps["timeouts"].sum())}
+    paths = r.tables.get("paths")
+    if r.transport == "mrc" and paths is not None and not paths.empty:
+        out["condemned_all"] = int(paths["condemned"].sum()) if "condemned" in paths else 0
+        out["congestion_losses_all"] = int(paths["congestion_losses"].sum()) \
+            if "congestion_losses" in paths else 0
+        lossy = [f for f in r.scenario.faults if f.kind == "loss" and f.duration]
+        if lossy:
+            t = lossy[0].target
+            on = paths[(paths["plane"] == t.plane) & (paths["spine"] == t.spine)]
+            per_leaf = r.scenario.fabric.hosts_per_leaf
+            hosts = {f"h{i}" for i in range(t.leaf * per_leaf, (t.leaf + 1) * per_leaf)}
+            up = on[on["host"].isin(hosts)]
+            out["condemned_per_qp_max"] = int(up["condemned"].max()) if len(up) else 0
+            out["condemned_total"] = int(up["condemned"].sum())
+            out["affected_evs"] = len(up)
+            out["share_on_lossy_evs"] = float(up["sent"].sum() / max(1, paths[paths["host"].isin(
+                hosts)]["sent"].sum()))
+    return out
+
+
+def ratio(a: float | None, b: float | None) -> float | None:
+    """Throughput ratio of two mean CCTs of the same bytes: control time / fault time."""
+    return None if not a or not b else b / a
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("experiments", nargs="*", default=list(EXPERIMENTS))
+    ap.add_argument("--seeds", default="1,2,3", help="RoCEv2 seeds")
+    ap.add_argument("--mrc-seeds", default="1")
+    args = ap.parse_args()
+    out = ROOT / "results" / f"paper-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}"
+    (out / "runs").mkdir(parents=True)
+    seeds = {"mrc": [int(s) for s in args.mrc_seeds.split(",")],
+             "rocev2": [int(s) for s in args.seeds.split(",")]}
+    controls: dict[tuple[str, str, int], dict] = {}
+    rows = []
+    print(f"results: {out}", flush=True)
+    print(f"{'experiment':<18}{'transport':<8}{'seed':>5}{'whole':>8}{'window':>8}"
+          f"{'after':>8}{'n win':>6}{'failed':>7}{'retx':>7}  extra", flush=True)
+    for name in args.experiments:
+        fault, control = EXPERIMENTS[name]
+        for transport in ("mrc", "rocev2"):
+            for seed in seeds[transport]:
+                base = None
+                if control is not None:
+                    key = (control, transport, seed)
+                    if key not in controls:
+                        d = run(PAPER / f"{control}.yaml", transport, seed, out)
+                        controls[key] = measure(d) if d else {}
+                    base = controls[key]
+                d = run(PAPER / f"{fault}.yaml", transport, seed, out)
+                if d is None:
+                    continue
+                m = measure(d)
+                ref = base.get("cct") if base else m["cct_before"]
+                m |= {"experiment": name, "control": base,
+                      "ratio_whole": ratio(m["cct"], ref),
+                      "ratio_window": ratio(m["cct_window"], ref),
+                      "ratio_after": ratio(m["cct_after"], ref)}
+                rows.append(m)
+                extra = ""
+                if "condemned_per_qp_max" in m:
+                    extra = (f"lossy path condemned <= {m['condemned_per_qp_max']}x per QP "
+                             f"({m['condemned_total']} over {m['affected_evs']} EVs), "
+                             f"{m['share_on_lossy_evs']:.1%} of the leaf's packets on it")
+                if "condemned_all" in m:
+                    extra += (f"{'; ' if extra else ''}EVs condemned {m['condemned_all']}x, "
+                              f"{m['congestion_losses_all']} losses taken as congestion")
+                if control is None:
+                    victim = (f"victim CCT before {m['cct_before'] * 1e3:.0f} ms "
+                              f"(n={m['n_before']}), during {m['cct_window'] * 1e3:.0f} ms "
+                              f"(n={m['n_window']})" if m["cct_before"] and m["cct_window"]
+                              else "no iterations before or during")
+                    extra += ("; " if extra else "") + victim
+                fmt = (lambda x: f"{x:.2f}" if x is not None else "-")
+                print(f"{name:<18}{transport:<8}{seed:>5}{fmt(m['ratio_whole']):>8}"
+                      f"{fmt(m['ratio_window']):>8}{fmt(m['ratio_after']):>8}"
+                      f"{m['n_window']:>6}{m['failed_qps']:>7}{m['retransmits']:>7}  {extra}"
+                      f"{'' if m['verified'] else '  NOT VERIFIED'}", flush=True)
+                (out / "paper.json").write_text(json.dumps(rows, indent=1, default=str))
+    print("whole, window, after: busbw as a ratio to the control run's (same fabric, transport "
+          "and seed,\nno fault); for the incast, the victim's own iterations before the incast "
+          "are the control.")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
