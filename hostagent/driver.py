@@ -26,6 +26,7 @@ arrived, so WRITE_WITH_IMM keeps its meaning across QPs.
 from __future__ import annotations
 
 import asyncio
+import functools
 import os
 import socket
 import struct
@@ -72,8 +73,8 @@ class Route:
     destinations: dict[int, tuple[str, int]]  # EV index (0 for RoCEv2) -> (address, port)
     planes: dict[int, int]  # EV index -> the plane (NIC port) it leaves through
 
-    @property
-    def plane_set(self) -> tuple[int, ...]:
+    @functools.cached_property
+    def plane_set(self) -> tuple[int, ...]:  # asked at every kick: computed once
         return tuple(sorted(set(self.planes.values())))
 
 
