@@ -3,10 +3,12 @@
 
 The fabric of the fidelity issue: 4 planes x 4 spines, 8 hosts per leaf (2 leaves of 4 hosts
 at 8 hosts), every link at 10 Mbit/s with 100 KB buffers, a 1 MiB all-reduce (1 warmup + 3
-timed iterations), default packets (1024 B payload). For each host count and agent mode, one
+timed iterations), quickstart's packets (4096 B payload, MTU 4200; `--mss 1024 --mtu 1500` for
+the scenario default, four times the packets). For each host count and agent mode, one
 fresh fabric; printed per run:
 - busbw as a share of the ideal (planes x host link rate; MRC sprays every plane);
 - the gap between iterations (each rank verifies its result there), mean over ranks;
+- the agents' event-loop lag: how late a 10 ms timer fired, 99th percentile, worst process;
 - the machine's CPU over the traffic phase (busy share of all cores, from /proc/stat), the
   agents' own CPU (their processes, from the workload's start to their end) and the kernel's
   softirq time (packet forwarding through the emulated hops; machine-wide, so other work on the
@@ -14,6 +16,7 @@ fresh fabric; printed per run:
 
     sudo .venv/bin/python bench/scale.py [--hosts 8 16 32 64] [--modes pooled per_host]
                                          [--transport mrc] [--rate 10Mbit] [--size 1MiB]
+                                         [--mss 4096] [--mtu 4200]
 """
 from __future__ import annotations
 
@@ -37,18 +40,22 @@ from testbed.run.traffic import run_agents  # noqa: E402
 
 SCENARIO = """name: scale-{hosts}
 fabric: {{planes: 4, leaves_per_plane: {leaves}, spines_per_plane: 4, hosts_per_leaf: {per_leaf},
-          host_link: {{rate: {rate}, buffer: 100KB}}, fabric_link: {{rate: {rate}, buffer: 100KB}}}}
+          host_link: {{rate: {rate}, buffer: 100KB}}, fabric_link: {{rate: {rate}, buffer: 100KB}},
+          mtu: {mtu}}}
+qp: {{mss: {mss}}}
 transport: [{transport}]
 workload: {{collective: all_reduce, size: {size}, iterations: 3, warmup: 1}}
-agents: {{mode: {mode}}}
+agents: {{mode: {mode}, processes: {processes}}}
 """
 
 
-def scenario(hosts: int, mode: str, transport: str, rate: str, size: str):
+def scenario(hosts: int, mode: str, transport: str, rate: str, size: str, mss: int, mtu: int,
+             processes: int | None = None):
     per_leaf = min(8, hosts // 2)
     return scenario_mod.parse(SCENARIO.format(hosts=hosts, leaves=hosts // per_leaf,
                                               per_leaf=per_leaf, rate=rate, mode=mode,
-                                              transport=transport, size=size), "bench")
+                                              transport=transport, size=size, mss=mss,
+                                              mtu=mtu, processes=processes or "null"), "bench")
 
 
 def run_one(sc, transport: str) -> dict:
@@ -69,7 +76,8 @@ def run_one(sc, transport: str) -> dict:
     delivered = float(qps["data_sent"].sum() - qps["retransmits"].sum())
     agents = cpu.agents_cpu([o.result for o in outcomes])
     busy = used["user"] + used["system"] + used["softirq"]
-    return {"share": measured / ideal, "gap_ms": gaps.mean() * 1e3, "seconds": seconds,
+    lag = max((o.result.get("loop_lag", {}).get("p99_ms", 0) for o in outcomes), default=0)
+    return {"share": measured / ideal, "lag_p99_ms": lag, "gap_ms": gaps.mean() * 1e3, "seconds": seconds,
             "busy": busy / (busy + used["idle"]), "packets": delivered,
             "agent_us": agents / delivered * 1e6, "softirq_us": used["softirq"] / delivered * 1e6,
             "retransmits": int(qps["retransmits"].sum())}
@@ -82,22 +90,27 @@ def main() -> None:
     ap.add_argument("--transport", default="mrc")
     ap.add_argument("--rate", default="10Mbit")
     ap.add_argument("--size", default="1MiB")
+    ap.add_argument("--processes", type=int, default=None, help="pooled: processes (default: "
+                    "one per core)")
+    ap.add_argument("--mss", type=int, default=4096)
+    ap.add_argument("--mtu", type=int, default=4200)
     args = ap.parse_args()
     print(f"ring all-reduce {args.size} over {args.transport}, 4 planes x 4 spines, "
-          f"links {args.rate}")
+          f"links {args.rate}, {args.mss} B packets")
     print(f"{'hosts':>5} {'agents':>9} {'of ideal':>9} {'gap(ms)':>8} {'phase(s)':>9} "
           f"{'CPU busy':>9} {'packets':>9} {'agent us/pkt':>13} {'softirq us/pkt':>15} "
-          f"{'retx':>5}")
+          f"{'retx':>5} {'loop lag p99':>13}")
     for hosts in args.hosts:
         for mode in args.modes:
-            r = run_one(scenario(hosts, mode, args.transport, args.rate, args.size),
-                        args.transport)
+            r = run_one(scenario(hosts, mode, args.transport, args.rate, args.size, args.mss,
+                                 args.mtu, args.processes), args.transport)
             if "error" in r:
                 print(f"{hosts:>5} {mode:>9}  {r['error']}", flush=True)
                 continue
             print(f"{hosts:>5} {mode:>9} {r['share']:>9.0%} {r['gap_ms']:>8.0f} "
                   f"{r['seconds']:>9.1f} {r['busy']:>9.0%} {r['packets']:>9,.0f} "
-                  f"{r['agent_us']:>13.1f} {r['softirq_us']:>15.1f} {r['retransmits']:>5}",
+                  f"{r['agent_us']:>13.1f} {r['softirq_us']:>15.1f} {r['retransmits']:>5} "
+                  f"{r['lag_p99_ms']:>10.1f} ms",
                   flush=True)
 
 

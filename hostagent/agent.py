@@ -205,8 +205,42 @@ async def run(cfg: AgentConfig, out: Path, ns: str | None = None) -> dict:
             "cpu_start_s": cpu_at_start}
 
 
+class LoopLag:
+    """How late the event loop runs a timer: every `period`, the delay past the time asked
+    for. A loop late by more than a NIC's backlog (a few ms) lets its ports run dry, so the run
+    measured the CPU, not the network. One per process (its hosts share the loop)."""
+
+    def __init__(self, period: float = 0.01) -> None:
+        self.period = period
+        self.lags: list[float] = []
+        self.task: asyncio.Task | None = None
+
+    async def _run(self) -> None:
+        loop = asyncio.get_running_loop()
+        while True:
+            due = loop.time() + self.period
+            await asyncio.sleep(self.period)
+            self.lags.append(loop.time() - due)
+
+    def start(self) -> None:
+        if self.task is None:
+            self.task = asyncio.get_running_loop().create_task(self._run())
+
+    def summary(self) -> dict:
+        if not self.lags:
+            return {}
+        lags = sorted(self.lags)
+        pick = lambda q: round(lags[min(len(lags) - 1, int(q * len(lags)))] * 1e3, 3)  # noqa: E731
+        return {"samples": len(lags), "p50_ms": pick(0.5), "p99_ms": pick(0.99),
+                "max_ms": round(lags[-1] * 1e3, 3)}
+
+
+LOOP_LAG = LoopLag()
+
+
 async def host_main(cfg: AgentConfig, ns: str | None = None) -> dict:
     """One host from start to result.json; never raises (what went wrong is in the result)."""
+    LOOP_LAG.start()
     WHO.set(f"{cfg.host} rank {cfg.rank}")
     out = Path(cfg.out_dir)
     try:
@@ -216,6 +250,7 @@ async def host_main(cfg: AgentConfig, ns: str | None = None) -> dict:
         result = {"status": "failed", "error": f"{type(exc).__name__}: {exc}",
                   "host": cfg.host, "rank": cfg.rank, "transport": cfg.transport}
     result["cpu_s"], result["pid"] = _cpu_seconds(), os.getpid()  # pooled: one pid, many hosts
+    result["loop_lag"] = LOOP_LAG.summary()  # the process's loop, since its first host started
     (out / "result.json").write_text(json.dumps(result))
     log.info("%s%s", result["status"], f": {result['error']}" if result.get("error") else "")
     return result

@@ -134,11 +134,13 @@ class Sender:
         self._hdr[:, 4] = _addr(self._control) + CONTROL_SPACE * np.arange(batch,
                                                                             dtype=np.uint64)
         self._hdr_ptr = _addr(self._hdr)
+        # per-message fields written one by one as messages are added: cheaper than numpy
+        # array operations when a flush carries only a few (memoryview item writes, ~50 ns)
+        self._iov_items = memoryview(self._iov).cast("B").cast("Q")
+        self._hdr_items = memoryview(self._hdr).cast("B").cast("Q")
         self._fd = -1
         self._n = 0
         self._used = 0
-        self._lengths: list[int] = []
-        self._controls: list[int] = []
         self.dropped = 0  # datagrams the kernel refused
         self.calls = 0  # sendmmsg calls made
 
@@ -152,12 +154,14 @@ class Sender:
         i, used = self._n, self._used
         self._view[used:used + size] = datagram
         self._names_view[32 * i:32 * i + 28] = name
+        iov, hdr = self._iov_items, self._hdr_items
+        iov[2 * i] = self._base + used
+        iov[2 * i + 1] = size
         if control:
             self._control_view[CONTROL_SPACE * i:CONTROL_SPACE * (i + 1)] = control
-            self._controls.append(CONTROL_SPACE)
+            hdr[8 * i + 5] = CONTROL_SPACE
         else:
-            self._controls.append(0)
-        self._lengths.append(size)
+            hdr[8 * i + 5] = 0
         self._used = used + size
         self._n = i + 1
 
@@ -165,11 +169,6 @@ class Sender:
         n = self._n
         if n == 0:
             return
-        lengths = np.array(self._lengths, dtype=np.uint64)
-        self._iov[:n, 1] = lengths
-        self._iov[:n, 0] = self._base + np.concatenate(([0], np.cumsum(lengths[:-1]))).astype(
-            np.uint64)
-        self._hdr[:n, 5] = np.array(self._controls, dtype=np.uint64)
         done = 0
         while done < n:
             self.calls += 1
@@ -181,5 +180,3 @@ class Sender:
                 self.dropped += 1
             done += sent
         self._n = self._used = 0
-        self._lengths.clear()
-        self._controls.clear()

@@ -26,6 +26,7 @@ arrived, so WRITE_WITH_IMM keeps its meaning across QPs.
 from __future__ import annotations
 
 import asyncio
+import functools
 import os
 import socket
 import struct
@@ -47,6 +48,7 @@ _GSO_MAX_SEGMENTS, _GSO_MAX_BYTES = 64, 65000
 _CONTROL_CMSG = [(socket.IPPROTO_IPV6, socket.IPV6_TCLASS, _TCLASS.pack(wire.CONTROL_TCLASS))]
 _CONTROL_BATCH_CMSG = batchio.tclass_cmsg(wire.CONTROL_TCLASS)
 BATCHED = os.environ.get("HOSTAGENT_BATCH", "1") != "0"
+READ_BATCHES = int(os.environ.get("HOSTAGENT_READ_BATCHES", "1"))  # of batchio.BATCH per wake-up
 _io: tuple[batchio.Receiver, batchio.Sender] | None = None
 
 
@@ -71,8 +73,8 @@ class Route:
     destinations: dict[int, tuple[str, int]]  # EV index (0 for RoCEv2) -> (address, port)
     planes: dict[int, int]  # EV index -> the plane (NIC port) it leaves through
 
-    @property
-    def plane_set(self) -> tuple[int, ...]:
+    @functools.cached_property
+    def plane_set(self) -> tuple[int, ...]:  # asked at every kick: computed once
         return tuple(sorted(set(self.planes.values())))
 
 
@@ -229,7 +231,7 @@ class Driver:
     def _on_readable_batched(self) -> None:
         touched = set()
         fd, by_qpn, now = self._listen.fileno(), self._by_qpn, self.loop.time()
-        for _ in range(4):  # at most 4 batches, then let timers and other readers run
+        for _ in range(READ_BATCHES):  # then let timers and other hosts run
             datagrams, classes = self._rx.recv(fd)
             for data, tclass in zip(datagrams, classes):
                 if len(data) < wire.HEADER_SIZE:
@@ -263,6 +265,9 @@ class Driver:
         now = self.loop.time()
         nic = self.nic
         out = qp.poll_transmit(now, nic.budget(route.plane_set, now) if nic else None)
+        if self.batched and out:
+            fd, names, add = route.sock.fileno(), self._names[qp.qpn], self._tx.add
+        to_nic: dict[int, list[int]] = {}  # plane -> [data bytes, datagrams] handed to its port
         i = 0
         while i < len(out):
             ev, datagram = out[i]
@@ -274,21 +279,23 @@ class Driver:
                        and (j - i + 1) * size <= _GSO_MAX_BYTES):
                     j += 1
             if self.batched:
-                fd, names = route.sock.fileno(), self._names[qp.qpn]
                 if j - i > 1:
-                    self._tx.add(fd, b"".join(d for _, d in out[i:j]), names[ev],
-                                 batchio.gso_cmsg(size))
+                    add(fd, b"".join(d for _, d in out[i:j]), names[ev], batchio.gso_cmsg(size))
                 elif datagram[1] == wire.DATA:
-                    self._tx.add(fd, datagram, names[ev])
+                    add(fd, datagram, names[ev])
                 else:
-                    self._tx.add(fd, datagram, names[ev], _CONTROL_BATCH_CMSG)
+                    add(fd, datagram, names[ev], _CONTROL_BATCH_CMSG)
             else:
                 self._send_now(route, ev, out, i, j, size if j - i > 1 else 0)
             if nic is not None:
                 for ev, sent in out[i:j]:
                     if sent[1] == wire.DATA:
-                        nic.sent(route.planes[ev], len(sent), now)
+                        acc = to_nic.setdefault(route.planes[ev], [0, 0])
+                        acc[0] += len(sent)
+                        acc[1] += 1
             i = j
+        for plane, (nbytes, count) in to_nic.items():  # one call per port, the same clock
+            nic.sent(plane, nbytes, now, count)
         if qp.nic_blocked and qp not in self._nic_waiting:
             self._nic_waiting.append(qp)
             self._wake_on_nic_room()

@@ -52,8 +52,9 @@ class Nic:
         its packets evenly, so it gets its fullest port's room once per plane."""
         return min(self.ports[p].room(now) for p in planes) * len(planes)
 
-    def sent(self, plane: int, datagram_bytes: int, now: float) -> None:
-        self.ports[plane].sent(datagram_bytes + FRAME_OVERHEAD, now)
+    def sent(self, plane: int, datagram_bytes: int, now: float, datagrams: int = 1) -> None:
+        """`datagrams` datagrams of `datagram_bytes` in all left through `plane`'s port."""
+        self.ports[plane].sent(datagram_bytes + datagrams * FRAME_OVERHEAD, now)
 
     def wait(self, planes: tuple[int, ...], nbytes: int, now: float) -> float:
         return max(self.ports[p].wait(nbytes + FRAME_OVERHEAD, now) for p in planes)

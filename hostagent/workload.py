@@ -94,7 +94,7 @@ def _total(seed: int, iteration: int, world: int, lo: int, hi: int) -> np.ndarra
     return acc
 
 
-@functools.lru_cache(maxsize=4)
+@functools.lru_cache(maxsize=2)  # this iteration and the last: hosts of a process drift apart
 def _same_for_all(kind: Kind, seed: int, iteration: int, world: int,
                   count: int) -> np.ndarray:
     if kind == "all_reduce":

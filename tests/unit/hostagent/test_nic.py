@@ -47,3 +47,14 @@ def test_qp_sends_no_more_data_than_the_budget_and_keeps_the_rest(pair):
     limit = a.cc.cfg.burst if isinstance(a.cc, DcqcnCC) else cfg.init_cwnd // cfg.mss - 3
     assert len([d for _, d in out if d[1] == wire.DATA]) == limit
     assert not a.nic_blocked
+
+
+def test_datagrams_reported_together_count_as_reported_one_by_one():
+    """The driver reports a kick's datagrams per port at once: each still pays its frame."""
+    from hostagent.nic import Nic
+    one, many = Nic(2, 8_000_000, 100_000), Nic(2, 8_000_000, 100_000)
+    for size in (1064, 1064, 500):
+        one.sent(1, size, 0.0)
+    many.sent(1, 1064 + 1064 + 500, 0.0, 3)
+    assert one.ports[1].backlog == many.ports[1].backlog > 2628
+    assert one.budget((1,), 0.001) == many.budget((1,), 0.001)
