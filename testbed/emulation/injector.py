@@ -34,6 +34,7 @@ from testbed.kernel.rtnl import RTPROT_BGP, NodeNetlink
 from testbed.scenario.faults import Fault
 
 TABLE = "mrc_faults"
+NFT_TIMEOUT = 10.0  # s for one nft call (a few ms normally): a stuck one must not stall the run
 
 
 def _plain(cfg) -> dict:
@@ -184,8 +185,12 @@ class Injector:
                   f"table inet {TABLE} {{\n chain egress {{\n"
                   f"  type filter hook postrouting priority 0; policy accept;\n"
                   + "".join(f"  {r}\n" for r in rules) + " }\n}\n")
-        res = subprocess.run(["mnexec", "-a", str(self.network.pid(node)), "nft", "-f", "-"],
-                             input=script, capture_output=True, text=True)
+        try:
+            res = subprocess.run(["mnexec", "-a", str(self.network.pid(node)), "nft", "-f", "-"],
+                                 input=script, capture_output=True, text=True,
+                                 timeout=NFT_TIMEOUT)
+        except subprocess.TimeoutExpired:
+            raise RuntimeError(f"nft in {node}: no answer after {NFT_TIMEOUT:g} s") from None
         if res.returncode != 0:
             raise RuntimeError(f"nft in {node}: {res.stderr.strip()}")
 
