@@ -287,6 +287,13 @@ def intro_html(runs: list[Run], title: str) -> str:
                      f"numbers as such.</b>")
         items.append(f"<li>{line}</li>")
     parts.append("<ul>" + "".join(items) + "</ul>")
+    for r in runs:
+        bg = r.meta.get("background")
+        if isinstance(bg, dict) and bg.get("flows") and bg.get("ran", bg["flows"]) != bg["flows"]:
+            failed = "; ".join(str(f) for f in bg.get("failed", []))
+            parts.append(f"<p><b>{e(r.transport)}: {e(str(bg.get('ran')))} of "
+                         f"{e(str(bg['flows']))} background flows ran</b> ({e(failed)}); the "
+                         f"figures shade only what ran.</p>")
     if len({r.facts.scenario for r in runs}) > 1:
         parts.append("<p><b>These runs are of different scenarios.</b></p>")
     parts.append("<p>Times on every axis are seconds since the workload started (the first "

@@ -12,7 +12,9 @@ from typing import Any
 
 @dataclass(frozen=True)
 class BackgroundWindow:
-    """One pattern of background flows, as scheduled (s after the workload's start)."""
+    """One pattern of background flows (s after the workload's start): as scheduled when the
+    run starts, then, once its flows ended, the span the flows that ran covered (a pattern
+    none of whose flows ran is left out)."""
 
     pattern: str
     protocol: str

@@ -1,7 +1,9 @@
 """Background traffic with real iperf3 on the timeline: each flow an iperf3 server on its
 receiver and a client on its sender, started at its time after the workload starts and stopped
 by its own duration (or when the workload ends). Every flow's iperf3 JSON report is kept in the
-results.
+results, and read back: a flow counts as run only if its client's report has an `end` and no
+`error` (a spawned iperf3 that could not connect is not traffic), and the windows a report
+shades are the spans the flows that ran covered, not the schedule.
 """
 from __future__ import annotations
 
@@ -12,6 +14,7 @@ import time
 from dataclasses import asdict
 from pathlib import Path
 
+from runcontract import BackgroundWindow
 from testbed.lifecycle.cleanup import end_process
 from testbed.scenario.background import Flow
 
@@ -27,6 +30,7 @@ class BackgroundTraffic:
         self.out = out
         self.procs: list[subprocess.Popen] = []
         self.started: dict[int, float] = {}  # flow index -> wall-clock start of its client
+        self.outcomes: list[dict] = []  # per flow, after stop(): what iperf3 says it did
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
@@ -80,13 +84,48 @@ class BackgroundTraffic:
         self._stop.set()
         if self._thread is not None:
             self._thread.join()
-        if self.flows:
-            (self.out / "flows.json").write_text(json.dumps(
-                [{**asdict(f), "started": self.started.get(f.index)} for f in self.flows],
-                indent=1))
         deadline = time.time() + 2  # clients about to finish their duration may do so
         for proc in self.procs:
             try:
                 proc.wait(max(0.0, deadline - time.time()))
             except subprocess.TimeoutExpired:
                 end_process(proc)
+        if self.flows:
+            self.outcomes = [self._outcome(f) for f in self.flows]
+            (self.out / "flows.json").write_text(json.dumps(self.outcomes, indent=1))
+
+    def _outcome(self, flow: Flow) -> dict:
+        """What the flow's client reported: ran (with its seconds and bytes) or why not."""
+        out = {**asdict(flow), "started": self.started.get(flow.index), "ran": False,
+               "seconds": None, "bytes": None, "error": None}
+        if out["started"] is None:
+            return out | {"error": "not started (the workload ended first)"}
+        try:
+            report = json.loads((self.out / f"flow{flow.index}-client.json").read_text())
+            if report.get("error"):
+                raise ValueError(report["error"])
+            sent = report["end"]["sum_sent" if flow.protocol == "tcp" else "sum"]
+            return out | {"ran": True, "seconds": float(sent["seconds"]),
+                          "bytes": int(sent["bytes"])}
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            return out | {"error": f"iperf3: {exc}"[:300]}
+
+    def summary(self) -> dict:
+        failed = [o for o in self.outcomes if not o["ran"]]
+        return {"flows": len(self.flows), "started": len(self.started),
+                "ran": len(self.outcomes) - len(failed),
+                "failed": [f"flow {o['index']} {o['src']}->{o['dst']}: {o['error']}"
+                           for o in failed[:5]]}
+
+    def windows(self, t0: float, scheduled: list[BackgroundWindow]) -> list[BackgroundWindow]:
+        """Per pattern, from the first start to the last end of its flows that ran (s after
+        `t0`); a pattern none of whose flows ran has no window."""
+        out = []
+        for k, window in enumerate(scheduled):
+            ran = [o for o in self.outcomes if o["pattern"] == k and o["ran"]]
+            if ran:
+                start = min(o["started"] - t0 for o in ran)
+                end = max(o["started"] - t0 + o["seconds"] for o in ran)
+                out.append(BackgroundWindow(window.pattern, window.protocol, window.plane,
+                                            round(start, 3), round(end, 3)))
+        return out

@@ -13,6 +13,7 @@ import pty
 import select
 import signal
 import socket
+import time
 import zlib
 from collections.abc import Callable
 
@@ -25,12 +26,13 @@ from pyroute2.netlink import NLM_F_ACK, NLM_F_CREATE, NLM_F_EXCL, NLM_F_REQUEST
 from pyroute2.netlink.rtnl import RTM_NEWLINK
 from pyroute2.netlink.rtnl.ifinfmsg import ifinfmsg
 
+from testbed.errors import TestbedError
 from testbed.fabric.plan import FabricPlan, Link, Port
 from testbed.fabric.routes import node_configs
 from testbed.kernel import netns
 from testbed.kernel.fabric_queue import FabricQueues, port_config, router_ports
 from testbed.kernel.rtnl import NodeNetlink
-from testbed.lifecycle import cleanup
+from testbed.lifecycle import cleanup, interrupts
 from testbed.lifecycle.progress import Progress
 from testbed.lifecycle.registry import RunRegistry
 from testbed.lifecycle.workers import parallel_map
@@ -69,6 +71,7 @@ def node_sysctls(router: bool, hash_seed: int | None = None) -> dict[str, int]:
     return values
 
 
+PROMPT_TIMEOUT = 30.0  # s for a node's shell to print its first prompt (about 10 ms when idle)
 FIFO_HEADROOM = 2  # FIFO size / buffer at ports whose buffer the eBPF program enforces
 
 
@@ -77,14 +80,17 @@ class FabricNode(Host):
     shell's prompt (`finish_start`), so that a hundred nodes boot at once instead of one after
     the other. The two halves are Mininet 2.3's own `Node.startShell`, cut at its wait."""
 
+    def shell_argv(self, opts: str) -> list[str]:
+        return ["mnexec", opts, "env", "PS1=" + chr(127), "bash", "--norc", "--noediting",
+                "-is", "mininet:" + self.name]
+
     def startShell(self, mnopts: str | None = None) -> None:  # Mininet's name
         # `shell_prefix` (cluster mode) runs the shell on a server: `ssh -tt root@server`, as
         # Mininet's RemoteMixin does (whose `-c`: ssh already gives the session its own tty)
         prefix = list(self.params.get("shell_prefix", []))
         mnopts = mnopts if mnopts is not None else ("-c" if prefix else "-cd")
         opts = mnopts + ("n" if self.inNamespace else "")
-        cmd = prefix + ["mnexec", opts, "env", "PS1=" + chr(127), "bash", "--norc",
-                        "--noediting", "-is", "mininet:" + self.name]
+        cmd = prefix + self.shell_argv(opts)
         self.master, self.slave = pty.openpty()
         self.shell = self._popen(cmd, stdin=self.slave, stdout=self.slave, stderr=self.slave,
                                  close_fds=False)
@@ -101,13 +107,25 @@ class FabricNode(Host):
         self.readbuf = ""
         self.waiting = True  # until finish_start has seen the prompt
 
-    def finish_start(self) -> None:
-        """Wait for the prompt: from then on the node's namespace exists (mnexec made it)."""
+    def finish_start(self, timeout: float = PROMPT_TIMEOUT) -> None:
+        """Wait for the prompt: from then on the node's namespace exists (mnexec made it).
+        Bounded, and a signal ends the wait (Mininet's own wait has neither): a shell that
+        never prompts is an error naming the node."""
+        deadline = time.monotonic() + timeout
         while True:
-            data = self.read(1024)
-            if data and data[-1] == chr(127):
-                break
-            self.pollOut.poll()
+            interrupts.checkpoint()
+            # select, not pollOut: Mininet registered pollOut for POLLOUT too, always ready
+            readable, _, _ = select.select([self.stdout], [], [], 0.05)
+            if readable:
+                if self.shell.poll() is not None:
+                    raise TestbedError(f"node {self.name}: its shell exited (status "
+                                       f"{self.shell.returncode}) before its prompt")
+                data = self.read(1024)
+                if data and data[-1] == chr(127):
+                    break
+            elif time.monotonic() > deadline:
+                raise TestbedError(f"node {self.name}: no shell prompt after {timeout:g} s",
+                                   "the machine may be overloaded; see `mrc-testbed clean`")
         self.waiting = False
         self.cmd("unset HISTFILE; stty -echo; set +m")
         if self.params.get("shell_prefix"):  # the shell's own pid, not its ssh's (RemoteMixin)

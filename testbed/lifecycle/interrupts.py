@@ -42,6 +42,7 @@ def deferred() -> Iterator[None]:
     finally:
         for s, h in previous.items():
             signal.signal(s, h)
+        _pending = None  # handled by the region it arrived in, not by a later one
 
 
 @contextlib.contextmanager

@@ -13,9 +13,10 @@ import os
 import sys
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from runcontract import BackgroundWindow
 from testbed.emulation.background import BackgroundTraffic
 from testbed.emulation.capture import Captures, port_of
 from testbed.emulation.cluster import ClusterNetwork, make_network
@@ -297,8 +298,11 @@ def _run_workload(network: FabricNetwork, results: RunResults, progress: Progres
         table, _ = collect(out, results.dir, outcomes, scenario, transport, sampler.rows,
                            injector.rows)
         results.meta["faults"] = {"actions": len(injector.actions), "error": injector.error}
-        results.meta["background"] = {"flows": len(background.flows),
-                                      "started": len(background.procs) // 2}
+        results.meta["background"] = background.summary()
+        if background.flows and results.meta.get("facts") and "workload_start" in results.meta:
+            scheduled = [BackgroundWindow(**w) for w in results.meta["facts"]["background"]]
+            results.meta["facts"]["background"] = [asdict(w) for w in background.windows(
+                results.meta["workload_start"], scheduled)]  # what ran, for the figures
         wall = (sampler.rows[-1]["time"] - sampler.rows[0]["time"]) if sampler.rows else 0.0
         results.meta["telemetry"] = {
             "period_s": period, "samples": sampler.samples,
@@ -311,6 +315,10 @@ def _run_workload(network: FabricNetwork, results: RunResults, progress: Progres
                         f"telemetry {sampler.samples} samples, "
                         f"{results.meta['telemetry']['cpu_share_of_one_core'] or 0:.0%} of a core")
     progress.say(table)
+    bg = results.meta["background"]
+    if bg["ran"] < bg["flows"]:
+        progress.say(f"warning: {bg['flows'] - bg['ran']} of {bg['flows']} background flows did "
+                     f"not run: {'; '.join(bg['failed'])} (all in {results.dir}/background/)")
     if injector.error:
         raise TestbedError(f"the fault timeline could not be applied: {injector.error}")
     if failed:

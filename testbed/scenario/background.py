@@ -66,6 +66,7 @@ class Flow:
     rate: int | None
     start: float
     duration: float
+    pattern: int = 0  # index of the pattern in the scenario's `background`
 
     @property
     def port(self) -> int:
@@ -76,7 +77,7 @@ def flows(hosts: list[str], patterns: list[Background], seed: int) -> list[Flow]
     """Every flow of every pattern (a permutation is a seeded derangement of the hosts)."""
     out: list[Flow] = []
     rng = random.Random(seed)
-    for b in patterns:
+    for k, b in enumerate(patterns):
         pairs: list[tuple[str, str]]
         if b.pattern == "incast":
             assert b.receiver is not None  # the model requires it of an incast
@@ -92,7 +93,8 @@ def flows(hosts: list[str], patterns: list[Background], seed: int) -> list[Flow]
                     break
             pairs = list(zip(hosts, order, strict=True))
         for src, dst in pairs:
-            out.append(Flow(len(out), src, dst, b.plane, b.protocol, b.rate, b.at, b.duration))
+            out.append(Flow(len(out), src, dst, b.plane, b.protocol, b.rate, b.at, b.duration,
+                            k))
     return out
 
 
