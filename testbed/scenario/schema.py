@@ -464,16 +464,18 @@ def load(path: str | Path | None) -> tuple[Scenario, str]:
     return parse(text, str(file), default_name=file.stem), text
 
 
-def format_errors(exc: ValidationError, source: str) -> str:
-    """One line per problem: field path, the bad value, what is allowed."""
+def format_errors(exc: ValidationError, source: str, model: type[BaseModel] | None = None,
+                  what: str = "scenario") -> str:
+    """One line per problem: field path, the bad value, what is allowed (keys of `model`,
+    default the scenario's)."""
     problems = exc.errors(include_url=False)
-    lines = [f"{source}: invalid scenario ({len(problems)} problem"
+    lines = [f"{source}: invalid {what} ({len(problems)} problem"
              f"{'s' if len(problems) > 1 else ''}):"]
     for err in problems:
         loc = [str(part) for part in err["loc"]]
         path = ".".join(loc) or "(top level)"
         if err["type"] == "extra_forbidden":
-            allowed = _allowed_keys(Scenario, err["loc"][:-1])
+            allowed = _allowed_keys(model or Scenario, err["loc"][:-1])
             close = difflib.get_close_matches(loc[-1], allowed, n=1)
             hint = f"; did you mean {close[0]!r}?" if close else ""
             lines.append(f"  {path}: unknown key{hint} allowed here: {', '.join(allowed)}")
@@ -507,9 +509,14 @@ def _pattern_words(pattern: str) -> str:
 
 def _allowed_keys(model: type[BaseModel], loc: tuple[int | str, ...]) -> list[str]:
     """Field names of the sub-model at `loc`, for "did you mean" on unknown keys."""
-    for part in loc:
-        field = model.model_fields.get(str(part))
+    parts = list(loc)
+    while parts:
+        field = model.model_fields.get(str(parts.pop(0)))
         annotation = getattr(field, "annotation", None)
+        args: tuple[Any, ...] = getattr(annotation, "__args__", ())
+        if getattr(annotation, "__origin__", None) is dict and parts and args:  # dict[k, Model]
+            annotation = args[-1]
+            parts.pop(0)
         if not (isinstance(annotation, type) and issubclass(annotation, BaseModel)):
             return []
         model = annotation
