@@ -10,7 +10,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from . import objectives
-from .load import load_run
+from .load import RunError, load_run
 from .objectives import Verdict
 
 
@@ -39,10 +39,24 @@ def judge(drill: str, transport: str, runs: Sequence[Path], controls: Sequence[P
     """Load a drill's runs of one transport and judge them against `spec` (its objectives).
     A transport without objectives of its own is measured against `contrast` (another
     transport's), shown beside it and not judged."""
-    loaded = [load_run(p) for p in runs]
-    loaded_controls = [load_run(p) for p in controls]
+    unreadable: list[str] = []
+
+    def load(paths: Sequence[Path]) -> list:
+        out = []
+        for p in paths:
+            try:
+                out.append(load_run(p))
+            except RunError as exc:  # a run with nothing to judge (e.g. every agent failed)
+                unreadable.append(str(exc))
+        return out
+
+    loaded, loaded_controls = load(runs), load(controls)
     used = spec or contrast
     verdicts = objectives.evaluate(loaded, loaded_controls, used) if used and loaded else []
+    if unreadable:
+        verdicts.insert(0, objectives.Verdict(
+            "every run has data", f"{len(unreadable)} of {len(runs) + len(controls)} runs "
+            f"have none", "all", "fail", "; ".join(unreadable)))
     if spec is None:
         verdicts = [objectives.Verdict(v.objective, v.measured, v.limit, "contrast", v.note,
                                        v.value) for v in verdicts]

@@ -209,34 +209,39 @@ def _goodput(runs: Sequence[Run], controls: Sequence[Run], windows: list,
 
 def _recovery(runs: Sequence[Run], limit: float, origin: str) -> Verdict:
     """Per fault of every run: the time from its start (or end) until goodput, as a mean
-    over one iteration, is back at 90% of the level before it."""
+    over one iteration, is back at 90% of the level before it. Judged until the deadline
+    (origin + limit) plus one iteration, and never over the last iteration of the workload,
+    whose ramp-down is no dip; a dip that starts after the deadline is not this fault's."""
     name = f"recovery to {FRACTION:.0%}"
     worst, n, not_back = 0.0, 0, 0
     for r in runs:
         t0, t_end = r.t0, r.t_end - r.t0
         ccts = metrics.cct(r.iterations, t0)
         timed = ccts[~ccts["warmup"]]["cct"]
+        one = float(timed.median()) if len(timed) else BIN_S
         delivered = metrics.deliveries(r.messages, r.iterations, t0)
         total = metrics.goodput(delivered, BIN_S, t_end, by="host").sum(axis=1)
-        judged = metrics.trailing_mean(total, float(timed.median()) if len(timed) else BIN_S,
-                                       BIN_S)
+        judged = metrics.trailing_mean(total, one, BIN_S)
         dist = metrics.disturbances(r.events, (), t0)
         dist = dist[dist["source"] == "fault"]
         for _, ev in dist.iterrows():
             end = ev["end"] if pd.notna(ev["end"]) else t_end
-            rec = metrics.recovery(judged, ev["start"], BIN_S, t_end, fraction=FRACTION,
+            since = ev["start"] if origin == "start" else end
+            until = min(since + limit + one, t_end - one)
+            if until <= ev["start"]:
+                continue  # the workload ended too soon after the fault to judge it
+            rec = metrics.recovery(judged, ev["start"], BIN_S, until, fraction=FRACTION,
                                    pre_window=PRE_WINDOW)
             n += 1
             if rec.recovery_s is None:
                 not_back += 1
                 continue
-            back_at = ev["start"] + rec.recovery_s
-            worst = max(worst, back_at - (ev["start"] if origin == "start" else end))
+            worst = max(worst, ev["start"] + rec.recovery_s - since)
     lim = f"<= {limit * 1e3:g} ms from the fault's {origin}"
     if n == 0:
-        return Verdict(name, "-", lim, "inconclusive", "no fault was applied")
+        return Verdict(name, "-", lim, "inconclusive", "no fault with time to judge after it")
     if not_back:
-        return Verdict(name, f"{not_back} of {n} faults: not back by the end", lim, "fail",
+        return Verdict(name, f"{not_back} of {n} faults: not back by the limit", lim, "fail",
                        "", math.inf)
     return Verdict(name, f"{max(worst, 0.0) * 1e3:.0f} ms (worst of {n} faults)", lim,
                    "pass" if worst <= limit else "fail", "", max(worst, 0.0) * 1e3)

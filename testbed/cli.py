@@ -65,6 +65,9 @@ def _parser() -> argparse.ArgumentParser:
                     help="folder for the drills' runs and verdicts (default: %(default)s)")
     dr.add_argument("--validate", action="store_true", help="check the drill files, run nothing")
     dr.add_argument("--verbose", action="store_true", help="show each run's phases")
+    dr.add_argument("--judge", type=Path, default=None, metavar="DRILLS_DIR",
+                    help="run nothing: judge again the runs an earlier `drill` left in this "
+                         "folder (results/<utc>-drills), with the drill files' objectives")
 
     sub.add_parser("clean", help="remove what crashed runs left (their namespaces, processes)")
     ls = sub.add_parser("list", help="runs in the results folder, and runs still active")
@@ -189,12 +192,16 @@ def _cmd_drill(args) -> int:
                   f"{d.drill.repetitions}{' + control' if d.drill.control else ''}; "
                   f"{scenario.describe(d.scenario)}")
         return 0
-    features.require_root()
     from analysis import drill_report  # pandas: only when judging
-    from testbed.run.drill import run_drills
-    progress = Progress()
-    base = args.results / time.strftime("%Y%m%dT%H%M%SZ-drills", time.gmtime())
-    done = run_drills(drills, base, progress, show_runs=args.verbose)
+    if args.judge is not None:
+        from testbed.run.drill import found
+        base = args.judge
+        done = found(drills, base)
+    else:
+        features.require_root()
+        from testbed.run.drill import run_drills
+        base = args.results / time.strftime("%Y%m%dT%H%M%SZ-drills", time.gmtime())
+        done = run_drills(drills, base, Progress(), show_runs=args.verbose)
     verdicts = []
     for t in done:
         stated = t.drill.drill.objectives

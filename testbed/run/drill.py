@@ -102,3 +102,25 @@ def run_drills(drills: list[LoadedDrill], base: Path, progress: Progress,
             (runs.controls if step.repetition is None else runs.repetitions).append(made[-1])
     progress.say(f"drills: {len(steps)} runs in {_fmt(time.monotonic() - started)}")
     return list(out.values())
+
+
+def found(drills: list[LoadedDrill], base: Path) -> list[TransportRuns]:
+    """The runs an earlier `run_drills` left in `base`, to judge them again (after the
+    objectives changed, or the fidelity monitor judged the runs)."""
+    out = []
+    for d in drills:
+        for transport in d.transports:
+            folder = base / d.drill.name / transport
+            runs = TransportRuns(d, transport)
+            for sub in sorted(folder.iterdir()) if folder.is_dir() else []:
+                made = sorted(p for p in sub.iterdir() if p.is_dir())
+                if made:
+                    (runs.controls if sub.name == "control" else runs.repetitions).append(
+                        made[-1])
+            if not runs.repetitions:
+                raise ScenarioError(f"{folder}: no runs of drill {d.drill.name} over "
+                                    f"{transport} here",
+                                    "give the folder `mrc-testbed drill` wrote "
+                                    "(results/<utc>-drills)")
+            out.append(runs)
+    return out
