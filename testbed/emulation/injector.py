@@ -37,6 +37,7 @@ from dataclasses import dataclass, field
 
 from testbed.emulation.network import FabricNetwork
 from testbed.emulation.nft_workers import NodeNft, Pending
+from testbed.errors import EnvironmentProblem
 from testbed.fabric.plan import Link, Port
 from testbed.fabric.routes import node_config
 from testbed.fabric.timeline import Action
@@ -147,7 +148,12 @@ class Injector:
             for node in scripts:
                 self._worker(node)
         for worker in self._workers.values():
-            worker.ready()
+            try:
+                worker.ready()
+            except RuntimeError as exc:
+                raise EnvironmentProblem(
+                    f"the fault injector could not start: {exc}",
+                    "install nftables (its libnftables.so.1; scripts/install.sh does)") from None
 
     def start(self, t0: float) -> None:
         """Apply every action at t0 + its time (wall clock): nftables changes by each node's
