@@ -31,6 +31,7 @@ link while any of its down-conditions has converged.
 """
 from __future__ import annotations
 
+import sys
 import threading
 import time
 from dataclasses import dataclass, field
@@ -139,6 +140,7 @@ class Injector:
                        for name in network.plan.nodes}
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        self._switch: float | None = None
 
     # ---- the timeline ----
     def prepare(self) -> None:
@@ -159,6 +161,10 @@ class Injector:
         """Apply every action at t0 + its time (wall clock): nftables changes by each node's
         thread, the others (rates, routes, delay) by a thread of the injector."""
         self.prepare()
+        # a woken node thread waits for the GIL up to the switch interval (5 ms by default)
+        # while another of the runner's threads (telemetry) runs Python: 0.5 ms while faults run
+        self._switch = sys.getswitchinterval()
+        sys.setswitchinterval(0.0005)
         for k, (action, scripts) in enumerate(zip(self.actions, self.scripts, strict=True)):
             if scripts:
                 pending = self._pending[k] = Pending(len(scripts))
@@ -172,6 +178,9 @@ class Injector:
         self._stop.set()
         if self._thread is not None:
             self._thread.join()
+        if self._switch is not None:
+            sys.setswitchinterval(self._switch)
+            self._switch = None
         for worker in self._workers.values():
             worker.close()
         self._workers.clear()
@@ -181,15 +190,19 @@ class Injector:
             for k, action in enumerate(self.actions):
                 if self._stop.wait(max(0.0, t0 + action.time - time.time())):
                     for late in range(k, len(self.actions)):
-                        self._finish(late, t0, None)
+                        self._finish(late, t0, None, stopped=True)
                     return
-                self._finish(k, t0, self._apply_other(action))
+                netlink = (self._apply_other(action)
+                           if action.condition not in NFT_CONDITIONS else None)
+                self._finish(k, t0, netlink, stopped=False)
         finally:
             for handle in self._handles.values():
                 handle.close()
 
-    def _finish(self, k: int, t0: float, applied: tuple[float, float, str | None] | None) -> None:
-        """Record action k once all of its parts are done (or known not to happen)."""
+    def _finish(self, k: int, t0: float, applied: tuple[float, float, str | None] | None,
+                stopped: bool) -> None:
+        """Record action k once all of its parts are done (or known not to happen): its
+        netlink part (`applied`: start, end, error) and its nodes' nftables changes."""
         action, pending = self.actions[k], self._pending[k]
         times: list[float] = []
         starts: list[float] = []
@@ -199,7 +212,7 @@ class Injector:
             times.append(applied[1])
             errors += [applied[2]] if applied[2] else []
         if pending is not None:
-            pending.wait(None if applied is not None else 10.0)
+            pending.wait(10.0 if stopped else None)
             starts += pending.started
             times += pending.finished
             errors += pending.errors
