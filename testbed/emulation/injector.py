@@ -122,6 +122,14 @@ def prepared(links: dict[str, Link], actions: list[Action]) -> list[dict[str, st
     return [{node: rules.script(node) for node in sorted(rules.update(a))} for a in actions]
 
 
+def _fan_out(pendings: list[Pending]):
+    """One node's transaction reported to every action it carries."""
+    def report(started: float | None, finished: float | None, error: str | None) -> None:
+        for p in pendings:
+            p.report(started, finished, error)
+    return report
+
+
 class Injector:
     def __init__(self, network: FabricNetwork, faults: list[Fault], actions: list[Action]) -> None:
         self.network = network
@@ -165,11 +173,21 @@ class Injector:
         # while another of the runner's threads (telemetry) runs Python: 0.5 ms while faults run
         self._switch = sys.getswitchinterval()
         sys.setswitchinterval(0.0005)
+        # per node, its changes in time order; changes due at one instant are one
+        # transaction (the ruleset after the last of them), reported to each of their actions
+        jobs: dict[str, list[tuple[float, str, list[Pending]]]] = {}
         for k, (action, scripts) in enumerate(zip(self.actions, self.scripts, strict=True)):
             if scripts:
                 pending = self._pending[k] = Pending(len(scripts))
                 for node, script in scripts.items():
-                    self._workers[node].submit(t0 + action.time, script, pending.report)
+                    queue = jobs.setdefault(node, [])
+                    if queue and queue[-1][0] == action.time:
+                        queue[-1] = (action.time, script, [*queue[-1][2], pending])
+                    else:
+                        queue.append((action.time, script, [pending]))
+        for node, queue in jobs.items():
+            for at, script, pendings in queue:
+                self._workers[node].submit(t0 + at, script, _fan_out(pendings))
         self._thread = threading.Thread(target=self._run, args=(t0,), name="faults",
                                         daemon=True)
         self._thread.start()
