@@ -134,7 +134,9 @@ def writes(views: list[RunView]) -> str:
             continue
         m = m[~m["warmup"]] if "warmup" in m.columns else m
         ps = metrics.percentiles((m["end"] - m["start"]).to_numpy(dtype=float))
-        cells = [f"p{p.q:g} {_ms(p.value, bool(p.note))} ms" for p in ps]
+        cells = [f"p{p.q:g} {_ms(p.value, False)} ms"
+                 + (f" (from {p.n} < {p.needed} samples: not a measured tail)" if p.note else "")
+                 for p in ps]
         lines.append(f"# writes, {v.label}: {', '.join(cells)} (n={ps[0].n})")
     return "\n".join(lines) + ("\n" if lines else "")
 
