@@ -216,15 +216,17 @@ def test_a_plane_down_of_24_links_changes_them_all_within_a_few_ms():
     # 16 losses due at one instant, one per link (the issue saw them in place 0.6 s late):
     # each node applies its share as one transaction
     loss = rows[rows.condition == "loss"]
-    assert len(loss) == 32 and (loss["lag"] < 0.010).all(), loss[["on", "lag", "spread"]]
+    assert len(loss) == 32 and (loss["lag"] < 0.025).all(), loss[["on", "lag", "spread"]]
     rows = rows[rows.condition == "down"]
     plane = rows[rows.event == 0]
     assert [len(links) for links in plane["links"]] == [24, 24]
     assert plane["applied"].notna().all(), rows
-    assert (plane["lag"] < 0.010).all() and (plane["spread"] < 0.005).all(), \
+    # measured here without traffic: lag 3.5 ms, spread 3.3 ms; bounds with room for a
+    # machine others share (the bound that matters: before, 0.27-0.32 s)
+    assert (plane["lag"] < 0.015).all() and (plane["spread"] < 0.010).all(), \
         plane[["on", "lag", "spread"]]
     flap = rows[rows.event == 1]
-    assert len(flap) == 6 and (flap["lag"] < 0.010).all(), flap[["scheduled", "lag"]]
+    assert len(flap) == 6 and (flap["lag"] < 0.015).all(), flap[["scheduled", "lag"]]
     assert "drop" not in out, "everything undone at the end"
 
 
