@@ -228,6 +228,25 @@ def recovery_table(views: list[RunView]) -> pd.DataFrame:
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
 
 
+def fault_actions(views: list[RunView]) -> pd.DataFrame:
+    """Every fault action of every run: when it was due, how late its last node changed
+    (lag) and how far apart its first and last node changed (spread)."""
+    frames = []
+    for v in views:
+        ev = v.run.events
+        if ev.empty:
+            continue
+        spread = ev["spread"] if "spread" in ev.columns else pd.Series(float("nan"),
+                                                                         index=ev.index)
+        frames.append(pd.DataFrame({
+            "run": v.label, "fault": ev["event"], "kind": ev["kind"], "target": ev["target"],
+            "condition": ev["condition"], "on": ev["on"],
+            "due (s)": (ev["scheduled"] - v.run.t0).round(3),
+            "lag (ms)": (ev["lag"] * 1e3).round(1), "spread (ms)": (spread * 1e3).round(1),
+            "links": ev["links"].apply(len), "note": ev["note"].fillna("")}))
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+
+
 def balance_table(views: list[RunView]) -> pd.DataFrame:
     """Per run: how evenly load spread over planes (host ports' bytes sent) and, for MRC,
     over each QP's EVs (packets sent)."""

@@ -124,5 +124,22 @@ def fault_timing(views: list[RunView]) -> str:
     return "\n".join(lines) + ("\n" if lines else "")
 
 
+def writes(views: list[RunView]) -> str:
+    """Completion times of single writes (message level), a tail with many more samples than
+    the iterations give: p99 needs 100, p99.9 1,000."""
+    lines = []
+    for v in views:
+        m = v.run.messages
+        if m.empty:
+            continue
+        m = m[~m["warmup"]] if "warmup" in m.columns else m
+        ps = metrics.percentiles((m["end"] - m["start"]).to_numpy(dtype=float))
+        cells = [f"p{p.q:g} {_ms(p.value, False)} ms"
+                 + (f" (from {p.n} < {p.needed} samples: not a measured tail)" if p.note else "")
+                 for p in ps]
+        lines.append(f"# writes, {v.label}: {', '.join(cells)} (n={ps[0].n})")
+    return "\n".join(lines) + ("\n" if lines else "")
+
+
 def text(views: list[RunView]) -> str:
-    return table(views) + recoveries(views) + fault_timing(views)
+    return table(views) + writes(views) + recoveries(views) + fault_timing(views)

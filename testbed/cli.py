@@ -1,8 +1,10 @@
-"""`mrc-testbed`: validate, run, report, compare, clean, list, schema.
+"""`mrc-testbed`: validate, run, report, compare, drill, clean, list, schema.
 
-Exit status: 0 fine, 1 internal error, 2 invalid scenario or arguments, 3 machine cannot run
-it (not root, kernel feature missing, another run active), 4 fabric failed verification,
-130 interrupted. Errors print as one message (no traceback unless --debug).
+Exit status: 0 fine, 1 internal error, 2 invalid scenario, drill or arguments, 3 machine
+cannot run it (not root, kernel feature missing, another run active), 4 fabric failed
+verification, 5 a drill objective failed, 6 no drill objective failed but some were
+inconclusive (too few samples, no steady state, a run not judged faithful), 130 interrupted.
+Errors print as one message (no traceback unless --debug).
 """
 from __future__ import annotations
 
@@ -68,10 +70,23 @@ def _parser() -> argparse.ArgumentParser:
                      help="folder for the comparison (default: <utc>-compare-<scenario>/ beside "
                           "the first run)")
 
+    dr = sub.add_parser("drill", help="run drills (drills/*.yaml): objectives per transport, "
+                                      "a verdict table, JUnit XML; exit 5 if one fails")
+    dr.add_argument("drills", nargs="+", type=Path, metavar="FILE|DIR",
+                    help="drill files, or folders of them")
+    dr.add_argument("--results", type=Path, default=results.DEFAULT_BASE,
+                    help="folder for the drills' runs and verdicts (default: %(default)s)")
+    dr.add_argument("--validate", action="store_true", help="check the drill files, run nothing")
+    dr.add_argument("--verbose", action="store_true", help="show each run's phases")
+    dr.add_argument("--judge", type=Path, default=None, metavar="DRILLS_DIR",
+                    help="run nothing: judge again the runs an earlier `drill` left in this "
+                         "folder (results/<utc>-drills), with the drill files' objectives")
+
     sub.add_parser("clean", help="remove what crashed runs left (their namespaces, processes)")
     ls = sub.add_parser("list", help="runs in the results folder, and runs still active")
     ls.add_argument("--results", type=Path, default=results.DEFAULT_BASE)
-    sub.add_parser("schema", help="print the scenario JSON Schema")
+    sc = sub.add_parser("schema", help="print the scenario JSON Schema (--drill: the drill's)")
+    sc.add_argument("--drill", action="store_true", help="the drill file's JSON Schema")
     return p
 
 
@@ -184,16 +199,57 @@ def _cmd_list(args) -> int:
     return 0
 
 
-def _cmd_schema(_args) -> int:
-    print(json.dumps(scenario.json_schema(), indent=2))
+def _cmd_schema(args) -> int:
+    from testbed.scenario import drill
+    print(json.dumps(drill.json_schema() if args.drill else scenario.json_schema(), indent=2))
     return 0
+
+
+def _cmd_drill(args) -> int:
+    """Run drills, judge them, print and write the table; exit 0, 5 or 6 (module docstring)."""
+    import time
+
+    from testbed.run.drill import check
+    from testbed.scenario.drill import drill_files, load_drill
+    drills = [load_drill(f) for f in drill_files(args.drills)]
+    check(drills)
+    if args.validate:
+        for d in drills:
+            print(f"ok: {d.source}: {d.drill.name}: {', '.join(d.transports)} x "
+                  f"{d.drill.repetitions}{' + control' if d.drill.control else ''}; "
+                  f"{scenario.describe(d.scenario)}")
+        return 0
+    from analysis import drill_report  # pandas: only when judging
+    if args.judge is not None:
+        from testbed.run.drill import found
+        base = args.judge
+        done = found(drills, base)
+    else:
+        features.require_root()
+        from testbed.run.drill import run_drills
+        base = args.results / time.strftime("%Y%m%dT%H%M%SZ-drills", time.gmtime())
+        done = run_drills(drills, base, Progress(), show_runs=args.verbose)
+    verdicts = []
+    for t in done:
+        stated = t.drill.drill.objectives
+        spec = stated.get(t.transport)
+        other = next(iter(stated.values()), None)  # a contrast row is measured against these
+        verdicts.append(drill_report.judge(
+            t.drill.drill.name, t.transport, t.repetitions, t.controls,
+            spec.model_dump() if spec is not None else None, t.drill.drill.source, t.errors,
+            contrast=other.model_dump() if other is not None else None))
+    files = drill_report.write(verdicts, base)
+    print(drill_report.table(verdicts), end="")
+    for f in files:
+        print(f"drills: {f}")
+    return drill_report.exit_status(verdicts)
 
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     handler = {"validate": _cmd_validate, "run": _cmd_run, "report": _cmd_report,
                "compare": _cmd_compare, "clean": _cmd_clean, "list": _cmd_list,
-               "schema": _cmd_schema}[args.command]
+               "schema": _cmd_schema, "drill": _cmd_drill}[args.command]
     try:
         return handler(args)
     except UserError as exc:  # the testbed's errors and the analysis's

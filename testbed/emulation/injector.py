@@ -31,12 +31,14 @@ link while any of its down-conditions has converged.
 """
 from __future__ import annotations
 
+import sys
 import threading
 import time
 from dataclasses import dataclass, field
 
 from testbed.emulation.network import FabricNetwork
 from testbed.emulation.nft_workers import NodeNft, Pending
+from testbed.errors import EnvironmentProblem
 from testbed.fabric.plan import Link, Port
 from testbed.fabric.routes import node_config
 from testbed.fabric.timeline import Action
@@ -120,6 +122,14 @@ def prepared(links: dict[str, Link], actions: list[Action]) -> list[dict[str, st
     return [{node: rules.script(node) for node in sorted(rules.update(a))} for a in actions]
 
 
+def _fan_out(pendings: list[Pending]):
+    """One node's transaction reported to every action it carries."""
+    def report(started: float | None, finished: float | None, error: str | None) -> None:
+        for p in pendings:
+            p.report(started, finished, error)
+    return report
+
+
 class Injector:
     def __init__(self, network: FabricNetwork, faults: list[Fault], actions: list[Action]) -> None:
         self.network = network
@@ -138,6 +148,7 @@ class Injector:
                        for name in network.plan.nodes}
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        self._switch: float | None = None
 
     # ---- the timeline ----
     def prepare(self) -> None:
@@ -147,17 +158,36 @@ class Injector:
             for node in scripts:
                 self._worker(node)
         for worker in self._workers.values():
-            worker.ready()
+            try:
+                worker.ready()
+            except RuntimeError as exc:
+                raise EnvironmentProblem(
+                    f"the fault injector could not start: {exc}",
+                    "install nftables (its libnftables.so.1; scripts/install.sh does)") from None
 
     def start(self, t0: float) -> None:
         """Apply every action at t0 + its time (wall clock): nftables changes by each node's
         thread, the others (rates, routes, delay) by a thread of the injector."""
         self.prepare()
+        # a woken node thread waits for the GIL up to the switch interval (5 ms by default)
+        # while another of the runner's threads (telemetry) runs Python: 0.5 ms while faults run
+        self._switch = sys.getswitchinterval()
+        sys.setswitchinterval(0.0005)
+        # per node, its changes in time order; changes due at one instant are one
+        # transaction (the ruleset after the last of them), reported to each of their actions
+        jobs: dict[str, list[tuple[float, str, list[Pending]]]] = {}
         for k, (action, scripts) in enumerate(zip(self.actions, self.scripts, strict=True)):
             if scripts:
                 pending = self._pending[k] = Pending(len(scripts))
                 for node, script in scripts.items():
-                    self._workers[node].submit(t0 + action.time, script, pending.report)
+                    queue = jobs.setdefault(node, [])
+                    if queue and queue[-1][0] == action.time:
+                        queue[-1] = (action.time, script, [*queue[-1][2], pending])
+                    else:
+                        queue.append((action.time, script, [pending]))
+        for node, queue in jobs.items():
+            for at, script, pendings in queue:
+                self._workers[node].submit(t0 + at, script, _fan_out(pendings))
         self._thread = threading.Thread(target=self._run, args=(t0,), name="faults",
                                         daemon=True)
         self._thread.start()
@@ -166,6 +196,9 @@ class Injector:
         self._stop.set()
         if self._thread is not None:
             self._thread.join()
+        if self._switch is not None:
+            sys.setswitchinterval(self._switch)
+            self._switch = None
         for worker in self._workers.values():
             worker.close()
         self._workers.clear()
@@ -175,15 +208,19 @@ class Injector:
             for k, action in enumerate(self.actions):
                 if self._stop.wait(max(0.0, t0 + action.time - time.time())):
                     for late in range(k, len(self.actions)):
-                        self._finish(late, t0, None)
+                        self._finish(late, t0, None, stopped=True)
                     return
-                self._finish(k, t0, self._apply_other(action))
+                netlink = (self._apply_other(action)
+                           if action.condition not in NFT_CONDITIONS else None)
+                self._finish(k, t0, netlink, stopped=False)
         finally:
             for handle in self._handles.values():
                 handle.close()
 
-    def _finish(self, k: int, t0: float, applied: tuple[float, float, str | None] | None) -> None:
-        """Record action k once all of its parts are done (or known not to happen)."""
+    def _finish(self, k: int, t0: float, applied: tuple[float, float, str | None] | None,
+                stopped: bool) -> None:
+        """Record action k once all of its parts are done (or known not to happen): its
+        netlink part (`applied`: start, end, error) and its nodes' nftables changes."""
         action, pending = self.actions[k], self._pending[k]
         times: list[float] = []
         starts: list[float] = []
@@ -193,7 +230,7 @@ class Injector:
             times.append(applied[1])
             errors += [applied[2]] if applied[2] else []
         if pending is not None:
-            pending.wait(None if applied is not None else 10.0)
+            pending.wait(10.0 if stopped else None)
             starts += pending.started
             times += pending.finished
             errors += pending.errors

@@ -523,16 +523,18 @@ def load(path: str | Path | None) -> tuple[Scenario, str]:
     return parse(text, str(file), default_name=file.stem), text
 
 
-def format_errors(exc: ValidationError, source: str) -> str:
-    """One line per problem: field path, the bad value, what is allowed."""
+def format_errors(exc: ValidationError, source: str, model: type[BaseModel] | None = None,
+                  what: str = "scenario") -> str:
+    """One line per problem: field path, the bad value, what is allowed (keys of `model`,
+    default the scenario's)."""
     problems = exc.errors(include_url=False)
-    lines = [f"{source}: invalid scenario ({len(problems)} problem"
+    lines = [f"{source}: invalid {what} ({len(problems)} problem"
              f"{'s' if len(problems) > 1 else ''}):"]
     for err in problems:
         loc = [str(part) for part in err["loc"]]
         path = ".".join(loc) or "(top level)"
         if err["type"] == "extra_forbidden":
-            allowed = _allowed_keys(Scenario, err["loc"][:-1])
+            allowed = _allowed_keys(model or Scenario, err["loc"][:-1])
             close = difflib.get_close_matches(loc[-1], allowed, n=1)
             hint = f"; did you mean {close[0]!r}?" if close else ""
             lines.append(f"  {path}: unknown key{hint} allowed here: {', '.join(allowed)}")
@@ -577,9 +579,12 @@ def _pattern_words(pattern: str) -> str:
 def _allowed_keys(model: type[BaseModel], loc: tuple[int | str, ...]) -> list[str]:
     """Field names of the sub-model at `loc`, for "did you mean" on unknown keys."""
     parts = [p for p in loc if not isinstance(p, int)]  # list positions: the item's model
-    for part in parts:
-        field = model.model_fields.get(str(part))
-        found = _model_in(getattr(field, "annotation", None))
+    while parts:
+        field = model.model_fields.get(str(parts.pop(0)))
+        annotation = getattr(field, "annotation", None)
+        if getattr(annotation, "__origin__", None) is dict and parts:  # dict[key, Model]
+            parts.pop(0)
+        found = _model_in(annotation)
         if found is None:
             return []
         model = found
@@ -587,7 +592,7 @@ def _allowed_keys(model: type[BaseModel], loc: tuple[int | str, ...]) -> list[st
 
 
 def _model_in(annotation: Any) -> type[BaseModel] | None:
-    """The model a field holds, through `X | None` and `list[X]`."""
+    """The model a field holds, through `X | None`, `list[X]` and `dict[K, X]`."""
     if isinstance(annotation, type) and issubclass(annotation, BaseModel):
         return annotation
     for arg in getattr(annotation, "__args__", ()):

@@ -1,0 +1,255 @@
+"""A drill's objectives judged from its runs' tables (pure: no IO, no testbed).
+
+Each objective becomes a `Verdict`: what was measured (over every repetition), the limit, and
+pass, fail or inconclusive, with the sample count beside every percentile. Inconclusive means
+the data cannot answer: too few samples for the percentile, no fault window, no steady state
+to compare with, or the fidelity monitor did not judge a run faithful. A transport's drill
+passes only when every objective passed and every run was judged faithful; it fails when any
+objective failed (a failure on a run not judged faithful says so, since it may be the
+testbed's own).
+
+Definitions (times in s since each run's workload start):
+- steady state: the control runs (the scenario without faults), or, without a control, each
+  repetition before its first fault;
+- fault window: from the first disturbance's start (a fault, or background traffic) to the
+  last one's end (or the workload's end);
+- goodput: bytes of verified writes delivered per second (metrics.deliveries, each write's
+  bytes spread over its lifetime);
+- a stall: an interval inside the timed iterations in which no write of any rank completed.
+"""
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from . import metrics
+from .load import Run
+
+FRACTION = 0.9  # recovered = back to this share of the level before (as the report's)
+PRE_WINDOW = 1.0
+BIN_S = 0.05
+Status = str  # "pass" | "fail" | "inconclusive"
+
+
+@dataclass(frozen=True)
+class Verdict:
+    objective: str
+    measured: str  # as a reader reads it, with its unit and n where it is a percentile
+    limit: str
+    status: Status
+    note: str = ""
+    value: float = math.nan  # the measured number, for JSON
+
+
+def _fmt_ms(seconds: float) -> str:
+    return "-" if math.isnan(seconds) else f"{seconds * 1e3:.1f} ms"
+
+
+def fault_window(run: Run) -> tuple[float, float] | None:
+    """(start, end) of the run's disturbances (faults applied, background traffic), s since
+    t0; None without any."""
+    background = run.facts.background if run.facts is not None else ()
+    dist = metrics.disturbances(run.events, background, run.t0).dropna(subset=["start"])
+    if dist.empty:
+        return None
+    t_end = run.t_end - run.t0
+    return float(dist["start"].min()), float(dist["end"].fillna(t_end).max())
+
+
+def goodput_between(run: Run, start: float, end: float) -> float:
+    """Mean goodput (bytes/s) of a run from `start` to `end` (s since t0)."""
+    d = metrics.deliveries(run.messages, run.iterations, run.t0)
+    if end <= start or d.empty:
+        return math.nan
+    cum = metrics.cumulative_bytes(d["start"], d["end"], d["size"], np.array([start, end]))
+    return float((cum[1] - cum[0]) / (end - start))
+
+
+def timed_span(run: Run) -> tuple[float, float]:
+    c = metrics.cct(run.iterations, run.t0)
+    c = c[~c["warmup"]]
+    return float(c["start"].min()), float(c["end"].max())
+
+
+def write_times(run: Run) -> np.ndarray:
+    """Completion time of every write of the timed iterations (s)."""
+    m = run.messages
+    timed = m[~m["warmup"]] if "warmup" in m.columns else m
+    return (timed["end"] - timed["start"]).to_numpy(dtype=float)
+
+
+def longest_stall(run: Run) -> float:
+    """The longest interval inside the timed iterations with no write completing (s)."""
+    start, end = timed_span(run)
+    ends = np.sort((run.messages["end"] - run.t0).to_numpy(dtype=float))
+    ends = ends[(ends > start) & (ends < end)]
+    points = np.concatenate([[start], ends, [end]])
+    return float(np.diff(points).max()) if len(points) > 1 else math.nan
+
+
+def _percentile_verdict(name: str, samples: np.ndarray, steady: np.ndarray,
+                        ratio: float) -> Verdict:
+    p99, = metrics.percentiles(samples, (99.0,))
+    p50, = metrics.percentiles(steady, (50.0,))
+    measured = (f"p99 {_fmt_ms(p99.value)} (n={p99.n}) = {p99.value / p50.value:.2f} x steady "
+                f"p50 {_fmt_ms(p50.value)} (n={p50.n})" if p50.n and p99.n else "no samples")
+    limit = f"<= {ratio:g} x steady p50"
+    if p99.n < p99.needed:
+        return Verdict(name, measured, limit, "inconclusive",
+                       f"p99 needs >= {p99.needed} samples, has {p99.n}: add repetitions or "
+                       f"iterations", p99.value / p50.value if p50.n else math.nan)
+    if not p50.n:
+        return Verdict(name, measured, limit, "inconclusive", "no steady-state samples")
+    value = p99.value / p50.value
+    return Verdict(name, measured, limit, "pass" if value <= ratio else "fail", "", value)
+
+
+def evaluate(runs: Sequence[Run], controls: Sequence[Run], spec: dict) -> list[Verdict]:
+    """Every objective `spec` states (Objectives.model_dump()), judged over the repetitions
+    `runs` against the steady state of `controls`."""
+    out: list[Verdict] = []
+    n_runs = len(runs)
+    if spec.get("verified"):
+        wrong = sum(int((~r.iterations["verified"]).sum()) for r in runs)
+        total = sum(len(r.iterations) for r in runs)
+        incomplete = [r.name for r in runs if not r.complete]
+        status = "pass" if wrong == 0 and not incomplete else "fail"
+        note = f"runs not complete: {', '.join(incomplete)}" if incomplete else ""
+        out.append(Verdict("every collective verified", f"{wrong} of {total} rank-iterations "
+                           f"wrong ({n_runs} runs)", "0 wrong", status, note, float(wrong)))
+    if spec.get("no_failed_qp"):
+        failed = sum(int(r.qps["failed"].sum()) if "failed" in r.qps.columns else 0
+                     for r in runs)
+        out.append(Verdict("no QP failed", f"{failed} QPs failed", "0",
+                           "pass" if failed == 0 else "fail", "", float(failed)))
+    windows = [fault_window(r) for r in runs]
+    if spec.get("goodput_ratio") is not None:
+        out.append(_goodput(runs, controls, windows, float(spec["goodput_ratio"])))
+    if spec.get("cct_p99_ratio") is not None:
+        samples = np.concatenate([metrics.cct(r.iterations, r.t0).query("~warmup")["cct"]
+                                  .to_numpy(dtype=float) for r in runs])
+        steady = _steady(runs, controls, windows,
+                         lambda r: metrics.cct(r.iterations, r.t0).query("~warmup"))
+        out.append(_percentile_verdict("CCT p99", samples, steady,
+                                       float(spec["cct_p99_ratio"])))
+    if spec.get("message_p99_ratio") is not None:
+        samples = np.concatenate([write_times(r) for r in runs])
+        steady_writes = (np.concatenate([write_times(c) for c in controls]) if controls
+                         else np.array([]))
+        out.append(_percentile_verdict("write completion p99", samples, steady_writes,
+                                       float(spec["message_p99_ratio"])))
+    if spec.get("recovery_ms") is not None:
+        out.append(_recovery(runs, float(spec["recovery_ms"]) / 1e3,
+                             spec.get("recovery_from", "end")))
+    if spec.get("max_stall_ms") is not None:
+        stalls = [longest_stall(r) for r in runs]
+        worst = max(stalls) if stalls else math.nan
+        limit = float(spec["max_stall_ms"]) / 1e3
+        out.append(Verdict("longest stall", f"{_fmt_ms(worst)} (worst of {n_runs} runs)",
+                           f"<= {limit * 1e3:g} ms", "pass" if worst <= limit else "fail",
+                           "", worst * 1e3))
+    if spec.get("faithful"):
+        verdicts = [((r.meta.get("fidelity") or {}).get("verdict")) for r in
+                    [*runs, *controls]]
+        good = sum(v == "faithful" for v in verdicts)
+        missing = sum(v is None for v in verdicts)
+        note = (f"{missing} runs carry no fidelity verdict (meta.json `fidelity`)"
+                if missing else "")
+        out.append(Verdict("run judged faithful", f"{good} of {len(verdicts)} runs faithful",
+                           "all", "pass" if good == len(verdicts) else "inconclusive", note,
+                           float(good)))
+        if good < len(verdicts):  # a failure stays one, but may be the testbed's own
+            out = [Verdict(v.objective, v.measured, v.limit, v.status,
+                           "; ".join(x for x in (v.note, "on runs not all judged faithful")
+                                     if x), v.value) if v.status == "fail" else v
+                   for v in out]
+    return out
+
+
+def _steady(runs: Sequence[Run], controls: Sequence[Run], windows: list,
+            ccts_of) -> np.ndarray:
+    """Steady-state CCTs: the controls', or the iterations that ended before each run's
+    first fault."""
+    if controls:
+        return np.concatenate([ccts_of(c)["cct"].to_numpy(dtype=float) for c in controls])
+    parts = []
+    for r, w in zip(runs, windows, strict=True):
+        c = ccts_of(r)
+        parts.append((c[c["end"] <= w[0]] if w else c)["cct"].to_numpy(dtype=float))
+    return np.concatenate(parts) if parts else np.array([])
+
+
+def _goodput(runs: Sequence[Run], controls: Sequence[Run], windows: list,
+             ratio: float) -> Verdict:
+    name, limit = "goodput in the fault window", f">= {ratio:.0%} of steady"
+    if controls:
+        steady = float(np.mean([goodput_between(c, *timed_span(c)) for c in controls]))
+        basis = f"control, {len(controls)} run{'s' if len(controls) > 1 else ''}"
+    else:
+        pre = [goodput_between(r, timed_span(r)[0], w[0]) for r, w in zip(runs, windows,
+                                                                          strict=True) if w]
+        pre = [p for p in pre if not math.isnan(p)]
+        steady = float(np.mean(pre)) if pre else math.nan
+        basis = "before the first fault"
+    shares = [goodput_between(r, *w) / steady for r, w in zip(runs, windows, strict=True)
+              if w is not None]
+    if not shares or math.isnan(steady) or steady <= 0:
+        why = "no fault was applied" if not shares else "no steady-state goodput"
+        return Verdict(name, "-", limit, "inconclusive", why)
+    worst = min(shares)
+    measured = (f"{worst:.0%} (worst of {len(shares)}; steady {steady * 8e-6:.1f} Mbit/s summed "
+                f"over receivers, "
+                f"{basis})")
+    return Verdict(name, measured, limit, "pass" if worst >= ratio else "fail", "", worst)
+
+
+def _recovery(runs: Sequence[Run], limit: float, origin: str) -> Verdict:
+    """Per fault of every run: the time from its start (or end) until goodput, as a mean
+    over one iteration, is back at 90% of the level before it. Judged until the deadline
+    (origin + limit) plus one iteration, and never over the last iteration of the workload,
+    whose ramp-down is no dip; a dip that starts after the deadline is not this fault's."""
+    name = f"recovery to {FRACTION:.0%}"
+    worst, n, not_back = 0.0, 0, 0
+    for r in runs:
+        t0, t_end = r.t0, r.t_end - r.t0
+        ccts = metrics.cct(r.iterations, t0)
+        timed = ccts[~ccts["warmup"]]["cct"]
+        one = float(timed.median()) if len(timed) else BIN_S
+        delivered = metrics.deliveries(r.messages, r.iterations, t0)
+        total = metrics.goodput(delivered, BIN_S, t_end, by="host").sum(axis=1)
+        judged = metrics.trailing_mean(total, one, BIN_S)
+        dist = metrics.disturbances(r.events, (), t0)
+        dist = dist[dist["source"] == "fault"]
+        for _, ev in dist.iterrows():
+            end = ev["end"] if pd.notna(ev["end"]) else t_end
+            since = ev["start"] if origin == "start" else end
+            until = min(since + limit + one, t_end - one)
+            if until <= ev["start"]:
+                continue  # the workload ended too soon after the fault to judge it
+            rec = metrics.recovery(judged, ev["start"], BIN_S, until, fraction=FRACTION,
+                                   pre_window=PRE_WINDOW)
+            n += 1
+            if rec.recovery_s is None:
+                not_back += 1
+                continue
+            worst = max(worst, ev["start"] + rec.recovery_s - since)
+    lim = f"<= {limit * 1e3:g} ms from the fault's {origin}"
+    if n == 0:
+        return Verdict(name, "-", lim, "inconclusive", "no fault with time to judge after it")
+    if not_back:
+        return Verdict(name, f"{not_back} of {n} faults: not back by the limit", lim, "fail",
+                       "", math.inf)
+    return Verdict(name, f"{max(worst, 0.0) * 1e3:.0f} ms (worst of {n} faults)", lim,
+                   "pass" if worst <= limit else "fail", "", max(worst, 0.0) * 1e3)
+
+
+def overall(verdicts: Sequence[Verdict]) -> Status:
+    """fail if any objective failed; pass only if every one passed; else inconclusive."""
+    statuses = {v.status for v in verdicts}
+    if "fail" in statuses:
+        return "fail"
+    return "pass" if statuses <= {"pass"} else "inconclusive"

@@ -1,0 +1,194 @@
+"""The drill file: a scenario, the transports to run it over, how many times, and what must
+hold for each transport (pure schema).
+
+A drill answers "does this transport meet these objectives under this fault?" with a verdict
+per objective. Its scenario is named by path (relative to the drill file) or embedded. Each
+repetition runs the scenario with its own seed; a control run (the same scenario without its
+faults and background traffic) measures the steady state the objectives compare with. The
+objectives themselves are evaluated from the runs' tables by `analysis/objectives.py`, which
+reads the plain dict `Objectives.model_dump()` gives (analysis never imports the testbed).
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import Field, ValidationError, model_validator
+
+from testbed.errors import ScenarioError
+from testbed.scenario.schema import (
+    SAFE_NAME_PATTERN,
+    Scenario,
+    StrictModel,
+    Transport,
+    _UniqueKeyLoader,
+    format_errors,
+    parse,
+)
+
+DRILL_SUFFIXES = (".yaml", ".yml")
+
+
+class Objectives(StrictModel):
+    """What must hold for one transport. Absent (null) objectives are not judged."""
+
+    verified: bool = Field(True, description="every rank verified every iteration")
+    no_failed_qp: bool = Field(True, description="no QP used up its retry budget")
+    goodput_ratio: float | None = Field(
+        None, gt=0, le=2, description="goodput in the fault window (first fault on to last "
+        "off) >= this share of the steady state (the control run's goodput; without a control, "
+        "the level before the first fault)")
+    cct_p99_ratio: float | None = Field(
+        None, gt=0, le=1000, description="collective completion time p99 (every timed "
+        "iteration of every repetition) <= this multiple of the steady p50")
+    message_p99_ratio: float | None = Field(
+        None, gt=0, le=1000, description="write completion time p99 (every write of every "
+        "repetition) <= this multiple of the steady p50 of writes")
+    recovery_ms: float | None = Field(
+        None, gt=0, le=600_000, description="goodput (mean over one iteration) back to 90% "
+        "of its level before each fault within this many ms of `recovery_from`")
+    recovery_from: Literal["start", "end"] = Field(
+        "end", description="count recovery from the fault's start (a transport that should "
+        "ride through it, as MRC) or its end (one that waits for it, as RoCEv2)")
+    max_stall_ms: float | None = Field(
+        None, gt=0, le=600_000, description="no interval longer than this in which no write "
+        "of any rank completed (inside the timed iterations)")
+    faithful: bool = Field(True, description="every run judged faithful by the fidelity "
+                                             "monitor (meta.json `fidelity.verdict`); "
+                                             "otherwise the drill is inconclusive, never a pass")
+
+
+class Drill(StrictModel):
+    """One drill: a scenario, transports, repetitions and objectives per transport."""
+
+    name: str = Field(pattern=SAFE_NAME_PATTERN, description="used in result folder names")
+    description: str = Field("", max_length=500)
+    source: str = Field("", max_length=500, description="where its objectives come from "
+                                                        "(e.g. the MRC paper's figure)")
+    scenario: str | dict[str, Any] = Field(
+        description="a scenario file (relative to the drill file) or a scenario, embedded")
+    transports: list[Transport] | None = Field(
+        None, min_length=1, description="default: the scenario's `transport`")
+    repetitions: int = Field(3, ge=1, le=100)
+    seeds: list[int] | None = Field(
+        None, description="one per repetition; default the scenario's seed + 0, 1, 2, ...")
+    control: bool = Field(True, description="run the scenario without its faults and "
+                                            "background traffic once per transport: the "
+                                            "steady state objectives compare with")
+    objectives: dict[Transport, Objectives] = Field(
+        description="per transport; a transport run without objectives is shown, not judged")
+
+    @model_validator(mode="after")
+    def _consistent(self) -> Drill:
+        if self.seeds is not None and len(self.seeds) != self.repetitions:
+            raise ValueError(f"seeds has {len(self.seeds)} entries for {self.repetitions} "
+                             f"repetitions: give one per repetition, or none")
+        if self.transports is not None:
+            extra = set(self.objectives) - set(self.transports)
+            if extra:
+                raise ValueError(f"objectives for {', '.join(sorted(extra))}, which the drill "
+                                 f"does not run (transports: {', '.join(self.transports)})")
+        return self
+
+    def seed(self, scenario: Scenario, repetition: int) -> int:
+        return self.seeds[repetition] if self.seeds is not None else scenario.seed + repetition
+
+
+class LoadedDrill:
+    """A drill with its scenario validated, and the scenario's data for the variants run."""
+
+    def __init__(self, drill: Drill, scenario: Scenario, data: dict[str, Any],
+                 source: str) -> None:
+        self.drill = drill
+        self.scenario = scenario
+        self.data = data
+        self.source = source
+
+    @property
+    def transports(self) -> list[str]:
+        return list(self.drill.transports or self.scenario.transport)
+
+    def variant(self, transport: str, seed: int, faults: bool = True) -> tuple[Scenario, str]:
+        """The scenario as one run of the drill runs it (one transport, its seed; for the
+        control, without its faults and background traffic, the disturbances a drill is
+        about), and its text as written to the run's folder."""
+        data = {**self.data, "transport": [transport], "seed": seed}
+        if not faults:
+            data["faults"] = []
+            data["background"] = []
+            data["name"] = f"{self.scenario.name}-control"[:40]
+        text = yaml.safe_dump(data, sort_keys=False)
+        return parse(text, f"{self.source} ({transport}, seed {seed})"), text
+
+
+def parse_drill(text: str, source: str, base: Path | None = None) -> LoadedDrill:
+    """Validate drill text and its scenario; raise `ScenarioError` listing every problem."""
+    try:
+        data = yaml.load(text, Loader=_UniqueKeyLoader)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        raise ScenarioError(f"{source}:{where}: not valid YAML: "
+                            f"{getattr(exc, 'problem', None) or exc}",
+                            "fix the YAML syntax at that place") from None
+    if not isinstance(data, dict):
+        raise ScenarioError(f"{source}: the top level must be a mapping of keys")
+    try:
+        drill = Drill.model_validate(data)
+    except ValidationError as exc:
+        raise ScenarioError(format_errors(exc, source, Drill, "drill")) from None
+    if isinstance(drill.scenario, str):
+        path = (base or Path(".")) / drill.scenario
+        try:
+            scenario_text = path.read_text()
+        except OSError as exc:
+            raise ScenarioError(f"{source}: scenario: cannot read {path} "
+                                f"({exc.__class__.__name__})",
+                                "give a scenario file's path relative to the drill file") from None
+        scenario = parse(scenario_text, f"{source}: scenario {path}", default_name=path.stem)
+        scenario_data = yaml.safe_load(scenario_text) or {}
+        scenario_data.setdefault("name", path.stem)
+    else:
+        scenario_data = dict(drill.scenario)
+        scenario_data.setdefault("name", drill.name)
+        scenario = parse(yaml.safe_dump(scenario_data), f"{source}: scenario")
+    runs = drill.transports or scenario.transport
+    missing = [t for t in drill.objectives if t not in runs]
+    if missing:
+        raise ScenarioError(f"{source}: objectives for {', '.join(missing)}, which the drill "
+                            f"does not run (transports: {', '.join(runs)})")
+    return LoadedDrill(drill, scenario, scenario_data, source)
+
+
+def load_drill(path: str | Path) -> LoadedDrill:
+    file = Path(path)
+    try:
+        text = file.read_text()
+    except FileNotFoundError:
+        raise ScenarioError(f"{file}: no such drill file",
+                            "give the path of a drill YAML file or a folder of them") from None
+    except (IsADirectoryError, PermissionError, UnicodeDecodeError) as exc:
+        raise ScenarioError(f"{file}: cannot read it ({exc.__class__.__name__})") from None
+    return parse_drill(text, str(file), file.parent)
+
+
+def drill_files(paths: list[Path]) -> list[Path]:
+    """The drill files named, folders expanded to their *.yaml files in name order."""
+    out: list[Path] = []
+    for p in paths:
+        if p.is_dir():
+            found = sorted(f for f in p.iterdir() if f.suffix in DRILL_SUFFIXES)
+            if not found:
+                raise ScenarioError(f"{p}: no drill files (*.yaml) in this folder")
+            out += found
+        else:
+            out.append(p)
+    return out
+
+
+def json_schema() -> dict[str, Any]:
+    """The drill file's JSON Schema (for editors)."""
+    schema = Drill.model_json_schema()
+    schema["title"] = "mrc-testbed drill"
+    return schema

@@ -1,0 +1,52 @@
+"""The smoke drill on a real fabric, through the CLI as a user runs it: progress, the verdict
+table, drills.json and junit.xml, and exit status 6 (inconclusive) because this branch's runs
+carry no fidelity verdict; then the same runs judged again as the fidelity monitor would have
+marked them (meta.json `fidelity`), to see pass and fail decided on real data."""
+from __future__ import annotations
+
+import json
+import subprocess
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+from analysis import drill_report
+
+from .helpers import CLI, ROOT
+
+
+def test_smoke_drill_judges_a_real_run(tmp_path: Path):
+    res = subprocess.run([*CLI, "drill", str(ROOT / "drills" / "smoke.yaml"), "--results",
+                          str(tmp_path)], capture_output=True, text=True, timeout=300)
+    assert res.returncode == 6, res.stdout + res.stderr  # inconclusive: no fidelity verdict
+    assert "drill 1/1 smoke: mrc control (no faults, no background), seed 1  [run 1/2" \
+        in res.stderr
+    assert "repetition 1/1, seed 1  [run 2/2" in res.stderr and "left]" in res.stderr
+    assert "smoke / mrc: INCONCLUSIVE" in res.stdout
+    (base,) = tmp_path.glob("*-drills")
+    assert (base / "drills.txt").read_text() in res.stdout
+    suite = ET.parse(base / "junit.xml").getroot().find("testsuite")
+    assert suite is not None and suite.get("name") == "smoke"
+    assert suite.get("skipped") == "1", "the fidelity objective, and only it, is inconclusive"
+    (judged,) = json.loads((base / "drills.json").read_text())
+    assert judged["status"] == "inconclusive"
+    statuses = {v["objective"]: v["status"] for v in judged["verdicts"]}
+    assert statuses["every collective verified"] == "pass"
+    assert statuses["run judged faithful"] == "inconclusive"
+
+    rep = next((base / "smoke" / "mrc" / "rep1").iterdir())
+    control = next((base / "smoke" / "mrc" / "control").iterdir())
+    assert json.loads((rep / "meta.json").read_text())["seed"] == 1
+    assert not json.loads((control / "meta.json").read_text()).get("faults", {}).get("actions")
+    for run in (rep, control):  # what the fidelity monitor writes when it judges a run
+        meta = json.loads((run / "meta.json").read_text())
+        meta["fidelity"] = {"verdict": "faithful", "reasons": []}
+        (run / "meta.json").write_text(json.dumps(meta))
+    lenient = {"verified": True, "no_failed_qp": True, "goodput_ratio": 0.3,
+               "max_stall_ms": 2000, "faithful": True}
+    ok = drill_report.judge("smoke", "mrc", [rep], [control], lenient)
+    assert ok.status == "pass", drill_report.table([ok])
+    window = next(v for v in ok.verdicts if v.objective == "goodput in the fault window")
+    assert 0.3 < window.value < 1.2, window  # a share of the control's goodput
+    impossible = {**lenient, "goodput_ratio": 1.5}  # more than the fabric carries without it
+    bad = drill_report.judge("smoke", "mrc", [rep], [control], impossible)
+    assert bad.status == "fail" and drill_report.exit_status([ok, bad]) == 5

@@ -1,0 +1,168 @@
+"""Drill objectives judged from runs' tables: pass, fail and inconclusive, with the sample
+counts the percentiles rest on, and the verdict files CI reads."""
+from __future__ import annotations
+
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from analysis import drill_report
+from analysis import objectives as O
+from analysis.load import Run
+
+T0 = 1000.0
+B = 100_000  # bytes each rank writes per iteration
+
+
+def run(durations: list[float], fault: tuple[float, float] | None = None,
+        faithful: bool | None = True, wrong: int = 0, failed_qps: int = 0,
+        gap_after: int | None = None, gap: float = 0.0, name: str = "r") -> Run:
+    """Two ranks; iteration k lasts durations[k]; in each, each rank writes B bytes to the
+    other over the whole iteration. A fault (start, end) in s since t0 goes to events; a
+    pause of `gap` s after iteration `gap_after` leaves no write completing."""
+    its, msgs = [], []
+    t = 0.0
+    for k, d in enumerate(durations):
+        for rank, host in ((0, "h0"), (1, "h1")):
+            its.append({"host": host, "rank": rank, "transport": "mrc", "kind": "all_reduce",
+                        "iteration": k, "warmup": False, "start": T0 + t, "end": T0 + t + d,
+                        "bytes": 2 * B, "verified": not (wrong and k < wrong), "error": None})
+            msgs.append({"host": host, "rank": rank, "peer": 1 - rank, "iteration": k,
+                         "warmup": False, "start": T0 + t, "end": T0 + t + d, "size": B})
+        t += d + (gap if k == gap_after else 0.0)
+    events = pd.DataFrame()
+    if fault is not None:
+        events = pd.DataFrame({"event": [0, 0], "kind": ["link_down"] * 2,
+                               "target": ["p0 leaf 0-spine 0"] * 2,
+                               "condition": ["down", "down"], "on": [True, False],
+                               "applied": [T0 + fault[0], T0 + fault[1]], "holder": [0, 0],
+                               "links": [("p0l0-p0s0",)] * 2})
+    meta = {"transport": "mrc", "status": "complete", "workload_start": T0}
+    if faithful is not None:
+        meta["fidelity"] = {"verdict": "faithful" if faithful else "degraded", "reasons": []}
+    tables = {"iterations": pd.DataFrame(its), "messages": pd.DataFrame(msgs),
+              "qps": pd.DataFrame({"failed": [True] * failed_qps + [False] * 2}),
+              "events": events}
+    return Run(Path(name), meta, None, tables)  # type: ignore[arg-type]
+
+
+STEADY = [0.1] * 120
+SPEC = {"verified": True, "no_failed_qp": True, "goodput_ratio": 0.45, "cct_p99_ratio": 2.5,
+        "recovery_ms": 500, "recovery_from": "end", "max_stall_ms": 250, "faithful": True}
+
+
+def faulty(**kw) -> Run:
+    """120 iterations of 0.1 s, those from 4.0 s to 5.0 s (fault window) twice as long."""
+    d = [0.1] * 40 + [0.2] * 5 + [0.1] * 75
+    return run(d, fault=(4.0, 5.0), **kw)
+
+
+def by_name(verdicts: list[O.Verdict]) -> dict[str, O.Verdict]:
+    return {v.objective: v for v in verdicts}
+
+
+def test_every_objective_passes_on_faithful_runs_that_meet_them():
+    v = by_name(O.evaluate([faulty()], [run(STEADY)], SPEC))
+    assert {k: x.status for k, x in v.items()} == {
+        "every collective verified": "pass", "no QP failed": "pass",
+        "goodput in the fault window": "pass", "CCT p99": "pass", "recovery to 90%": "pass",
+        "longest stall": "pass", "run judged faithful": "pass"}
+    # the fault window runs at half the steady rate: 50%, whatever the absolute rate
+    assert v["goodput in the fault window"].value == pytest.approx(0.5, abs=0.01)
+    assert "n=120" in v["CCT p99"].measured  # n beside the percentile
+    assert O.overall(list(v.values())) == "pass"
+
+
+def test_goodput_in_the_window_is_a_share_of_the_control_run():
+    spec = {"goodput_ratio": 0.6}
+    (half,) = O.evaluate([faulty()], [run(STEADY)], spec)
+    assert half.value == pytest.approx(0.5, abs=0.01) and half.status == "fail"
+    (ok,) = O.evaluate([faulty()], [run(STEADY)], {"goodput_ratio": 0.45})
+    assert ok.status == "pass"
+    (pre,) = O.evaluate([faulty()], [], spec)  # no control: the level before the fault
+    assert pre.value == pytest.approx(0.5, abs=0.01) and "before the first fault" in pre.measured
+
+
+def test_a_run_without_a_fidelity_verdict_is_never_a_pass():
+    verdicts = O.evaluate([faulty(faithful=None)], [run(STEADY)], SPEC)
+    assert by_name(verdicts)["run judged faithful"].status == "inconclusive"
+    assert O.overall(verdicts) == "inconclusive"
+    degraded = O.evaluate([faulty(faithful=False)], [run(STEADY)], SPEC)
+    assert O.overall(degraded) == "inconclusive"
+
+
+def test_a_failure_on_a_run_not_judged_faithful_stays_a_failure_and_says_so():
+    verdicts = by_name(O.evaluate([faulty(faithful=None, wrong=3, failed_qps=1)],
+                                  [run(STEADY)], SPEC))
+    assert verdicts["every collective verified"].status == "fail"
+    assert verdicts["no QP failed"].status == "fail"
+    assert "not all judged faithful" in verdicts["no QP failed"].note
+    assert O.overall(list(verdicts.values())) == "fail"
+
+
+def test_a_percentile_without_enough_samples_is_inconclusive():
+    (few,) = O.evaluate([run([0.1] * 50, fault=(1.0, 2.0))], [run(STEADY)],
+                        {"cct_p99_ratio": 100})
+    assert few.status == "inconclusive" and "n=50" in few.measured
+    assert "needs >= 100 samples, has 50" in few.note
+    # two repetitions of 50 pool to 100: judged
+    (two,) = O.evaluate([run([0.1] * 50, fault=(1.0, 2.0))] * 2, [run(STEADY)],
+                        {"cct_p99_ratio": 100})
+    assert two.status == "pass" and "n=100" in two.measured
+
+
+def test_cct_tail_against_the_steady_median():
+    slow = [0.1] * 97 + [0.5] * 3  # p99 = 0.5 s, 5x the steady 0.1 s
+    (v,) = O.evaluate([run(slow, fault=(1.0, 2.0))], [run(STEADY)], {"cct_p99_ratio": 4})
+    assert v.status == "fail" and v.value == pytest.approx(5.0, rel=0.01)
+
+
+def test_a_stall_is_the_longest_time_no_write_completed():
+    (v,) = O.evaluate([run([0.1] * 100, gap_after=50, gap=0.4)], [], {"max_stall_ms": 300})
+    assert v.status == "fail" and v.value == pytest.approx(500, abs=1)  # 0.4 s + one write
+
+
+def test_recovery_not_back_by_the_limit_fails():
+    d = [0.1] * 40 + [0.4] * 20 + [0.1] * 20  # slow from 4 s to 12 s, fault 4 s to 5 s
+    (v,) = O.evaluate([run(d, fault=(4.0, 5.0))], [], {"recovery_ms": 1000})
+    assert v.status == "fail" and "not back by the limit" in v.measured
+    (late,) = O.evaluate([run(d, fault=(4.0, 5.0))], [], {"recovery_ms": 8000})
+    assert late.status == "pass" and 6000 < late.value < 8000, late
+
+
+def test_a_dip_after_the_deadline_is_not_the_faults():
+    """Back at once, then a slow stretch 3 s after the fault ended (another cause), and the
+    workload's own ramp-down at its end: recovery is 0 ms, not the later dip."""
+    d = [0.1] * 40 + [0.1] * 10 + [0.1] * 30 + [0.4] * 5 + [0.1] * 20
+    (v,) = O.evaluate([run(d, fault=(4.0, 5.0))], [], {"recovery_ms": 500})
+    assert v.status == "pass" and v.value == 0.0, v
+
+
+def test_junit_and_exit_status(tmp_path: Path):
+    ok = drill_report.DrillResult("d", "mrc", O.evaluate([faulty()], [run(STEADY)], SPEC))
+    bad = drill_report.DrillResult("d", "rocev2", O.evaluate([faulty(wrong=1)], [run(STEADY)],
+                                                             SPEC))
+    unsure = drill_report.DrillResult("e", "mrc", O.evaluate([faulty(faithful=None)],
+                                                             [run(STEADY)], SPEC))
+    assert drill_report.exit_status([ok]) == 0
+    assert drill_report.exit_status([ok, unsure]) == 6
+    assert drill_report.exit_status([ok, unsure, bad]) == 5
+    contrast = drill_report.DrillResult("d", "rocev2", bad.verdicts, contrast=True)
+    assert drill_report.exit_status([ok, contrast]) == 0, "a contrast row is not judged"
+    files = drill_report.write([ok, bad, unsure], tmp_path)
+    root = ET.parse(files[2]).getroot()
+    suites = {s.get("name"): s for s in root}
+    assert suites["d"].get("failures") == "1" and suites["d"].get("tests") == "14"
+    assert suites["e"].get("skipped") == "1"
+    failure = root.find(".//testcase[@classname='d.rocev2'][@name='every collective verified']")
+    assert failure is not None and failure.find("failure") is not None
+    text = files[0].read_text()
+    assert "d / rocev2: FAIL" in text and "e / mrc: INCONCLUSIVE" in text
+
+
+def test_stall_of_a_steady_run_is_one_write():
+    assert O.longest_stall(run(STEADY)) == pytest.approx(0.1)
+    assert np.isnan(O.goodput_between(run(STEADY), 1.0, 1.0))

@@ -1,0 +1,64 @@
+"""The drill file: schema, its scenario by path or embedded, and the variants each run runs."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from testbed.errors import ScenarioError
+from testbed.scenario.drill import drill_files, json_schema, load_drill, parse_drill
+
+ROOT = Path(__file__).resolve().parents[3]
+EMBEDDED = """name: d
+scenario:
+  workload: {iterations: 3}
+  faults: [{at: 0.1, kind: link_down, target: {plane: 0, leaf: 0, spine: 0}, duration: 0.2}]
+repetitions: 2
+objectives: {mrc: {goodput_ratio: 0.5}}
+"""
+
+
+def error(text: str) -> str:
+    with pytest.raises(ScenarioError) as info:
+        parse_drill(text, "d.yaml")
+    return str(info.value)
+
+
+def test_an_embedded_scenario_and_its_variants():
+    d = parse_drill(EMBEDDED, "d.yaml")
+    assert d.transports == ["mrc", "rocev2"] and d.scenario.name == "d"
+    control, _ = d.variant("mrc", 1, faults=False)
+    assert control.faults == [] and control.transport == ["mrc"]
+    rep, text = d.variant("rocev2", d.drill.seed(d.scenario, 1))
+    assert rep.seed == 2 and len(rep.faults) == 1 and rep.transport == ["rocev2"]
+    assert "seed: 2" in text  # what the run's folder keeps
+
+
+def test_problems_are_listed_with_their_paths_and_the_keys_allowed():
+    message = error("name: d\nscenario: {}\nobjectives: {mrc: {goodput_ratoi: 0.5}, "
+                    "tcp: {}}\nrepetitions: 0\n")
+    assert "invalid drill (3 problems)" in message
+    assert "objectives.mrc.goodput_ratoi: unknown key; did you mean 'goodput_ratio'?" in message
+    assert "repetitions: 0 is not allowed" in message
+    assert "'tcp' is not allowed" in message
+
+
+@pytest.mark.parametrize("text, message", [
+    (EMBEDDED + "seeds: [1, 2, 3]\n", "seeds has 3 entries for 2 repetitions"),
+    (EMBEDDED.replace("repetitions: 2", "transports: [rocev2]"),
+     "objectives for mrc, which the drill does not run"),
+    ("name: d\nscenario: {fabric: {plnaes: 2}}\nobjectives: {}\n",
+     "fabric.plnaes: unknown key; did you mean 'planes'?"),
+    ("name: d\nscenario: nowhere.yaml\nobjectives: {}\n", "scenario: cannot read nowhere.yaml"),
+])
+def test_bad_drills_are_refused(text: str, message: str):
+    assert message in error(text)
+
+
+def test_shipped_drills_load_and_the_schema_is_published():
+    files = drill_files([ROOT / "drills"])
+    assert len(files) >= 5
+    for f in files:
+        d = load_drill(f)
+        assert d.drill.objectives, f"{f}: a shipped drill states objectives"
+    assert json_schema()["title"] == "mrc-testbed drill"
