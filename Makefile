@@ -3,7 +3,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 PYTEST := $(BIN)/python -m pytest
 
-.PHONY: install bpf demo test lint unit integration bench clean distclean
+.PHONY: install bpf demo cluster-demo test lint unit integration bench clean distclean
 
 install:
 	./scripts/install.sh
@@ -16,6 +16,10 @@ $(BPF_OBJ): testbed/kernel/bpf/fabric_queue.c
 
 demo: install
 	$(BIN)/mrc-testbed run
+
+# The quickstart and a fault on one machine and over 2 emulated servers (VXLAN between them).
+cluster-demo: install
+	$(BIN)/python bench/cluster.py
 
 test: install lint
 	$(PYTEST) tests

@@ -126,6 +126,10 @@ def ratio(a: float | None, b: float | None) -> float | None:
     return None if not a or not b else b / a
 
 
+def _ratio(x: float | None) -> str:
+    return f"{x:.2f}" if x is not None else "-"
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("experiments", nargs="*", default=list(EXPERIMENTS))
@@ -176,9 +180,8 @@ def main() -> int:
                               f"(n={m['n_window']})" if m["cct_before"] and m["cct_window"]
                               else "no iterations before or during")
                     extra += ("; " if extra else "") + victim
-                fmt = (lambda x: f"{x:.2f}" if x is not None else "-")
-                print(f"{name:<18}{transport:<8}{seed:>5}{fmt(m['ratio_whole']):>8}"
-                      f"{fmt(m['ratio_window']):>8}{fmt(m['ratio_after']):>8}"
+                print(f"{name:<18}{transport:<8}{seed:>5}{_ratio(m['ratio_whole']):>8}"
+                      f"{_ratio(m['ratio_window']):>8}{_ratio(m['ratio_after']):>8}"
                       f"{m['n_window']:>6}{m['failed_qps']:>7}{m['retransmits']:>7}  {extra}"
                       f"{'' if m['verified'] else '  NOT VERIFIED'}", flush=True)
                 (out / "paper.json").write_text(json.dumps(rows, indent=1, default=str))

@@ -77,7 +77,8 @@ def run_one(sc, transport: str) -> dict:
     agents = cpu.agents_cpu([o.result for o in outcomes])
     busy = used["user"] + used["system"] + used["softirq"]
     lag = max((o.result.get("loop_lag", {}).get("p99_ms", 0) for o in outcomes), default=0)
-    return {"share": measured / ideal, "lag_p99_ms": lag, "gap_ms": gaps.mean() * 1e3, "seconds": seconds,
+    return {"share": measured / ideal, "lag_p99_ms": lag, "gap_ms": gaps.mean() * 1e3,
+            "seconds": seconds,
             "busy": busy / (busy + used["idle"]), "packets": delivered,
             "agent_us": agents / delivered * 1e6, "softirq_us": used["softirq"] / delivered * 1e6,
             "retransmits": int(qps["retransmits"].sum())}

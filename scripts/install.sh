@@ -8,6 +8,7 @@ cd "$here"
 
 APT_PACKAGES=(mininet iperf3 iproute2 clang llvm libbpf-dev libbpf1 tcpdump iputils-ping
               python3-venv python3-pip nftables make ethtool
+              openssh-server openssh-client  # the cluster mode: servers reached over ssh
               ruby)  # ruby: only to check the Vagrantfile in the tests
 VENV=.venv
 SYSTEM_PYTHON=/usr/bin/python3

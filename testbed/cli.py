@@ -18,6 +18,8 @@ from runcontract import UserError
 from testbed import scenario
 from testbed.errors import TestbedError
 from testbed.fabric import timeline
+from testbed.fabric.placement import place
+from testbed.fabric.plan import make_plan
 from testbed.kernel import features
 from testbed.lifecycle import cleanup, registry
 from testbed.lifecycle.progress import Progress
@@ -102,6 +104,10 @@ def _cmd_validate(args) -> int:
             status = max(status, exc.exit_code)
             continue
         print(f"ok: {file}: {scenario.describe(sc)}")
+        if sc.cluster is not None:  # the plan of a cluster, before any server is touched
+            plan = make_plan(sc)
+            for line in place(plan, sc.cluster).describe(plan):
+                print(f"  {line}")
     return status
 
 

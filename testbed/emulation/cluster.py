@@ -46,6 +46,10 @@ def preflight(cluster: Cluster) -> None:
             "telemetry, faults and the agents still reach nodes from this machine's kernel",
             "use `cluster: {emulated: N}` to run the cluster mode on this machine")
     require_tools()
+    missing = vxlan.probe()
+    if missing:
+        raise EnvironmentProblem(f"cluster links need VXLAN: {missing}",
+                                 "load the vxlan module (`modprobe vxlan`)")
 
 
 class VxlanLink(NetlinkVeth):
@@ -98,6 +102,23 @@ class ClusterNetwork(FabricNetwork):
                        "underlay_rate": p.underlay_rate} for p in pl.pairs],
             "underlay_rtt_ms": {f"{p.src}->{p.dst}": p.rtt_ms for p in self.underlay},
         }
+
+    def underlay_counters(self) -> dict[str, tuple[int, ...]]:
+        return self.servers.underlay_counters()
+
+    @staticmethod
+    def underlay_traffic(before: dict[str, tuple[int, ...]], after: dict[str, tuple[int, ...]],
+                         seconds: float) -> dict[str, dict]:
+        """What each server sent and received on the underlay between two counter reads:
+        the VXLAN tunnels' packets (and, here, nothing else: sshd idles during a run)."""
+        out = {}
+        for server, now in after.items():
+            then = before[server]
+            d = [b - a for a, b in zip(then, now)]
+            out[server] = {"tx_bytes": d[4], "tx_packets": d[5], "rx_bytes": d[0],
+                           "rx_packets": d[1], "errors": d[2] + d[6], "drops": d[3] + d[7],
+                           "tx_mbit_s": round(d[4] * 8 / seconds / 1e6, 3) if seconds else None}
+        return out
 
     def add_servers(self) -> str:
         """Make the emulated servers and measure their underlay; a summary line."""

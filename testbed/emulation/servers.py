@@ -31,6 +31,7 @@ from pathlib import Path
 from pyroute2 import IPRoute
 from pyroute2.netlink import NETLINK_ROUTE
 
+from testbed.emulation.telemetry import read_net_dev
 from testbed.errors import EnvironmentProblem
 from testbed.kernel import netns
 from testbed.lifecycle import cleanup
@@ -202,6 +203,12 @@ class EmulatedServers:
                         f"every device between the servers needs MTU >= {self.required_mtu}")
                 self.paths.append(UnderlayPath(src, dst, self.mtu, float(rtt.group(1))))
         return self.paths
+
+    def underlay_counters(self) -> dict[str, tuple[int, ...]]:
+        """Per server, its underlay device's counters (/proc/net/dev order: rx bytes, packets,
+        errors, drops, then tx the same), read in its sshd's namespace."""
+        return {name: read_net_dev(self.sshd[name].pid, {UNDERLAY_IF})[UNDERLAY_IF]
+                for name in self.names}
 
     # ---- the end ----
     def remove(self) -> int:

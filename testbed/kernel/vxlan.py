@@ -67,6 +67,25 @@ def new_link_message(end: TunnelEnd) -> ifinfmsg:
     return msg
 
 
+def probe() -> str | None:
+    """None if this kernel makes VXLAN devices (in a throwaway namespace), else why not."""
+    from pyroute2 import IPRoute
+    from pyroute2.netlink import NETLINK_ROUTE
+    from pyroute2.netlink.exceptions import NetlinkError
+
+    from testbed.kernel import netns
+
+    with netns.fresh():
+        sock = socket.socket(socket.AF_NETLINK, socket.SOCK_DGRAM, NETLINK_ROUTE)
+    with IPRoute(fileno=sock.detach()) as ipr:
+        try:
+            ipr.link("add", ifname="vxprobe", kind="vxlan", vxlan_id=1, vxlan_port=4789,
+                     vxlan_local="127.0.0.1", vxlan_learning=0)
+        except NetlinkError as exc:
+            return f"the kernel refused a VXLAN device: {exc.args[1]}"
+    return None
+
+
 def offloads_off(node_pid: int, ifname: str) -> None:
     """GRO, GSO and TSO off on the device, in the node's namespace (ethtool)."""
     cmd = ["mnexec", "-a", str(node_pid), "ethtool", "-K", ifname]

@@ -247,7 +247,18 @@ def _build_and_use(network: FabricNetwork, results: RunResults, options: RunOpti
     if options.verify_only:
         return
     if transport is not None:
+        cluster = network if isinstance(network, ClusterNetwork) else None
+        before, t0 = (cluster.underlay_counters(), time.monotonic()) if cluster else ({}, 0.0)
         _run_workload(network, results, progress, transport, options.capture)
+        if cluster is not None:
+            used = cluster.underlay_traffic(before, cluster.underlay_counters(),
+                                            time.monotonic() - t0)
+            results.meta["cluster"]["underlay_during_workload"] = used
+            results.save()
+            progress.say("# underlay (VXLAN between servers) during the workload: " + ", ".join(
+                f"{s} sent {u['tx_bytes'] / 1e6:.2f} MB in {u['tx_packets']:,} packets "
+                f"({u['tx_mbit_s']} Mbit/s), {u['errors']} errors, {u['drops']} drops"
+                for s, u in used.items()))
     elif options.cli:
         from mininet.cli import CLI
         with progress.phase("cli", "Mininet CLI closed"):

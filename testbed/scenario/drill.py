@@ -22,10 +22,10 @@ from testbed.scenario.schema import (
     Scenario,
     StrictModel,
     Transport,
-    _UniqueKeyLoader,
     format_errors,
     parse,
 )
+from testbed.scenario.source import load_yaml, read
 
 DRILL_SUFFIXES = (".yaml", ".yml")
 
@@ -124,14 +124,7 @@ class LoadedDrill:
 
 def parse_drill(text: str, source: str, base: Path | None = None) -> LoadedDrill:
     """Validate drill text and its scenario; raise `ScenarioError` listing every problem."""
-    try:
-        data = yaml.load(text, Loader=_UniqueKeyLoader)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        raise ScenarioError(f"{source}:{where}: not valid YAML: "
-                            f"{getattr(exc, 'problem', None) or exc}",
-                            "fix the YAML syntax at that place") from None
+    data = load_yaml(text, source)  # bounded: size, nesting, expanded nodes
     if not isinstance(data, dict):
         raise ScenarioError(f"{source}: the top level must be a mapping of keys")
     try:
@@ -140,14 +133,9 @@ def parse_drill(text: str, source: str, base: Path | None = None) -> LoadedDrill
         raise ScenarioError(format_errors(exc, source, Drill, "drill")) from None
     if isinstance(drill.scenario, str):
         path = (base or Path(".")) / drill.scenario
-        try:
-            scenario_text = path.read_text()
-        except OSError as exc:
-            raise ScenarioError(f"{source}: scenario: cannot read {path} "
-                                f"({exc.__class__.__name__})",
-                                "give a scenario file's path relative to the drill file") from None
+        scenario_text = read(path)
         scenario = parse(scenario_text, f"{source}: scenario {path}", default_name=path.stem)
-        scenario_data = yaml.safe_load(scenario_text) or {}
+        scenario_data = load_yaml(scenario_text, str(path)) or {}
         scenario_data.setdefault("name", path.stem)
     else:
         scenario_data = dict(drill.scenario)
@@ -163,14 +151,7 @@ def parse_drill(text: str, source: str, base: Path | None = None) -> LoadedDrill
 
 def load_drill(path: str | Path) -> LoadedDrill:
     file = Path(path)
-    try:
-        text = file.read_text()
-    except FileNotFoundError:
-        raise ScenarioError(f"{file}: no such drill file",
-                            "give the path of a drill YAML file or a folder of them") from None
-    except (IsADirectoryError, PermissionError, UnicodeDecodeError) as exc:
-        raise ScenarioError(f"{file}: cannot read it ({exc.__class__.__name__})") from None
-    return parse_drill(text, str(file), file.parent)
+    return parse_drill(read(file, "drill"), str(file), file.parent)
 
 
 def drill_files(paths: list[Path]) -> list[Path]:

@@ -27,13 +27,14 @@ _FLOAT_TAG = "tag:yaml.org,2002:float"
 _MERGE_TAG = "tag:yaml.org,2002:merge"
 
 
-def read(path: Path) -> str:
-    """The text of a scenario file: a regular file of at most MAX_SCENARIO_BYTES, UTF-8."""
+def read(path: Path, what: str = "scenario") -> str:
+    """The text of a scenario (or drill) file: a regular file of at most MAX_SCENARIO_BYTES,
+    UTF-8."""
     try:
         # O_NONBLOCK: opening a named pipe must not wait for a writer.
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     except FileNotFoundError:
-        raise ScenarioError(f"{path}: no such scenario file",
+        raise ScenarioError(f"{path}: no such {what} file",
                             "give the path of a YAML file, e.g. scenarios/quickstart.yaml"
                             ) from None
     except OSError as exc:
@@ -50,7 +51,7 @@ def read(path: Path) -> str:
                                 "give the path of a YAML file")
         too_big = ScenarioError(
             f"{path}: larger than {limits.MAX_SCENARIO_BYTES:,} bytes, the limit of a "
-            f"scenario file", "a scenario describes an experiment in a few kilobytes; "
+            f"{what} file", "a scenario describes an experiment in a few kilobytes; "
                               "check that this is the file you meant")
         if st.st_size > limits.MAX_SCENARIO_BYTES:
             raise too_big
@@ -72,7 +73,7 @@ def read(path: Path) -> str:
         return b"".join(chunks).decode("utf-8")
     except UnicodeDecodeError as exc:
         raise ScenarioError(f"{path}: not UTF-8 text (byte {exc.start})",
-                            "a scenario is a YAML text file") from None
+                            f"a {what} is a YAML text file") from None
 
 
 class _UniqueKeyLoader(yaml.SafeLoader):

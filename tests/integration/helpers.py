@@ -49,12 +49,32 @@ def root_links() -> set[str]:
 
 
 def registry_entries() -> set[str]:
-    return {p.name for p in STATE_DIR.glob("*.jsonl")} if STATE_DIR.is_dir() else set()
+    """Run records and the folders runs keep beside them (emulated servers' keys)."""
+    return {p.name for p in STATE_DIR.iterdir()} if STATE_DIR.is_dir() else set()
+
+
+def named_namespaces() -> set[str]:
+    """Named namespaces (/run/netns): an emulated server's survives without any process."""
+    path = Path("/run/netns")
+    return {p.name for p in path.iterdir()} if path.is_dir() else set()
+
+
+def sshd_processes() -> set[int]:
+    out = set()
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if (entry / "comm").read_text().strip() == "sshd":
+                    out.add(int(entry.name))
+            except OSError:
+                continue
+    return out
 
 
 def snapshot() -> dict[str, set]:
     return {"mininet processes": mininet_processes(), "namespaces": net_namespaces(),
-            "root-namespace links": root_links(), "registry entries": registry_entries()}
+            "root-namespace links": root_links(), "registry entries": registry_entries(),
+            "named namespaces": named_namespaces(), "sshd processes": sshd_processes()}
 
 
 def leftovers(before: dict[str, set], wait: float = 5.0) -> dict[str, set]:

@@ -9,8 +9,9 @@ import time
 
 import pytest
 
+from testbed import errors
 from testbed.emulation.network import FabricNode
-from testbed.errors import Interrupted, TestbedError
+from testbed.errors import Interrupted
 from testbed.lifecycle import interrupts
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="mnexec makes namespaces as root")
@@ -38,7 +39,7 @@ def test_a_shell_that_never_prompts_is_an_error_after_the_timeout():
     node = _node("silent0")
     try:
         t0 = time.monotonic()
-        with pytest.raises(TestbedError, match="silent0: no shell prompt after 0.5 s"):
+        with pytest.raises(errors.TestbedError, match="silent0: no shell prompt after 0.5 s"):
             node.finish_start(timeout=0.5)
         assert time.monotonic() - t0 < 2
     finally:

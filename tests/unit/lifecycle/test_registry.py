@@ -165,3 +165,20 @@ def test_a_proven_shell_takes_its_whole_namespace_and_marked_processes_go_too(tm
         for p in (shell, helper, orphan):
             p.kill()
             p.wait()
+
+
+def test_servers_and_folders_are_read_back(tmp_path: Path, monkeypatch):
+    monkeypatch.setattr(registry, "STATE_DIR", tmp_path)
+    run = registry.RunRegistry("r1", tmp_path / "results", "q")
+    run.add_named_netns("mrc-abc-hub")
+    run.add_node("h0", 123, None)
+    run.add_named_netns("mrc-abc-srv0")
+    run.add_dir(tmp_path / "r1.ssh")
+    run.add_node("h0", 123, 4026531999)
+    (record,) = registry.read_all()
+    assert record.named_netns == ["mrc-abc-hub", "mrc-abc-srv0"]
+    assert record.dirs == [str(tmp_path / "r1.ssh")]
+    node = record.nodes["h0"]  # the later line completes the first
+    assert (node.pid, node.netns) == (123, 4026531999)
+    run.close()
+    assert registry.read_all() == []

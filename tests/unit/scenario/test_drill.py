@@ -49,7 +49,7 @@ def test_problems_are_listed_with_their_paths_and_the_keys_allowed():
      "objectives for mrc, which the drill does not run"),
     ("name: d\nscenario: {fabric: {plnaes: 2}}\nobjectives: {}\n",
      "fabric.plnaes: unknown key; did you mean 'planes'?"),
-    ("name: d\nscenario: nowhere.yaml\nobjectives: {}\n", "scenario: cannot read nowhere.yaml"),
+    ("name: d\nscenario: nowhere.yaml\nobjectives: {}\n", "nowhere.yaml: no such scenario file"),
 ])
 def test_bad_drills_are_refused(text: str, message: str):
     assert message in error(text)

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from testbed.traffic import agent_groups
+from testbed.run.traffic import agent_groups
 
 
 @pytest.mark.parametrize("hosts, processes", [(4, 2), (64, 2), (7, 3), (3, 8), (1, 1), (5, 1)])

@@ -1,0 +1,69 @@
+#!/usr/bin/env python3
+"""The same scenarios on one machine and over 2 emulated servers (VXLAN between them), side by
+side: every EV proven, every rank verified, busbw as a share of each transport's ideal, and
+what crossed the underlay. `sudo make cluster-demo` runs it.
+
+    sudo .venv/bin/python bench/cluster.py [NAME ...]     # default: quickstart link-down
+
+For NAME it runs scenarios/NAME.yaml and scenarios/cluster-NAME.yaml (the same file with a
+`cluster:` section), both transports each.
+"""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from analysis.load import load_run  # noqa: E402
+from analysis.metrics import nccl_rows  # noqa: E402
+
+
+def measure(run_dir: Path) -> dict:
+    run = load_run(run_dir)
+    row = nccl_rows(run.tables["iterations"])[0]
+    ideal, _ = run.scenario.ideal_busbw(run.transport)
+    meta = json.loads((run_dir / "meta.json").read_text())
+    verify = json.loads((run_dir / "verify.json").read_text())
+    used = meta.get("cluster", {}).get("underlay_during_workload", {})
+    return {"share": row.busbw / ideal, "evs": f"{verify['received']}/{verify['probed']}",
+            "verified": bool(run.tables["iterations"]["verified"].all()),
+            "underlay_mb": sum(u["tx_bytes"] for u in used.values()) / 1e6 if used else None,
+            "underlay_errors": sum(u["errors"] + u["drops"] for u in used.values())}
+
+
+def run(file: Path, out: Path) -> dict[str, dict]:
+    res = subprocess.run([sys.executable, "-m", "testbed.cli", "run", str(file), "--no-report",
+                          "--quiet", "--results", str(out)], capture_output=True, text=True,
+                         cwd=ROOT, check=False)
+    if res.returncode != 0:
+        raise SystemExit(f"{file.name}: exit {res.returncode}: {res.stderr.strip()}")
+    return {d.name.rsplit("-", 1)[1]: measure(d) for d in sorted(out.iterdir())}
+
+
+def main() -> int:
+    names = sys.argv[1:] or ["quickstart", "link-down"]
+    print(f"{'scenario':<12}{'transport':>10}  {'one machine':>11}  {'2 servers':>9}  "
+          f"{'EVs proven':>10}  {'ranks':>8}  {'underlay (MB, both ways)':>24}")
+    ok = True
+    with tempfile.TemporaryDirectory() as tmp:
+        for name in names:
+            single = run(ROOT / "scenarios" / f"{name}.yaml", Path(tmp) / name)
+            spread = run(ROOT / "scenarios" / f"cluster-{name}.yaml", Path(tmp) / f"c-{name}")
+            for transport, one in single.items():
+                two = spread[transport]
+                good = one["verified"] and two["verified"] and two["underlay_errors"] == 0
+                ok &= good
+                print(f"{name:<12}{transport:>10}  {one['share']:>11.0%}  {two['share']:>9.0%}  "
+                      f"{one['evs'] + ' ' + two['evs']:>10}  "
+                      f"{'verified' if good else 'FAILED':>8}  {two['underlay_mb']:>24.2f}")
+    print("shares are of each transport's own ideal busbw; one run each, on a shared machine")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,220 @@
+"""The fabric over emulated servers: VXLAN links between them, nodes started on their server,
+every EV and every rank verified across them, faults on crossing links, and nothing left on
+any server (conftest's leak check includes named namespaces, sshd processes and the registry's
+folder of test-only keys)."""
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import time
+from pathlib import Path
+
+import pandas as pd
+
+from testbed import scenario as scenario_mod
+from testbed.emulation.cluster import ClusterNetwork
+from testbed.emulation.telemetry import read_net_dev
+from testbed.kernel import netns, vxlan
+from testbed.run.runner import fabric
+
+from .helpers import run_cli, run_scenario
+from .test_interrupts import finish, meta_of, start, wait_for
+
+BASE = """name: cq
+fabric: {host_link: {rate: 25Mbit, buffer: 100KB}, fabric_link: {rate: 25Mbit, buffer: 100KB},
+         mtu: 4200}
+qp: {mss: 4096}
+"""
+QUICK = BASE + "workload: {collective: all_reduce, size: 1MiB, iterations: 5, warmup: 1}\n"
+VXLAN_HEADERS = 14 + 20 + 8 + 8  # what each tunnel packet adds on an IPv4 underlay
+# A VXLAN device's tx_bytes leave out the inner Ethernet header (measured here: 300 packets
+# of 4048 B IPv6 counted 4048 B each), which the underlay carries inside the tunnel
+INNER_ETHERNET = 14
+
+
+def ip_json(pid: int, *args: str) -> list:
+    out = subprocess.run(["mnexec", "-a", str(pid), *args], capture_output=True, text=True,
+                         check=True).stdout
+    return json.loads(out) if out.strip() else []
+
+
+def test_quickstart_across_two_servers_proves_every_ev_and_rank(tmp_path: Path,
+                                                                 results_dir: Path):
+    runs = run_scenario(QUICK + "cluster: {emulated: 2}\n", tmp_path, results_dir)
+    assert [r.name.rsplit("-", 1)[1] for r in runs] == ["mrc", "rocev2"]
+    for run in runs:
+        meta = json.loads((run / "meta.json").read_text())
+        cluster = meta["cluster"]
+        assert cluster["servers"]["srv0"]["nodes"] == ["h0", "h1", "p0l0", "p0s0", "p1l0",
+                                                       "p1s0"]
+        assert sorted(cluster["crossing_links"]) == ["p0l0-p0s1", "p0l1-p0s0", "p1l0-p1s1",
+                                                     "p1l1-p1s0"]
+        assert cluster["underlay_mtu"] == 4250 and set(cluster["underlay_rtt_ms"]) == {
+            "srv0->srv1", "srv1->srv0"}
+        report = json.loads((run / "verify.json").read_text())
+        assert report["ok"] and report["probed"] == report["received"] == 40
+        assert not report["failures"] and not report["counter_mismatches"]
+        iterations = pd.read_parquet(run / "iterations.parquet")
+        assert len(iterations) == 4 * (5 + 1) and iterations.verified.all()  # warmup too
+        used = cluster["underlay_during_workload"]
+        for server in ("srv0", "srv1"):
+            # a ring over 4 ranks on 2 servers: half of the 1 MiB x 2 phases x 5 iterations
+            # of each rank crosses at least once; every byte that crosses is in a tunnel
+            assert used[server]["tx_bytes"] > 2 * 2**20, used
+            assert used[server]["errors"] == used[server]["drops"] == 0
+        links = pd.read_parquet(run / "links.parquet")
+        crossing = links[links.link.isin(cluster["crossing_links"])]
+        assert crossing.groupby("link").tx_bytes.max().gt(0).all(), "every tunnel carried data"
+
+
+def test_tunnel_ends_are_vxlan_ports_like_any_other(tmp_path: Path):
+    """Each crossing link's ends: VXLAN with the plan's VNI, the two servers' underlay
+    addresses, no learning, one static FDB entry, offloads off, and the port's htb and eBPF
+    queue; what they send is exactly what the underlay carries, plus VXLAN's headers."""
+    sc = scenario_mod.parse(QUICK + "cluster: {emulated: 2}\n", "test")
+    with fabric(sc) as network:
+        assert isinstance(network, ClusterNetwork)
+        pl = network.placement
+        assert len(pl.crossing) == 4
+        for link in pl.crossing:
+            for port, peer in ((link.lower, link.upper), (link.upper, link.lower)):
+                pid = network.pid(port.node)
+                (dev,) = ip_json(pid, "ip", "-d", "-j", "link", "show", "dev", port.ifname)
+                info = dev["linkinfo"]["info_data"]
+                assert dev["linkinfo"]["info_kind"] == "vxlan"
+                assert info["id"] == pl.vni[link.name] and info["port"] == 4789
+                assert info["local"] == pl.underlay[pl.server_of[port.node]]
+                assert info["remote"] == pl.underlay[pl.server_of[peer.node]]
+                assert info["learning"] is False
+                assert (dev["ifindex"], dev["address"], dev["mtu"], dev["gso_max_segs"]) == (
+                    port.ifindex, port.mac, 4200, 1)
+                fdb = ip_json(pid, "bridge", "-j", "fdb", "show", "dev", port.ifname)
+                assert [(e["mac"], e["dst"], "permanent" in e["state"]) for e in fdb] == [
+                    ("00:00:00:00:00:00", info["remote"], True)]
+                assert vxlan.offloads(pid, port.ifname) == {"gro": "off", "gso": "off",
+                                                            "tso": "off"}
+                qdiscs = ip_json(pid, "tc", "-j", "qdisc", "show", "dev", port.ifname)
+                assert {q["kind"] for q in qdiscs} >= {"htb", "bfifo", "clsact"}
+                bpf = ip_json(pid, "tc", "-j", "filter", "show", "dev", port.ifname, "egress")
+                assert any(f.get("kind") == "bpf" for f in bpf), "the switch queue runs here"
+
+        # 300 UDP packets of 4000 B from h0 (srv0) to h2 (srv1) over plane 0's spine 1: the
+        # uSID address names p0l0 -> p0s1, a crossing link; h2's port unreachable replies
+        # come back over p0s1 -> p0l0 (received, not sent, on srv0's tunnel end)
+        tunnels = {p.ifname for link in pl.crossing for p in (link.lower, link.upper)
+                   if pl.server_of[p.node] == "srv0"}
+        nodes = {p.node for link in pl.crossing for p in (link.lower, link.upper)
+                 if pl.server_of[p.node] == "srv0"}
+
+        def sent() -> tuple[int, int, int]:
+            ports = [read_net_dev(network.pid(n), tunnels) for n in sorted(nodes)]
+            under = network.underlay_counters()["srv0"]
+            return (sum(c[4] for p in ports for c in p.values()),
+                    sum(c[5] for p in ports for c in p.values()), under[4])
+
+        before = sent()
+        sock = netns.socket_in(network.pid("h0"), socket.AF_INET6, socket.SOCK_DGRAM)
+        with sock:
+            for _ in range(300):  # 16 Mbit/s: under the 25 Mbit/s ports, nothing queues
+                sock.sendto(b"x" * 4000, ("fcbb:bb00:e001:d001:102::", 9))
+                time.sleep(0.002)
+        time.sleep(0.3)
+        after = sent()
+        port_bytes, port_packets, underlay_bytes = (b - a for a, b in zip(before, after))
+        assert port_packets >= 300, port_packets
+        extra = underlay_bytes - (port_bytes + (INNER_ETHERNET + VXLAN_HEADERS) * port_packets)
+        assert 0 <= extra < 500, (port_bytes, port_packets, underlay_bytes)  # an ARP or two
+
+
+def test_nodes_start_through_their_servers_sshd(tmp_path: Path):
+    """With ssh_transport every node's shell is a child of an sshd session on the node's own
+    server (its namespace), as with Mininet's RemoteMixin; the fabric then verifies."""
+    sc = scenario_mod.parse(QUICK + "cluster: {emulated: 2, ssh_transport: true}\n", "test")
+    with fabric(sc) as network:
+        assert isinstance(network, ClusterNetwork)
+        for name, server in network.placement.server_of.items():
+            server_inode = os.stat(network.servers.path(server)).st_ino
+            pid, found = network.pid(name), False
+            while pid > 1 and not found:
+                status = Path(f"/proc/{pid}/status").read_text()
+                comm = status.split("\n", 1)[0].split()[1]
+                if comm == "sshd":
+                    assert os.stat(f"/proc/{pid}/ns/net").st_ino == server_inode, name
+                    found = True
+                pid = int(next(line.split()[1] for line in status.splitlines()
+                               if line.startswith("PPid:")))
+            assert found, f"{name}'s shell does not descend from its server's sshd"
+
+
+def test_link_down_between_servers_carries_nothing_until_it_comes_back(tmp_path: Path,
+                                                                        results_dir: Path):
+    (run,) = run_scenario(BASE + """transport: [mrc]
+workload: {size: 1MiB, iterations: 8, warmup: 0}
+faults: [{at: 0.3, kind: link_down, target: {plane: 0, leaf: 1, spine: 0}, duration: 0.8}]
+cluster: {emulated: 2}
+""", tmp_path, results_dir)
+    meta = json.loads((run / "meta.json").read_text())
+    assert "p0l1-p0s0" in meta["cluster"]["crossing_links"]  # the fault is on a tunnel
+    events = pd.read_parquet(run / "events.parquet")
+    events = events[events.condition == "down"]
+    down_at, up_at = events.applied.tolist()
+    links = pd.read_parquet(run / "links.parquet")
+    for node in ("p0l1", "p0s0"):  # both ends, one on each server
+        port = links[(links.node == node) & (links.link == "p0l1-p0s0")].sort_values("time")
+        during = port[(port.time > down_at + 0.05) & (port.time < up_at - 0.05)]
+        assert len(during) >= 3 and during.tx_bytes.nunique() == 1, f"{node} sent while down"
+        after = port[port.time > up_at + 0.3]
+        assert after.tx_bytes.max() > during.tx_bytes.max(), f"{node}: no traffic after up"
+    assert pd.read_parquet(run / "iterations.parquet").verified.all()
+
+
+def test_an_underlay_too_small_for_the_fabric_is_refused_before_the_build(tmp_path: Path,
+                                                                          results_dir: Path):
+    file = tmp_path / "small.yaml"
+    file.write_text(QUICK + "cluster: {emulated: 2, underlay_mtu: 4200}\n")
+    res = run_cli("run", str(file), "--verify-only", results=results_dir)
+    assert res.returncode == 3, res.stderr
+    assert "the underlay of server srv0 has MTU 4200: a fabric frame of MTU 4200 in VXLAN " \
+           "needs 4250" in res.stderr
+    assert "raise the underlay MTU to at least 4250" in res.stderr
+    assert "Traceback" not in res.stderr and "  nodes " not in res.stderr
+    assert meta_of(results_dir)["ended_in_phase"] == "servers"
+
+
+def test_real_servers_are_refused_with_the_reason(tmp_path: Path, results_dir: Path):
+    file = tmp_path / "real.yaml"
+    file.write_text(QUICK + "cluster:\n  servers:\n"
+                    "    - {name: a, ssh: root@192.0.2.1, underlay: 192.0.2.1}\n"
+                    "    - {name: b, ssh: root@192.0.2.2, underlay: 192.0.2.2}\n")
+    res = run_cli("run", str(file), "--verify-only", results=results_dir)
+    assert res.returncode == 3, res.stderr
+    assert "real servers are not supported yet" in res.stderr and "emulated: N" in res.stderr
+    assert not results_dir.exists() or not any(results_dir.iterdir())
+
+
+def test_sigkill_then_clean_removes_every_server(tmp_path: Path, results_dir: Path):
+    file = tmp_path / "hold.yaml"
+    file.write_text(QUICK + "cluster: {emulated: 2, ssh_transport: true}\n")
+    proc = start(results_dir, str(file), "--hold", "60")
+    wait_for(proc, "holding the fabric")
+    proc.kill()
+    finish(proc)
+    time.sleep(0.2)
+    res = run_cli("clean")
+    assert res.returncode == 0, res.stderr
+    assert "12 nodes and 3 namespaces of emulated servers recorded" in res.stdout
+    assert meta_of(results_dir)["status"] == "crashed"
+
+
+def test_validate_prints_the_plan_of_real_servers_without_touching_them(tmp_path: Path):
+    file = tmp_path / "real.yaml"
+    file.write_text(BASE + "cluster:\n  placement: round_robin\n  servers:\n"
+                    "    - {name: a, ssh: root@192.0.2.1, underlay: 192.0.2.1}\n"
+                    "    - {name: b, ssh: root@192.0.2.2, underlay: 192.0.2.2}\n")
+    res = run_cli("validate", str(file))
+    assert res.returncode == 0, res.stderr
+    assert "on 2 servers (round_robin placement)" in res.stdout
+    assert "  8 of 16 links cross between servers (VXLAN, round_robin placement)" in res.stdout
+    assert "  a<->b: 8 links, up to 200.0 Mbit/s each way" in res.stdout
