@@ -165,11 +165,18 @@ def _start_pooled(network: FabricNetwork, configs: dict[str, AgentConfig], out: 
             for i, h in enumerate(group)]}, indent=1))
         with open(out / f"pool-{k}.log", "w") as log:
             proc = network.node(group[0]).popen(
-                [sys.executable, "-m", "hostagent.multi", str(manifest)],
-                stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+                agent_command("hostagent.multi", manifest),
+                stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=out)
         for h in group:
             procs[h] = proc
     return procs
+
+
+def agent_command(module: str, arg: Path) -> list[str]:
+    """How an agent process starts. `-P` (and the caller's explicit cwd): it runs as root, and
+    `-m` would otherwise put the runner's working directory first on sys.path, so a planted
+    hostagent/ there would run."""
+    return [sys.executable, "-P", "-m", module, str(arg)]
 
 
 def run_agents(network: FabricNetwork, scenario: Scenario, transport: str, out: Path,
@@ -191,10 +198,8 @@ def run_agents(network: FabricNetwork, scenario: Scenario, transport: str, out: 
                 (Path(cfg.out_dir) / "agent.log").touch()
                 continue
             log = open(Path(cfg.out_dir) / "agent.log", "w")
-            # -P and an explicit cwd: the agent runs as root, and `-m` would otherwise put the
-            # runner's working directory first on sys.path (a planted hostagent/ would run)
             procs[host] = network.node(host).popen(
-                [sys.executable, "-P", "-m", "hostagent.agent", str(cfg_path)],
+                agent_command("hostagent.agent", cfg_path),
                 stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                 cwd=cfg.out_dir)
             log.close()
