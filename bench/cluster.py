@@ -26,7 +26,7 @@ from analysis.metrics import nccl_rows  # noqa: E402
 def measure(run_dir: Path) -> dict:
     run = load_run(run_dir)
     row = nccl_rows(run.tables["iterations"])[0]
-    ideal, _ = run.scenario.ideal_busbw(run.transport)
+    ideal = run.facts.ideal_busbw
     meta = json.loads((run_dir / "meta.json").read_text())
     verify = json.loads((run_dir / "verify.json").read_text())
     used = meta.get("cluster", {}).get("underlay_during_workload", {})
