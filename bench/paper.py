@@ -106,6 +106,8 @@ def measure(run_dir: Path) -> dict:
         out["condemned_all"] = int(paths["condemned"].sum()) if "condemned" in paths else 0
         out["congestion_losses_all"] = int(paths["congestion_losses"].sum()) \
             if "congestion_losses" in paths else 0
+        out["random_losses_all"] = int(paths["random_losses"].sum()) \
+            if "random_losses" in paths else 0
         lossy = [f for f in r.scenario.faults if f.kind == "loss" and f.duration]
         if lossy:
             t = lossy[0].target
@@ -135,6 +137,7 @@ def main() -> int:
     ap.add_argument("experiments", nargs="*", default=list(EXPERIMENTS))
     ap.add_argument("--seeds", default="1,2,3", help="RoCEv2 seeds")
     ap.add_argument("--mrc-seeds", default="1")
+    ap.add_argument("--transports", default="mrc,rocev2")
     args = ap.parse_args()
     out = ROOT / "results" / f"paper-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}"
     (out / "runs").mkdir(parents=True)
@@ -147,7 +150,7 @@ def main() -> int:
           f"{'after':>8}{'n win':>6}{'failed':>7}{'retx':>7}  extra", flush=True)
     for name in args.experiments:
         fault, control = EXPERIMENTS[name]
-        for transport in ("mrc", "rocev2"):
+        for transport in args.transports.split(","):
             for seed in seeds[transport]:
                 base = None
                 if control is not None:
@@ -173,7 +176,8 @@ def main() -> int:
                              f"{m['share_on_lossy_evs']:.1%} of the leaf's packets on it")
                 if "condemned_all" in m:
                     extra += (f"{'; ' if extra else ''}EVs condemned {m['condemned_all']}x, "
-                              f"{m['congestion_losses_all']} losses taken as congestion")
+                              f"{m['congestion_losses_all']} losses taken as congestion, "
+                              f"{m['random_losses_all']} as random")
                 if control is None:
                     victim = (f"victim CCT before {m['cct_before'] * 1e3:.0f} ms "
                               f"(n={m['n_before']}), during {m['cct_window'] * 1e3:.0f} ms "

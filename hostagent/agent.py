@@ -101,6 +101,7 @@ def path_report(peers: dict[int, list], wall_offset: float) -> dict:
                                    "sent": ev.sent, "losses": ev.losses, "trims": ev.trims,
                                    "ecn": ev.ecn, "condemned": ev.condemned,
                                    "congestion_losses": ev.congestion_losses,
+                                   "random_losses": ev.random_losses,
                                    "floor_holds": ev.floor_holds,
                                    "probes_sent": ev.probes_sent,
                                    "probes_answered": ev.probes_answered,

@@ -10,7 +10,8 @@ and the ACK's ECN bit pick one quadrant:
 |-----|---------------|----------|
 | no  | below target  | proportional increase: more the further below the target |
 | no  | above target  | fair increase: `fi` MSS per window of ACKed bytes |
-| yes | above target  | cut by gamma x (delay - target) / delay (<= `max_md_jump`), once an RTT |
+| yes | above target  | multiplicative decrease by gamma x (avg_delay - target) / avg_delay, |
+|     |               | at most `max_md_jump`, at most once per RTT |
 | yes | below target  | nothing: a transient mark; spraying already moved the next packets away |
 
 Increases are collected and applied once per `adjust_bytes_threshold` ACKed bytes or

@@ -5,9 +5,12 @@ Every EV is one physical path (plane, spine) from the fabric's EV table. A QP sp
 the spines), the rest of the plane are spares. Health follows the state machine in
 ev_states.py (the spec's GOOD / ASSUMED_BAD / DENIED):
 
-- an unexplained loss on an EV (a GAP NACK, or a timeout with no congestion to explain it)
-  marks it ASSUMED_BAD: it leaves the active set at once and a GOOD spare of the same plane
-  takes its place ("the EV goes inactive at once, a backup takes over");
+- an unexplained loss on an EV marks it ASSUMED_BAD: it leaves the active set at once and a
+  GOOD spare of the same plane takes its place ("the EV goes inactive at once, a backup
+  takes over"). Unexplained: a timeout with no congestion to explain it, or a GAP NACK on an
+  EV whose share of gap losses is LOSS_RATIO times the QP's other EVs' (random loss that every
+  path sees alike is no path's fault: condemning for it only shrinks the spray, measured:
+  1% loss on every link drove QPs down to one GOOD EV and MRC to 0.55 of its control);
 - `ev_min_active` is the spec's floor: while only that many EVs are GOOD, no further EV is
   marked ASSUMED_BAD (the loss is counted in `floor_holds`); the QP never sprays on an
   ASSUMED_BAD EV;
@@ -41,6 +44,9 @@ __all__ = ["EV", "EVEvent", "EVPolicy", "EVSet", "EVState", "Transition"]
 
 MARK_GAIN = 1 / 16  # weight of one ACK in an EV's share of marked ACKs
 MARK_FLOOR = 0.02  # below this share the other EVs count as unmarked (no 2x of nothing)
+LOSS_GAIN = 1 / 32  # weight of one ACK (0) or gap loss (1) in an EV's loss share
+LOSS_RATIO = 2.0  # a gap condemns an EV whose loss share is this many times the others'
+LOSS_FLOOR = 0.05  # below this share the other EVs count as loss-free (no 2x of nothing)
 FLAP_MEMORY = 1.0  # s: a condemnation this soon after re-admission doubles the probe run
 MAX_PROBE_RUN = 256  # the longest run of answered probes an EV can be asked for
 PROBE_TIMEOUT_INTERVALS = 4  # a probe unanswered after this many probe intervals is lost
@@ -60,12 +66,14 @@ class EV:
     sent: int = 0
     losses: int = 0  # losses that condemned it (or would have, but for the floor)
     congestion_losses: int = 0  # losses explained by congestion: it was held off instead
+    random_losses: int = 0  # gap losses no worse than the other EVs': not the path's fault
     floor_holds: int = 0  # losses that did not condemn it because of ev_min_active
     condemned: int = 0  # times it went GOOD -> ASSUMED_BAD
     trims: int = 0
     ecn: int = 0
     last_congestion: float = -1.0  # time of its last ECN mark or trim
     marked: float = 0.0  # moving average of the share of its ACKs that came back marked
+    lossy: float = 0.0  # moving average of its gap losses among its ACKs and gap losses
     probe_run: int = 0  # answered probes in a row since it went bad or lost a probe
     probe_required: int = 0  # the run it needs to come back
     probes_sent: int = 0
@@ -229,13 +237,25 @@ class EVSet:
         memory = self.policy.congestion_memory_rtts * (rtt or 0.0)
         return now - ev.last_congestion <= max(memory, self.policy.congestion_holdoff)
 
+    def stands_out(self, ev: EV) -> bool:
+        """Its loss share is LOSS_RATIO times the QP's other usable EVs' (or LOSS_FLOOR): a
+        lossy path, not random loss that every path sees alike."""
+        others = [e.lossy for plane in self._plane_order for e in self._usable[plane]
+                  if e is not ev]
+        mean = sum(others) / len(others) if others else 0.0
+        return ev.lossy > LOSS_RATIO * max(mean, LOSS_FLOOR)
+
     def on_loss(self, index: int, now: float, reason: str, rtt: float | None = None,
-                delay_high: bool = False) -> EVEvent | None:
-        """A packet on this EV was lost (a GAP NACK or a timeout). Returns the event applied:
-        CONGESTION (held off), LOSS_AT_FLOOR (the floor kept it), LOSS (condemned)."""
+                delay_high: bool = False, gap: bool = False) -> EVEvent | None:
+        """A packet on this EV was lost (`gap`: a GAP NACK; else a timeout). Returns the
+        event applied: CONGESTION (held off), LOSS_AT_FLOOR (the floor kept it), LOSS
+        (condemned), or None when a gap loss does not make the EV stand out from the others
+        (random loss on every path: condemning would only shrink the spray)."""
         ev = self.by_index(index)
         if ev is None or ev.state is not EVState.GOOD:
             return None
+        if gap:
+            ev.lossy += LOSS_GAIN * (1.0 - ev.lossy)
         if self.explained_by_congestion(ev, now, rtt, delay_high):
             ev.congestion_losses += 1
             ev.holdoff_until = max(ev.holdoff_until,
@@ -243,6 +263,9 @@ class EVSet:
                                              self.policy.hot_rtts * (rtt or 0.0)))
             self._apply(ev, EVEvent.CONGESTION, now, reason)
             return EVEvent.CONGESTION
+        if gap and not self.stands_out(ev):
+            ev.random_losses += 1
+            return None
         ev.losses += 1
         if self.good_count() <= self.policy.ev_min_active:
             ev.floor_holds += 1
@@ -256,6 +279,7 @@ class EVSet:
         ev = self.by_index(index)
         if ev is not None:
             ev.marked += MARK_GAIN * ((1.0 if marked else 0.0) - ev.marked)
+            ev.lossy -= LOSS_GAIN * ev.lossy
 
     def is_hot(self, ev: EV) -> bool:
         others = [e.marked for plane in self._plane_order for e in self._usable[plane]

@@ -67,7 +67,7 @@ class MrcQP(QueuePair):
             return  # this copy was already resent elsewhere
         if not h.flags & wire.TRIMMED:
             self.evset.on_loss(h.ev, now, f"PSN {h.psn} lost on this path (gap NACK)",
-                               rtt=self.cc.srtt, delay_high=self.cc.delay_high)
+                               rtt=self.cc.srtt, delay_high=self.cc.delay_high, gap=True)
         self._resend_now(h.psn)
 
     def _on_timeout(self, p: Packet, now: float) -> None:
