@@ -52,6 +52,16 @@ READ_BATCHES = int(os.environ.get("HOSTAGENT_READ_BATCHES", "1"))  # of batchio.
 _io: tuple[batchio.Receiver, batchio.Sender] | None = None
 
 
+def io_stats() -> dict:
+    """This process's batched IO so far: calls and what they carried (how well batching
+    batched), and sends the kernel refused (a full socket or qdisc, an unreachable path)."""
+    if _io is None:
+        return {}
+    rx, tx = _io
+    return {"recvmmsg_calls": rx.calls, "received": rx.datagrams, "sendmmsg_calls": tx.calls,
+            "sent_messages": tx.messages, "send_refused": tx.dropped}
+
+
 def _batch_io() -> tuple[batchio.Receiver, batchio.Sender]:
     """One receive area and one send staging area per process: the event loop uses one socket
     at a time, and every Driver flushes its sends before it returns to the loop."""
