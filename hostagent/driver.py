@@ -311,9 +311,13 @@ class Driver:
             self._wake_on_nic_room()
         self._deliver(qp)
         deadline = qp.next_deadline()
-        handle = self._timers.pop(qp.qpn, None)
+        handle = self._timers.get(qp.qpn)
+        if handle is not None and deadline is not None and not qp.failed \
+                and handle.when() == deadline:
+            return  # already armed for it: no cancelled handle left in the loop's heap
         if handle is not None:
             handle.cancel()
+            del self._timers[qp.qpn]
         if deadline is not None and not qp.failed:
             self._timers[qp.qpn] = self.loop.call_at(deadline, self._on_timer, qp)
 
