@@ -18,7 +18,9 @@ UDP_SEGMENT: the kernel splits them into the same datagrams before they reach th
 Datagrams move in batches (hostagent/batchio.py): recvmmsg reads up to 64 per call, and what
 the QPs kicked by one event (a batch received, a timer, NIC room) have to send leaves in one
 sendmmsg per socket at the end of that event. `HOSTAGENT_BATCH=0` in the environment goes back
-to one recvmsg/sendto per datagram (for comparison; bench/agent.py measures both).
+to one recvmsg/sendto per datagram (for comparison; bench/agent.py measures both). A wake-up
+reads `HOSTAGENT_READ_BATCHES` batches (default 1) before it lets timers and the other hosts of
+a pooled process run: 1 and 4 measured alike at 16 and 32 hosts (bench/scale.py).
 A write to a peer with several QPs (the RoCEv2 "1, 8 or 16 QPs" comparison) is split into one
 part per QP, each carrying the immediate: the receiver completes `wait_imm` when every part has
 arrived, so WRITE_WITH_IMM keeps its meaning across QPs.
