@@ -252,6 +252,7 @@ async def host_main(cfg: AgentConfig, ns: str | None = None) -> dict:
                   "host": cfg.host, "rank": cfg.rank, "transport": cfg.transport}
     result["cpu_s"], result["pid"] = _cpu_seconds(), os.getpid()  # pooled: one pid, many hosts
     result["loop_lag"] = LOOP_LAG.summary()  # the process's loop, since its first host started
+    result["io"] = driver.io_stats()  # the process's, as well
     (out / "result.json").write_text(json.dumps(result))
     log.info("%s%s", result["status"], f": {result['error']}" if result.get("error") else "")
     return result

@@ -87,17 +87,21 @@ class Receiver:
         self._hdr[:, 4] = _addr(self._control) + CONTROL_SPACE * np.arange(batch,
                                                                             dtype=np.uint64)
         self._hdr_ptr = _addr(self._hdr)
+        self.calls = 0  # recvmmsg calls made
+        self.datagrams = 0  # datagrams they returned
 
     def recv(self, fd: int) -> tuple[list[bytes], list[int]]:
         """Up to `batch` datagrams waiting on `fd` (non-blocking), and for each its IPv6
         traffic class (-1 if the socket did not report one). Empty lists when none waits."""
         self._hdr[:, 5] = CONTROL_SPACE  # the kernel writes back what it used
         n = _recvmmsg(fd, self._hdr_ptr, self.batch, MSG_DONTWAIT, None)
+        self.calls += 1
         if n <= 0:
             if n < 0 and ctypes.get_errno() not in (errno.EAGAIN, errno.EWOULDBLOCK, errno.EINTR):
                 err = ctypes.get_errno()
                 raise OSError(err, f"recvmmsg: {os.strerror(err)}")
             return [], []
+        self.datagrams += n
         hdr = self._hdr[:n]
         lengths = (hdr[:, 7] & 0xFFFFFFFF).tolist()
         ctl = self._control[:n]
@@ -143,6 +147,7 @@ class Sender:
         self._used = 0
         self.dropped = 0  # datagrams the kernel refused
         self.calls = 0  # sendmmsg calls made
+        self.messages = 0  # messages they carried (a GSO message carries several datagrams)
 
     def add(self, fd: int, datagram: bytes, name: bytes, control: bytes | None = None) -> None:
         """Queue one message (a datagram, or with `gso_cmsg` several in one) to the socket address
@@ -169,6 +174,7 @@ class Sender:
         n = self._n
         if n == 0:
             return
+        self.messages += n
         done = 0
         while done < n:
             self.calls += 1

@@ -18,7 +18,9 @@ UDP_SEGMENT: the kernel splits them into the same datagrams before they reach th
 Datagrams move in batches (hostagent/batchio.py): recvmmsg reads up to 64 per call, and what
 the QPs kicked by one event (a batch received, a timer, NIC room) have to send leaves in one
 sendmmsg per socket at the end of that event. `HOSTAGENT_BATCH=0` in the environment goes back
-to one recvmsg/sendto per datagram (for comparison; bench/agent.py measures both).
+to one recvmsg/sendto per datagram (for comparison; bench/agent.py measures both). A wake-up
+reads `HOSTAGENT_READ_BATCHES` batches (default 1) before it lets timers and the other hosts of
+a pooled process run: 1 and 4 measured alike at 16 and 32 hosts (bench/scale.py).
 A write to a peer with several QPs (the RoCEv2 "1, 8 or 16 QPs" comparison) is split into one
 part per QP, each carrying the immediate: the receiver completes `wait_imm` when every part has
 arrived, so WRITE_WITH_IMM keeps its meaning across QPs.
@@ -50,6 +52,16 @@ _CONTROL_BATCH_CMSG = batchio.tclass_cmsg(wire.CONTROL_TCLASS)
 BATCHED = os.environ.get("HOSTAGENT_BATCH", "1") != "0"
 READ_BATCHES = int(os.environ.get("HOSTAGENT_READ_BATCHES", "1"))  # of batchio.BATCH per wake-up
 _io: tuple[batchio.Receiver, batchio.Sender] | None = None
+
+
+def io_stats() -> dict:
+    """This process's batched IO so far: calls and what they carried (how well batching
+    batched), and sends the kernel refused (a full socket or qdisc, an unreachable path)."""
+    if _io is None:
+        return {}
+    rx, tx = _io
+    return {"recvmmsg_calls": rx.calls, "received": rx.datagrams, "sendmmsg_calls": tx.calls,
+            "sent_messages": tx.messages, "send_refused": tx.dropped}
 
 
 def _batch_io() -> tuple[batchio.Receiver, batchio.Sender]:
@@ -301,9 +313,13 @@ class Driver:
             self._wake_on_nic_room()
         self._deliver(qp)
         deadline = qp.next_deadline()
-        handle = self._timers.pop(qp.qpn, None)
+        handle = self._timers.get(qp.qpn)
+        if handle is not None and deadline is not None and not qp.failed \
+                and handle.when() == deadline:
+            return  # already armed for it: no cancelled handle left in the loop's heap
         if handle is not None:
             handle.cancel()
+            del self._timers[qp.qpn]
         if deadline is not None and not qp.failed:
             self._timers[qp.qpn] = self.loop.call_at(deadline, self._on_timer, qp)
 

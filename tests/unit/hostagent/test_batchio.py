@@ -83,3 +83,14 @@ def test_a_refused_send_is_dropped_and_the_rest_still_go():
 def test_recv_on_a_bad_descriptor_raises():
     with pytest.raises(OSError):
         batchio.Receiver().recv(10**6)
+
+
+def test_counters_say_how_well_batches_batched():
+    a, tx = _socket(), _socket()
+    sender, rx = batchio.Sender(batch=4), batchio.Receiver(batch=8)
+    name = batchio.sockaddr("::1", a.getsockname()[1])
+    for k in range(6):
+        sender.add(tx.fileno(), bytes([k]), name)
+    sender.flush()
+    assert (sender.calls, sender.messages, sender.dropped) == (2, 6, 0)
+    assert len(_drain(rx, a, 6)[0]) == 6 and rx.datagrams == 6 and rx.calls >= 1
