@@ -22,6 +22,7 @@ from . import driver
 from .collectives import DTYPE, Communicator
 from .config import AgentConfig
 from .evs import EVPolicy, EVSet
+from .lag import LoopLag
 from .mrc import MrcQP
 from .nic import Nic
 from .qp import QPConfig, QueuePair
@@ -136,12 +137,14 @@ async def run(cfg: AgentConfig, out: Path) -> dict:
     records = []
     ev_load: list[dict] = []
     sampler: asyncio.Task | None = None
+    lag = LoopLag()  # the fidelity monitor's view from inside the agent
     status, error = "ok", None
     w = cfg.workload
     try:
         # the buffer peers write into must exist before anyone may send: register, then ready
         comm = Communicator(drv, w["size"] // DTYPE.itemsize)
         await wait_for_start(cfg, out)
+        lag.start()  # from the common start: the workload's lag and CPU
         if cfg.ev_sample_period:
             sampler = asyncio.create_task(sample_ev_load(peers, cfg.ev_sample_period,
                                                          drv.wall_offset, ev_load))
@@ -161,17 +164,20 @@ async def run(cfg: AgentConfig, out: Path) -> dict:
     finally:
         if sampler is not None:
             sampler.cancel()
+        lag.stop()
         await linger_until_peers_done(cfg, out)
         drv.close()
     (out / "iterations.json").write_text(json.dumps([asdict(r) for r in records]))
     if cfg.ev_sample_period:
         (out / "ev_load.json").write_text(json.dumps(ev_load))
     (out / "messages.json").write_text(json.dumps([asdict(m) for m in messages]))
+    (out / "loop_lag.json").write_text(json.dumps(lag.samples))
     report = path_report(peers, drv.wall_offset)
     (out / "paths.json").write_text(json.dumps(report, default=float))
     return {"status": status, "error": error, "host": cfg.host, "rank": cfg.rank,
             "transport": cfg.transport, "iterations": len(records),
-            "verified": bool(records) and all(r.verified for r in records)}
+            "verified": bool(records) and all(r.verified for r in records),
+            "loop_lag": lag.summary()}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -2,6 +2,7 @@
 
 Exit status: 0 fine, 1 internal error, 2 invalid scenario or arguments, 3 machine cannot run
 it (not root, kernel feature missing, another run active), 4 fabric failed verification,
+5 a run's fidelity verdict was not `faithful` (only with `run --require-faithful`),
 130 interrupted. Errors print as one message (no traceback unless --debug).
 """
 from __future__ import annotations
@@ -11,9 +12,9 @@ import json
 import sys
 from pathlib import Path
 
-from runcontract import UserError
+from runcontract import META, UserError
 from testbed import scenario
-from testbed.errors import TestbedError
+from testbed.errors import NotFaithful, TestbedError
 from testbed.fabric import timeline
 from testbed.kernel import features
 from testbed.lifecycle import cleanup, registry
@@ -42,6 +43,9 @@ def _parser() -> argparse.ArgumentParser:
                    help="folder for run results (default: %(default)s)")
     r.add_argument("--capture", action="append", default=[], metavar="IFNAME",
                    help="write a pcap of this port (e.g. p0s0-eth1) for the workload; repeatable")
+    r.add_argument("--require-faithful", action="store_true",
+                   help="exit with code 5 when a run's fidelity verdict is not `faithful` "
+                        "(its numbers may measure the CPU, not the network); results are kept")
     r.add_argument("--quiet", action="store_true", help="only errors")
     r.add_argument("--no-report", action="store_true",
                    help="skip the report (HTML and figures) and the summary at the end")
@@ -83,10 +87,27 @@ def _cmd_run(args) -> int:
     dirs = run(sc, text, options, progress)
     for d in dirs:
         progress.say(f"done: {d}")
-    if args.no_report or options.verify_only or options.cli or options.hold > 0:
-        return 0
-    _report(dirs, compare=len(dirs) > 1, out=None, progress=progress)
+    if not (args.no_report or options.verify_only or options.cli or options.hold > 0):
+        _report(dirs, compare=len(dirs) > 1, out=None, progress=progress)
+    traffic = not (options.verify_only or options.cli or options.hold > 0)
+    if args.require_faithful and traffic:
+        _require_faithful(dirs)
     return 0
+
+
+def _require_faithful(dirs: list[Path]) -> None:
+    """Raise `NotFaithful` naming every run whose verdict is not `faithful` (or missing: a run
+    that measured no traffic has nothing to vouch for)."""
+    bad = []
+    for d in dirs:
+        verdict = (json.loads((d / META).read_text()).get("fidelity") or {})
+        if verdict.get("verdict") != "faithful":
+            why = "; ".join(verdict.get("reasons", [])) or "no traffic was measured"
+            bad.append(f"{d.name}: {verdict.get('verdict', 'no verdict')} ({why})")
+    if bad:
+        raise NotFaithful("--require-faithful: " + " | ".join(bad),
+                          "lower the link rates or the host count (the verdict's reasons say "
+                          "what fell behind), or free the machine's CPU")
 
 
 def _report(dirs: list[Path], compare: bool, out: Path | None, each: bool = True,
