@@ -113,6 +113,9 @@ def load_run(path: str | Path) -> Run:
     for name in OPTIONAL_TABLES:
         file = path / table_file(name)
         tables[name] = pd.read_parquet(file) if file.exists() else pd.DataFrame()
+    # iterations an agent did not complete are marked (error "not completed: ...", no times);
+    # the report is of those that ran
+    tables["iterations"] = tables["iterations"][tables["iterations"]["start"].notna()]
     if tables["iterations"].empty:
         raise _incomplete(path, meta, "no iteration in iterations.parquet")
     return Run(path, meta, facts, tables)

@@ -12,6 +12,7 @@ import asyncio
 import json
 import logging
 import random
+import signal
 import socket
 import sys
 import time
@@ -134,7 +135,7 @@ async def run(cfg: AgentConfig, out: Path) -> dict:
     nic = Nic(len(cfg.plain), **cfg.nic) if cfg.nic else None
     drv = driver.Driver(cfg.rank, cfg.world, listen, peers, gso=cfg.gso, nic=nic)
     messages: list[MessageRecord] = []
-    records = []
+    records: list = []  # filled as iterations complete: a timeout keeps those that did
     ev_load: list[dict] = []
     sampler: asyncio.Task | None = None
     lag = LoopLag()  # the fidelity monitor's view from inside the agent
@@ -148,10 +149,10 @@ async def run(cfg: AgentConfig, out: Path) -> dict:
         if cfg.ev_sample_period:
             sampler = asyncio.create_task(sample_ev_load(peers, cfg.ev_sample_period,
                                                          drv.wall_offset, ev_load))
-        records = await asyncio.wait_for(
+        await asyncio.wait_for(
             run_iterations(drv, w["collective"], w["size"], w["iterations"], w["warmup"],
                            w["compute_gap"], cfg.seed, time.time, comm=comm,
-                           messages=messages),
+                           messages=messages, records=records),
             cfg.timeout)
         wrong = [r for r in records if not r.verified]
         if wrong:
@@ -161,11 +162,14 @@ async def run(cfg: AgentConfig, out: Path) -> dict:
         status, error = "failed", f"transport failed: {exc}"
     except (asyncio.TimeoutError, TimeoutError) as exc:
         status, error = "failed", str(exc) or f"no completion within {cfg.timeout:.0f} s"
+    except asyncio.CancelledError:  # SIGTERM from the runner (stop_on_signal): keep what is done
+        status, error = "stopped", "stopped by the runner (SIGTERM)"
     finally:
         if sampler is not None:
             sampler.cancel()
         lag.stop()
-        await linger_until_peers_done(cfg, out)
+        if status != "stopped":
+            await linger_until_peers_done(cfg, out)
         drv.close()
     (out / "iterations.json").write_text(json.dumps([asdict(r) for r in records]))
     if cfg.ev_sample_period:
@@ -180,6 +184,14 @@ async def run(cfg: AgentConfig, out: Path) -> dict:
             "loop_lag": lag.summary()}
 
 
+async def stop_on_signal(work):
+    """Run `work`; a SIGTERM (the runner ending the workload: a peer crashed, or the deadline)
+    cancels it, so it writes what completed and says why it stopped instead of dying mid-way."""
+    task = asyncio.ensure_future(work)
+    asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, task.cancel)
+    return await task
+
+
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     if len(args) != 1:
@@ -190,12 +202,13 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, stream=sys.stderr,
                         format=f"%(asctime)s {cfg.host} rank {cfg.rank}: %(message)s")
     try:
-        result = asyncio.run(run(cfg, out))
+        result = asyncio.run(stop_on_signal(run(cfg, out)))
     except Exception as exc:  # reported to the runner, with the traceback logged
         log.exception("agent failed")
         result = {"status": "failed", "error": f"{type(exc).__name__}: {exc}",
                   "host": cfg.host, "rank": cfg.rank, "transport": cfg.transport}
     (out / "result.json").write_text(json.dumps(result))
+    # the log's last line says why the agent stopped
     log.info("%s%s", result["status"], f": {result['error']}" if result.get("error") else "")
     return 0 if result["status"] == "ok" else 1
 

@@ -316,7 +316,8 @@ def _run_workload(network: FabricNetwork, results: RunResults, progress: Progres
     progress.say(table)
     if injector.error:
         raise TestbedError(f"the fault timeline could not be applied: {injector.error}")
-    if failed:
+    if failed:  # the cause first: agents the runner stopped because of it come after
+        failed.sort(key=lambda o: "stopped_by_runner" in o.result)
         lines = "; ".join(f"{o.host}: {o.result.get('error')}" for o in failed[:4])
         raise TestbedError(f"{len(failed)} of {len(outcomes)} agents failed over {transport}: "
                            f"{lines}", f"each agent's log is in {out}/<host>/agent.log")

@@ -3,7 +3,8 @@
 The runner writes each agent's config (hostagent/config.py), starts the agent inside its
 host's namespace through Mininet, gives every agent the same wall-clock start time (namespaces
 share the clock), waits for all of them with a deadline, and reads what each wrote. An agent
-that fails is reported with its own error; nothing waits forever.
+that fails is reported with its own error; nothing waits forever, and a crashed agent ends the
+wait promptly (waiting.py), what completed being kept.
 """
 from __future__ import annotations
 
@@ -24,6 +25,7 @@ from testbed.errors import TestbedError
 from testbed.fabric import paths
 from testbed.fabric.plan import FabricPlan
 from testbed.lifecycle import interrupts
+from testbed.run.waiting import stop, wait_for_agents
 from testbed.scenario import Scenario
 
 START_DELAY = 0.2  # seconds between the last agent being ready and the common start
@@ -149,20 +151,9 @@ def run_agents(network: FabricNetwork, scenario: Scenario, transport: str, out: 
         start_at = _start_together(out, configs, procs)
         if on_start is not None:
             on_start(start_at)
-        deadline = time.time() + deadline_for(scenario) + 10
-        while any(p.poll() is None for p in procs.values()):
-            interrupts.checkpoint()
-            if time.time() > deadline:
-                raise TestbedError(
-                    f"agents still running {deadline_for(scenario):.0f} s after the start: "
-                    f"{', '.join(h for h, p in procs.items() if p.poll() is None)}",
-                    "see agent.log in each agent's folder")
-            time.sleep(0.05)
+        waited = wait_for_agents(procs, time.time() + deadline_for(scenario) + 10)
     finally:
-        for p in procs.values():
-            if p.poll() is None:
-                p.kill()
-            p.wait()
+        stop(procs)  # an error or a signal: no agent outlives the wait
     outcomes = []
     for host, cfg in configs.items():
         result_path = Path(cfg.out_dir) / "result.json"
@@ -172,5 +163,9 @@ def run_agents(network: FabricNetwork, scenario: Scenario, transport: str, out: 
             log = (Path(cfg.out_dir) / "agent.log").read_text()[-2000:]
             result = {"status": "failed", "error": f"no result (exit {procs[host].returncode}):"
                                                    f" {log.strip().splitlines()[-1:] or ''}"}
+        if host in waited.stopped:
+            result["stopped_by_runner"] = waited.stopped[host]
+            if result.get("status") != "failed":
+                result |= {"status": "failed", "error": f"stopped: {waited.stopped[host]}"}
         outcomes.append(AgentOutcome(host, cfg.rank, procs[host].returncode, result))
     return outcomes
