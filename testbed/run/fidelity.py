@@ -4,8 +4,9 @@ An emulator's numbers hold only while the machine keeps up. The verdict rests on
 measured on the run's own behalf, each against a bound that follows from the scenario:
 
 - **links** (Mininet-HiFi's link invariant, CoNEXT 2012): on a backlogged port, the next
-  dequeue comes one serialization time after the last. `LINK_FAITHFUL` of the backlogged gaps
-  within one packet time (|gap / expected - 1| < 100%) is faithful, below `LINK_DEGRADED` not:
+  dequeue comes one serialization time after the last (testbed/kernel/bpf/link_gap.c measures
+  how much later against a virtual link at the port's rate). `LINK_FAITHFUL` of the backlogged
+  dequeues within one full packet's time is faithful, below `LINK_DEGRADED` not:
   a port whose next packet waits twice its time on the wire one time in twenty runs at the
   CPU's pace, not the link's. Fewer than `MIN_GAPS` backlogged gaps (a light load never
   queues) do not judge the links.
@@ -41,7 +42,7 @@ VERDICTS = (FAITHFUL, DEGRADED, NOT_FAITHFUL)  # best to worst
 
 LINK_FAITHFUL = 0.99  # share of backlogged gaps within one packet time
 LINK_DEGRADED = 0.95
-ONE_PACKET_PCT = 100  # |gap / expected - 1| below this: within one packet time
+ONE_PACKET_PCT = 100  # lateness below this % of a full packet's time: within one packet time
 MIN_GAPS = 200  # fewer backlogged gaps than this: the links were not loaded enough to judge
 STALL_FAITHFUL = 0.01  # share of an agent's timed time its port may have idled for the CPU
 STALL_DEGRADED = 0.05
@@ -52,8 +53,9 @@ TELEMETRY_STRETCH = 4.0  # a sample interval this many periods long is a hole
 
 @dataclass(frozen=True)
 class LinkGaps:
-    """The fabric's backlogged gaps: `hist[i]` with error below `edges_pct[i]` (and at least
-    the edge before), the last bucket the rest; `unavailable` says why there is none."""
+    """The fabric's backlogged dequeues: `hist[i]` late by less than `edges_pct[i]` % of a full
+    packet's time (and at least the edge before), the last bucket the rest; `unavailable` says
+    why there is none."""
 
     edges_pct: tuple[float, ...] = ()
     hist: tuple[int, ...] = ()
@@ -66,7 +68,7 @@ class LinkGaps:
         return sum(self.hist)
 
     def share_within(self, pct: float) -> float:
-        """Share of measured gaps whose error is below `pct` (an edge of the histogram)."""
+        """Share of measured dequeues late by less than `pct` (an edge of the histogram)."""
         if pct not in self.edges_pct:
             raise ValueError(f"{pct}% is not an edge of the histogram {self.edges_pct}")
         below = sum(self.hist[: self.edges_pct.index(pct) + 1])
@@ -229,8 +231,8 @@ def judge(obs: Observed, bounds: Bounds) -> Verdict:
             verdict = _worse(verdict, DEGRADED if share <= STALL_DEGRADED else NOT_FAITHFUL)
             reasons.append(f"agents' timers late beyond their port's queue time "
                            f"({_ms(bounds.port_queue_s)}) for {share:.1%} of the timed "
-                           f"collectives ({worst.host}; over {STALL_FAITHFUL:.0%}): hosts "
-                           f"idled for the CPU")
+                           f"collectives ({worst.host}; over {STALL_FAITHFUL:.0%}): their ports "
+                           f"may have idled for the CPU")
         if slowest.p99 > bounds.base_rto_s:
             verdict = _worse(verdict, NOT_FAITHFUL)
             reasons.append(f"agent timers late by {_ms(slowest.p99)} at p99 ({slowest.host}), "

@@ -160,9 +160,15 @@ def run_agents(network: FabricNetwork, scenario: Scenario, transport: str, out: 
         if result_path.exists():
             result = json.loads(result_path.read_text())
         else:
-            log = (Path(cfg.out_dir) / "agent.log").read_text()[-2000:]
-            result = {"status": "failed", "error": f"no result (exit {procs[host].returncode}):"
+            log_path = Path(cfg.out_dir) / "agent.log"
+            log = log_path.read_text()[-2000:]
+            code = procs[host].returncode
+            result = {"status": "failed", "error": f"no result (exit {code}):"
                                                    f" {log.strip().splitlines()[-1:] or ''}"}
+            why = waited.stopped.get(host)
+            with log_path.open("a") as f:  # the agent could not say why it stopped: we do
+                f.write(f"runner: the agent ended with exit status {code} without a result"
+                        + (f" (the runner stopped it: {why})" if why else "") + "\n")
         if host in waited.stopped:
             result["stopped_by_runner"] = waited.stopped[host]
             if result.get("status") != "failed":

@@ -105,6 +105,8 @@ def test_a_crashed_agent_ends_the_run_promptly(tmp_path: Path, results_dir: Path
     for host in ("h0", "h2", "h3"):
         last = (run / "agents" / host / "agent.log").read_text().strip().splitlines()[-1]
         assert last.endswith("stopped: stopped by the runner (SIGTERM)"), last
+    last = (run / "agents" / "h1" / "agent.log").read_text().strip().splitlines()[-1]
+    assert last == "runner: the agent ended with exit status -9 without a result", last
     assert "fidelity: " in (run / "summary.txt").read_text()
 
 
