@@ -28,3 +28,22 @@ def test_kinds_apart_and_empty_ones_left_out():
     c = figures.link_gap_ccdf(gaps)
     assert set(c["kind"]) == {"host"}
     assert figures.link_gap_ccdf(gaps[gaps["kind"] == "fabric"]).empty
+
+
+def test_summary_says_each_runs_verdict_loud_when_not_faithful():
+    from types import SimpleNamespace
+
+    from analysis import summary
+
+    def view(label: str, fidelity: dict | None) -> SimpleNamespace:
+        return SimpleNamespace(label=label, run=SimpleNamespace(meta={"fidelity": fidelity}))
+
+    text = summary.fidelity([
+        view("mrc", {"verdict": "faithful", "reasons": []}),
+        view("rocev2", {"verdict": "not faithful", "reasons": ["links kept pace in 90%"]}),
+        view("old", None)])
+    assert text.splitlines() == [
+        "# fidelity mrc: faithful",
+        "# fidelity rocev2: NOT FAITHFUL - links kept pace in 90% (these numbers measure the "
+        "CPU, not the network)",
+        "# fidelity old: not judged (a run made before the monitor)"]
