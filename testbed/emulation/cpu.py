@@ -59,8 +59,10 @@ class CpuSampler:
         self._thread.start()
 
     def stop(self) -> None:
+        """Idempotent; a sampler never started has nothing to stop."""
         self._stop.set()
-        self._thread.join()
+        if self._thread.is_alive():
+            self._thread.join()
 
     def _run(self) -> None:
         busy0, soft0, total0 = parse_stat(PROC_STAT.read_text())

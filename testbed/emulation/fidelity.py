@@ -42,8 +42,7 @@ class FidelityMonitor:
 
     def stop(self) -> None:
         """Stop sampling, read every port's histogram, unload the program (idempotent)."""
-        if self.cpu._thread.is_alive():
-            self.cpu.stop()
+        self.cpu.stop()
         if self.gaps is None:
             return
         self.network.link_gaps = None

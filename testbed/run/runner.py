@@ -216,7 +216,7 @@ def _agent_lags(out: Path, outcomes, iterations, port_queue_s: float) -> list[fi
         path = out / o.host / "loop_lag.json"
         if not path.exists():
             continue
-        mine = iterations[iterations["host"] == o.host]
+        mine = iterations[(iterations["host"] == o.host) & iterations["start"].notna()]
         windows = sorted(zip(mine["start"], mine["end"], strict=True))
         lag = fidelity.agent_lag(o.host, json.loads(path.read_text()), windows, port_queue_s,
                                  o.result.get("loop_lag"))
