@@ -24,9 +24,11 @@ measured on the run's own behalf, each against a bound that follows from the sce
   forwards). From `RUN_CPU_DEGRADED` of all cores on the run competes with itself (its own
   forwarding, its telemetry); from `RUN_CPU_NOT` it has no headroom at all and the agents'
   per-packet work, not the links, sets the pace (measured: 32 agents at 100 Mbit/s on 2 cores
-  used 96% and reached 1% of the ideal, with every retransmission timeout spurious; quickstart
-  uses about 40%). Timer lateness alone misses this: an agent that is too slow is woken
-  promptly and then spends its slice on per-packet work.
+  used 97% and reached 1% of the ideal, with every retransmission timeout spurious; quickstart
+  used 44-73% and reached 88-92%). Timer lateness alone misses this: an agent that is too slow
+  is woken promptly and then spends its slice on per-packet work. On a kernel without
+  CONFIG_IRQ_TIME_ACCOUNTING (this one) softirq work done in an agent's context is in both
+  terms: the sum errs high, towards caution.
 - **telemetry**: a sampler interval over `TELEMETRY_STRETCH` x its period leaves holes in the
   time series: degraded (the network may still be right; its record is not whole).
 
@@ -48,7 +50,7 @@ ONE_PACKET_PCT = 100  # lateness below this % of a full packet's time: within on
 MIN_GAPS = 200  # fewer backlogged gaps than this: the links were not loaded enough to judge
 STALL_FAITHFUL = 0.02  # share of an agent's timed time its port may have idled for the CPU
 STALL_DEGRADED = 0.10
-RUN_CPU_DEGRADED = 0.7  # share of all cores the run itself used over the workload
+RUN_CPU_DEGRADED = 0.8  # share of all cores the run itself used over the workload
 RUN_CPU_NOT = 0.9
 TELEMETRY_STRETCH = 4.0  # a sample interval this many periods long is a hole
 
