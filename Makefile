@@ -8,10 +8,11 @@ PYTEST := $(BIN)/python -m pytest
 install:
 	./scripts/install.sh
 
-# The in-fabric ECN/trimming program (tc eBPF), built from source with clang.
-BPF_OBJ := testbed/kernel/bpf/fabric_queue.o
+# The eBPF programs, built from source with clang: the in-fabric ECN/trimming queue (tc) and
+# the fidelity monitor's link-gap histogram (qdisc:qdisc_dequeue tracepoint).
+BPF_OBJ := testbed/kernel/bpf/fabric_queue.o testbed/kernel/bpf/link_gap.o
 bpf: $(BPF_OBJ)
-$(BPF_OBJ): testbed/kernel/bpf/fabric_queue.c
+testbed/kernel/bpf/%.o: testbed/kernel/bpf/%.c
 	clang -O2 -g -Wall -Werror -target bpf -I/usr/include/$$(uname -m)-linux-gnu -c $< -o $@
 
 demo: install

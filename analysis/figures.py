@@ -323,3 +323,93 @@ def percentile_text(ps: list[Percentile], unit: float = 1e3, name: str = "ms") -
     star = "; * interpolated: too few samples for a measured tail" if any(
         p.note for p in ps) else ""
     return ", ".join(cells) + f" (n={n}{star})"
+
+
+def link_gap_ccdf(hist: pd.DataFrame) -> pd.DataFrame:
+    """From link_gaps.parquet rows (summed per `kind` and bucket): for each bucket's upper edge
+    x, the share of backlogged dequeues late by at least x % of a packet time."""
+    out = []
+    for kind, rows in hist.groupby("kind"):
+        counts = rows.groupby("bucket").agg(edge=("edge_pct", "first"), n=("gaps", "sum"))
+        counts = counts.sort_index()
+        total = counts["n"].sum()
+        if total == 0:
+            continue
+        beyond = total - counts["n"].cumsum()  # strictly later than the bucket's upper edge
+        out.append(pd.DataFrame({"kind": kind, "edge_pct": counts["edge"], "ccdf":
+                                 beyond / total, "total": total}))
+    return pd.concat(out) if out else pd.DataFrame(columns=["kind", "edge_pct", "ccdf", "total"])
+
+
+def fidelity(gaps: pd.DataFrame, cpu: pd.DataFrame, disturbances: pd.DataFrame,
+             verdict: dict | None, t0: float, t_max: float, title: str) -> Figure:
+    """Left: the CCDF of link lateness as Mininet-HiFi plots it (log y down to 1e-3), one
+    curve per link kind, with the one-packet-time bound. Right: the CPU over the traffic
+    (machine busy, its softirq part, PSI), fault windows shaded. The verdict is the title."""
+    fig, (left, right) = plt.subplots(1, 2, figsize=(10, 3.6),
+                                      gridspec_kw={"width_ratios": [1, 1.3]})
+    ccdf = link_gap_ccdf(gaps) if not gaps.empty else pd.DataFrame()
+    lowest = 1e-3
+    for i, (kind, c) in enumerate(ccdf.groupby("kind") if not ccdf.empty else []):
+        finite = c[np.isfinite(c["edge_pct"])]
+        shown = finite["ccdf"].clip(lower=lowest / 2)
+        s = style(i)
+        late = float(finite["ccdf"].iloc[0]) if len(finite) else 0.0
+        note = "" if late > 0 else f"; none late by {finite['edge_pct'].iloc[0]:g}%: at the floor"
+        left.step(finite["edge_pct"], shown, where="post", color=s["color"],
+                  linestyle=s["linestyle"], marker=s["marker"], markersize=3,
+                  label=f"{kind} ports (n={int(c['total'].iloc[0]):,}{note})")
+        lowest = min(lowest, float(finite["ccdf"][finite["ccdf"] > 0].min()
+                                   if (finite["ccdf"] > 0).any() else lowest))
+    left.axvline(100, color="black", linewidth=0.8, linestyle="--")
+    left.annotate("one packet time", xy=(100, 1), xycoords=("data", "axes fraction"),
+                  xytext=(3, -10), textcoords="offset points", fontsize=7)
+    left.axhline(0.01, color="#888888", linewidth=0.8, linestyle=":")
+    left.set(xscale="log", yscale="log", ylim=(min(1e-3, lowest) / 2, 1.5), xlim=(0.8, 1.2e4),
+             xlabel="lateness of a backlogged dequeue (% of a full packet's time)",
+             ylabel="share of dequeues at least this late")
+    if ccdf.empty:
+        left.text(0.5, 0.5, "no backlogged dequeue measured", transform=left.transAxes,
+                  ha="center", fontsize=8)
+    else:
+        left.legend(fontsize=7, loc="lower left")
+    left.set_title("link invariant (CCDF)", fontsize=9)
+    if not cpu.empty:
+        t = cpu["time"] - t0
+        right.plot(t, 100 * cpu["busy"], label="CPU busy (all cores)", **_line(0))
+        if "softirq" in cpu:
+            right.plot(t, 100 * cpu["softirq"], label="of which softirq (forwarding)", **_line(1))
+        if cpu["psi_some"].notna().any():
+            right.plot(t, 100 * cpu["psi_some"], label="PSI: some task waiting for a CPU",
+                       **_line(2))
+    handles = _mark_disturbances(right, disturbances, None, t_max, labels=False)
+    right.axhline(90, color="#888888", linewidth=0.8, linestyle=":")
+    right.set(ylim=(0, 105), xlim=(0, max(t_max, 1e-3)), xlabel=TIME_LABEL,
+              ylabel="share of the interval (%)")
+    right.legend(handles=right.get_legend_handles_labels()[0] + handles, fontsize=7,
+                 loc="lower right")
+    right.set_title("CPU over the traffic", fontsize=9)
+    v = verdict or {}
+    head = f"{title}: fidelity {v.get('verdict', 'not judged (an older run)')}"
+    reasons = "; ".join(v.get("reasons", []))
+    if reasons:
+        head += "\n" + "\n".join(_wrap(reasons, 140))
+    fig.suptitle(head, fontsize=9)
+    fig.tight_layout()
+    return fig
+
+
+def _line(i: int) -> dict:
+    s = style(i)
+    return {"color": s["color"], "linestyle": s["linestyle"], "linewidth": 1.2}
+
+
+def _wrap(text: str, width: int) -> list[str]:
+    lines, line = [], ""
+    for word in text.split(" "):
+        if len(line) + len(word) + 1 > width:
+            lines.append(line)
+            line = word
+        else:
+            line = f"{line} {word}".strip()
+    return [*lines, line][:4]

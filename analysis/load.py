@@ -132,6 +132,9 @@ def load_run(path: str | Path) -> Run:
     if missing_columns:
         raise RunError(f"{path}: iterations.parquet lacks columns {missing_columns}",
                        "a damaged file: rerun the scenario")
+    # iterations an agent did not complete are marked (error "not completed: ...", no times);
+    # the report is of those that ran
+    tables["iterations"] = tables["iterations"][tables["iterations"]["start"].notna()]
     if tables["iterations"].empty:
         raise _incomplete(path, meta, "no iteration in iterations.parquet")
     return Run(path, meta, facts, tables)

@@ -24,7 +24,8 @@ from .load import Run, RunError, load_runs
 NOTEBOOKS = Path(__file__).resolve().parent
 KERNEL = "python3"
 # Figures every report has; a comparison adds one EV state timeline per run (ev_states-LABEL).
-RUN_FIGURES = ("cct_cdf", "goodput", "utilisation", "busbw", "ev_states", "counters")
+RUN_FIGURES = ("cct_cdf", "goodput", "utilisation", "busbw", "ev_states", "counters",
+               "fidelity")
 COMPARE_FIGURES = ("cct_cdf", "goodput", "utilisation", "busbw", "counters")
 
 

@@ -127,6 +127,13 @@ def _title(views: list[RunView], what: str) -> str:
             f"ranks")
 
 
+def fidelity_figure(view: RunView) -> Figure:
+    """Did the run measure the network or the CPU: link lateness CCDF, CPU over time."""
+    run = view.run
+    return figures.fidelity(run.link_gaps, run.cpu, view.disturbances, run.meta.get("fidelity"),
+                            run.t0, view.t_end, f"{run.facts.scenario} over {run.transport}")
+
+
 def cct_figure(views: list[RunView]) -> Figure:
     return figures.cct_cdf({v.label: v.timed["cct"] for v in views},
                            _title(views, "Collective completion time"))

@@ -141,5 +141,23 @@ def writes(views: list[RunView]) -> str:
     return "\n".join(lines) + ("\n" if lines else "")
 
 
+def fidelity(views: list[RunView]) -> str:
+    """One line per run: its fidelity verdict and why (loud when the numbers are the CPU's)."""
+    lines = []
+    for v in views:
+        f = v.run.meta.get("fidelity") or {}
+        verdict = f.get("verdict")
+        if verdict is None:
+            lines.append(f"# fidelity {v.label}: not judged (a run made before the monitor)")
+            continue
+        loud = verdict.upper() if verdict != "faithful" else verdict
+        why = "; ".join(f.get("reasons", []))
+        lines.append(f"# fidelity {v.label}: {loud}" + (f" - {why}" if why else "")
+                     + (" (these numbers measure the CPU, not the network)"
+                        if verdict == "not faithful" else ""))
+    return "\n".join(lines) + "\n"
+
+
 def text(views: list[RunView]) -> str:
-    return table(views) + writes(views) + recoveries(views) + fault_timing(views)
+    return (table(views) + fidelity(views) + writes(views) + recoveries(views)
+            + fault_timing(views))

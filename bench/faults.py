@@ -42,13 +42,15 @@ def measure(run_dir: Path) -> dict:
     return {"busbw": row.busbw, "share": row.busbw / ideal, "p50": p50.value, "p99": p99.value,
             "n": len(timed),
             "retx": int(qps["retransmits"].sum()), "trims": trims,
-            "verified": bool(timed["verified"].all())}
+            "verified": bool(timed["verified"].all()),
+            "fidelity": (run.meta.get("fidelity") or {}).get("verdict", "-")}
 
 
 def main() -> int:
     names = sys.argv[1:] or [str(ROOT / "scenarios" / f"{n}.yaml") for n in DEFAULT]
     print(f"{'scenario':<22}{'MRC':>7}{'RoCEv2':>8}{'MRC/RoCEv2':>11}  {'CCT p50/p99 MRC':>17}  "
-          f"{'RoCEv2 (ms)':>13}  {'n':>3}  {'retx M/R':>11}  {'trims M/R':>10}  verified")
+          f"{'RoCEv2 (ms)':>13}  {'n':>3}  {'retx M/R':>11}  {'trims M/R':>10}  verified  "
+          f"fidelity M/R")
     with tempfile.TemporaryDirectory() as tmp:
         for file in names:
             name = Path(file).stem
@@ -66,10 +68,12 @@ def main() -> int:
                   f"{a['busbw'] / b['busbw']:>10.2f}x  {a['p50']:>8.0f}/{a['p99']:<8.0f}"
                   f"  {b['p50']:>6.0f}/{b['p99']:<6.0f}  {a['n']:>3}  "
                   f"{a['retx']:>5}/{b['retx']:<5}  {a['trims']:>4}/{b['trims']:<5}  "
-                  f"{a['verified'] and b['verified']}")
+                  f"{a['verified'] and b['verified']!s:<8}  {a['fidelity']}/{b['fidelity']}")
     print("MRC, RoCEv2: busbw as a share of each transport's own ideal (MRC sprays every plane,\n"
           "a RoCEv2 QP uses one); MRC/RoCEv2: ratio of the busbw themselves. CCT over the timed\n"
-          "iterations (a p99 of so few samples is near their maximum, not a measured tail)")
+          "iterations (a p99 of so few samples is near their maximum, not a measured tail);\n"
+          "fidelity: each run's verdict (README, Fidelity): numbers of a run that is not\n"
+          "`faithful` measure the CPU as much as the network")
     return 0
 
 

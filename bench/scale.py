@@ -76,7 +76,7 @@ def run_one(sc, transport: str) -> dict:
     delivered = float(qps["data_sent"].sum() - qps["retransmits"].sum())
     agents = cpu.agents_cpu([o.result for o in outcomes])
     busy = used["user"] + used["system"] + used["softirq"]
-    lag = max((o.result.get("loop_lag", {}).get("p99_ms", 0) for o in outcomes), default=0)
+    lag = max((o.result.get("loop_lag", {}).get("p99_s", 0) * 1e3 for o in outcomes), default=0)
     return {"share": measured / ideal, "lag_p99_ms": lag, "gap_ms": gaps.mean() * 1e3,
             "seconds": seconds,
             "busy": busy / (busy + used["idle"]), "packets": delivered,

@@ -18,6 +18,7 @@ import json
 import logging
 import os
 import random
+import signal
 import socket
 import sys
 import time
@@ -28,6 +29,7 @@ from . import driver, netns
 from .collectives import DTYPE, Communicator
 from .config import AgentConfig
 from .evs import EVPolicy, EVSet
+from .lag import PROCESS_LAG, LagWindow
 from .mrc import MrcQP
 from .nic import Nic
 from .qp import QPConfig, QueuePair
@@ -162,10 +164,11 @@ async def run(cfg: AgentConfig, out: Path, ns: str | None = None) -> dict:
     nic = Nic(len(cfg.plain), **cfg.nic) if cfg.nic else None
     drv = driver.Driver(cfg.rank, cfg.world, listen, peers, gso=cfg.gso, nic=nic)
     messages: list[MessageRecord] = []
-    records = []
+    records: list = []  # filled as iterations complete: a timeout keeps those that did
     ev_load: list[dict] = []
     sampler: asyncio.Task | None = None
     cpu_at_start = None
+    window: LagWindow | None = None  # this host's share of the process's loop-lag monitor
     status, error = "ok", None
     w = cfg.workload
     try:
@@ -173,13 +176,14 @@ async def run(cfg: AgentConfig, out: Path, ns: str | None = None) -> dict:
         comm = Communicator(drv, w["size"] // DTYPE.itemsize)
         await wait_for_start(cfg, out)
         cpu_at_start = _cpu_seconds()
+        window = PROCESS_LAG.start()  # from the common start: the workload's lag and CPU
         if cfg.ev_sample_period:
             sampler = asyncio.create_task(sample_ev_load(peers, cfg.ev_sample_period,
                                                          drv.wall_offset, ev_load))
-        records = await asyncio.wait_for(
+        await asyncio.wait_for(
             run_iterations(drv, w["collective"], w["size"], w["iterations"], w["warmup"],
                            w["compute_gap"], cfg.seed, time.time, comm=comm,
-                           messages=messages),
+                           messages=messages, records=records),
             cfg.timeout)
         wrong = [r for r in records if not r.verified]
         if wrong:
@@ -189,59 +193,31 @@ async def run(cfg: AgentConfig, out: Path, ns: str | None = None) -> dict:
         status, error = "failed", f"transport failed: {exc}"
     except (asyncio.TimeoutError, TimeoutError) as exc:
         status, error = "failed", str(exc) or f"no completion within {cfg.timeout:.0f} s"
+    except asyncio.CancelledError:  # SIGTERM from the runner (stop_on_signal): keep what is done
+        status, error = "stopped", "stopped by the runner (SIGTERM)"
     finally:
         if sampler is not None:
             sampler.cancel()
-        await linger_until_peers_done(cfg, out)
+        if window is not None:
+            window.close()
+        if status != "stopped":
+            await linger_until_peers_done(cfg, out)
         drv.close()
     (out / "iterations.json").write_text(json.dumps([asdict(r) for r in records]))
     if cfg.ev_sample_period:
         (out / "ev_load.json").write_text(json.dumps(ev_load))
     (out / "messages.json").write_text(json.dumps([asdict(m) for m in messages]))
+    (out / "loop_lag.json").write_text(json.dumps(window.samples() if window else []))
     report = path_report(peers, drv.wall_offset)
     (out / "paths.json").write_text(json.dumps(report, default=float))
     return {"status": status, "error": error, "host": cfg.host, "rank": cfg.rank,
             "transport": cfg.transport, "iterations": len(records),
             "verified": bool(records) and all(r.verified for r in records),
-            "cpu_start_s": cpu_at_start}
-
-
-class LoopLag:
-    """How late the event loop runs a timer: every `period`, the delay past the time asked
-    for. A loop late by more than a NIC's backlog (a few ms) lets its ports run dry, so the run
-    measured the CPU, not the network. One per process (its hosts share the loop)."""
-
-    def __init__(self, period: float = 0.01) -> None:
-        self.period = period
-        self.lags: list[float] = []
-        self.task: asyncio.Task | None = None
-
-    async def _run(self) -> None:
-        loop = asyncio.get_running_loop()
-        while True:
-            due = loop.time() + self.period
-            await asyncio.sleep(self.period)
-            self.lags.append(loop.time() - due)
-
-    def start(self) -> None:
-        if self.task is None:
-            self.task = asyncio.get_running_loop().create_task(self._run())
-
-    def summary(self) -> dict:
-        if not self.lags:
-            return {}
-        lags = sorted(self.lags)
-        pick = lambda q: round(lags[min(len(lags) - 1, int(q * len(lags)))] * 1e3, 3)  # noqa: E731
-        return {"samples": len(lags), "p50_ms": pick(0.5), "p99_ms": pick(0.99),
-                "max_ms": round(lags[-1] * 1e3, 3)}
-
-
-LOOP_LAG = LoopLag()
+            "cpu_start_s": cpu_at_start, "loop_lag": window.summary() if window else {}}
 
 
 async def host_main(cfg: AgentConfig, ns: str | None = None) -> dict:
     """One host from start to result.json; never raises (what went wrong is in the result)."""
-    LOOP_LAG.start()
     WHO.set(f"{cfg.host} rank {cfg.rank}")
     out = Path(cfg.out_dir)
     try:
@@ -251,7 +227,6 @@ async def host_main(cfg: AgentConfig, ns: str | None = None) -> dict:
         result = {"status": "failed", "error": f"{type(exc).__name__}: {exc}",
                   "host": cfg.host, "rank": cfg.rank, "transport": cfg.transport}
     result["cpu_s"], result["pid"] = _cpu_seconds(), os.getpid()  # pooled: one pid, many hosts
-    result["loop_lag"] = LOOP_LAG.summary()  # the process's loop, since its first host started
     result["io"] = driver.io_stats()  # the process's, as well
     (out / "result.json").write_text(json.dumps(result))
     log.info("%s%s", result["status"], f": {result['error']}" if result.get("error") else "")
@@ -265,6 +240,14 @@ def _cpu_seconds() -> float:
     return t.user + t.system
 
 
+async def stop_on_signal(work):
+    """Run `work`; a SIGTERM (the runner ending the workload: a peer crashed, or the deadline)
+    cancels it, so it writes what completed and says why it stopped instead of dying mid-way."""
+    task = asyncio.ensure_future(work)
+    asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, task.cancel)
+    return await task
+
+
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     if len(args) != 1:
@@ -273,7 +256,7 @@ def main(argv: list[str] | None = None) -> int:
     cfg = AgentConfig.load(Path(args[0]))
     logging.basicConfig(level=logging.INFO, stream=sys.stderr,
                         format=f"%(asctime)s {cfg.host} rank {cfg.rank}: %(message)s")
-    result = asyncio.run(host_main(cfg))
+    result = asyncio.run(stop_on_signal(host_main(cfg)))
     return 0 if result["status"] == "ok" else 1
 
 

@@ -375,7 +375,8 @@ class Driver:
                 waiter = self._imm_waiters.get(key)
                 if waiter is not None and self._imms[key] >= len(self._peers[peer]):
                     del self._imm_waiters[key]
-                    waiter.set_result(None)
+                    if not waiter.done():  # cancelled (a timeout, SIGTERM): nobody waits
+                        waiter.set_result(None)
             elif isinstance(event, QPFailed):
                 self._fail(f"QP to rank {peer}: {event.reason}")
 

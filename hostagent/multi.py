@@ -67,7 +67,8 @@ def main(argv: list[str] | None = None) -> int:
     shared.addFilter(_OnlyHost(""))
     shared.setFormatter(logging.Formatter("%(asctime)s %(name)s: %(message)s"))
     root.addHandler(shared)
-    results = asyncio.run(serve(hosts))
+    # SIGTERM (the runner ending the workload): every host stops, keeping what it completed
+    results = asyncio.run(agent.stop_on_signal(serve(hosts)))
     bad = [r["host"] for r in results if r["status"] != "ok"]
     print(f"{len(hosts)} hosts served, {len(bad)} not ok{': ' + ', '.join(bad) if bad else ''}",
           file=sys.stderr)

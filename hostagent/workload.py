@@ -174,15 +174,18 @@ class MessageRecord:
 async def run_iterations(endpoint: Endpoint, kind: Kind, nbytes: int, iterations: int,
                          warmup: int, compute_gap_s: float, seed: int,
                          clock: Callable[[], float], *, comm: Communicator | None = None,
-                         messages: list[MessageRecord] | None = None) -> list[IterationRecord]:
+                         messages: list[MessageRecord] | None = None,
+                         records: list[IterationRecord] | None = None) -> list[IterationRecord]:
     """`warmup` then `iterations` calls (numbered 0.., warmup first), each verified.
 
     `compute_gap_s` is slept between calls, standing for the compute a training step does
     between collectives. Inputs are made before `start` and checked after `end`, so neither is
     timed. A wrong result does not stop the run: its record says verified=False and `error`
     names the element, and it is logged as an error. Writes are appended to `messages` when it
-    is given. Without `comm` a Communicator sized for `nbytes` is built, which registers the
-    endpoint's region: pass one Communicator (of the largest size) to every size of a sweep.
+    is given, and iteration records to `records` as each completes (so a caller that times out
+    keeps those that did). Without `comm` a Communicator sized for `nbytes` is built, which
+    registers the endpoint's region: pass one Communicator (of the largest size) to every size
+    of a sweep.
     """
     count, remainder = divmod(nbytes, DTYPE.itemsize)
     if remainder:
@@ -192,7 +195,7 @@ async def run_iterations(endpoint: Endpoint, kind: Kind, nbytes: int, iterations
     elif comm.endpoint is not endpoint:
         raise ValueError("comm was built on another endpoint")
     rank, world = endpoint.rank, endpoint.world
-    records: list[IterationRecord] = []
+    records = [] if records is None else records
     for iteration in range(warmup + iterations):
         if iteration and compute_gap_s > 0:
             await asyncio.sleep(compute_gap_s)

@@ -7,8 +7,10 @@ without Mininet, root or the scenario language, from the folder alone.
 from runcontract.errors import UserError
 from runcontract.facts import BackgroundWindow, RunFacts
 from runcontract.files import (
+    CPU_COLUMNS,
     EVENT_COLUMNS,
     ITERATION_COLUMNS,
+    LINK_GAP_COLUMNS,
     META,
     OPTIONAL_TABLES,
     REQUIRED_TABLES,
@@ -18,6 +20,6 @@ from runcontract.files import (
     table_file,
 )
 
-__all__ = ["EVENT_COLUMNS", "ITERATION_COLUMNS", "META", "OPTIONAL_TABLES", "REQUIRED_TABLES",
-           "SCENARIO", "STATUSES", "SUMMARY", "BackgroundWindow", "RunFacts", "UserError",
-           "table_file"]
+__all__ = ["CPU_COLUMNS", "EVENT_COLUMNS", "ITERATION_COLUMNS", "LINK_GAP_COLUMNS", "META",
+           "OPTIONAL_TABLES", "REQUIRED_TABLES", "SCENARIO", "STATUSES", "SUMMARY",
+           "BackgroundWindow", "RunFacts", "UserError", "table_file"]

@@ -14,7 +14,8 @@ STATUSES: Final = ("running", "complete", "failed", "interrupted", "crashed")
 # Tables every report needs; the others may be absent (older runs, no faults) or empty (RoCEv2
 # has no EVs).
 REQUIRED_TABLES: Final = ("iterations", "messages", "qps")
-OPTIONAL_TABLES: Final = ("paths", "ev_states", "links", "events", "ev_load")
+OPTIONAL_TABLES: Final = ("paths", "ev_states", "links", "events", "ev_load", "link_gaps",
+                          "cpu")
 
 ITERATION_COLUMNS: Final = ("host", "rank", "transport", "kind", "iteration", "warmup", "start",
                             "end", "bytes", "verified", "error")
@@ -23,6 +24,17 @@ ITERATION_COLUMNS: Final = ("host", "rank", "transport", "kind", "iteration", "w
 # condition it turns on or off (a link_up ends its link_down's).
 EVENT_COLUMNS: Final = ("event", "kind", "target", "condition", "on", "links", "scheduled",
                         "applied", "lag", "spread", "holder", "params", "note")
+
+# The fidelity monitor's tables. link_gaps: one row per port and histogram bucket, `gaps` the
+# backlogged dequeues later than the port's virtual link by less than `edge_pct` % of a full
+# packet's time (and at least the previous bucket's edge; the last edge is inf), the port's
+# totals repeated on each row (`backlogged` dequeues measured, `gap_ns` and `late_ns` summed).
+# cpu: one row per sampling interval ending at `time` (wall clock): machine-wide busy share, its
+# softirq part (where the fabric forwards) and the share of the interval some task waited for a
+# CPU (PSI; null where the kernel lacks it).
+LINK_GAP_COLUMNS: Final = ("node", "ifname", "link", "kind", "plane", "rate_bps", "dequeues",
+                           "backlogged", "gap_ns", "late_ns", "bucket", "edge_pct", "gaps")
+CPU_COLUMNS: Final = ("time", "interval_s", "busy", "softirq", "psi_some")
 
 
 def table_file(name: str) -> str:

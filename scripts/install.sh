@@ -32,7 +32,7 @@ if [ ${#missing[@]} -gt 0 ]; then
     apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 
-# The in-fabric ECN/trimming eBPF program, from its C source (make skips it when up to date).
+# The eBPF programs (ECN/trimming queue, link-gap monitor), from C (make skips them when up to date).
 make -s bpf
 
 if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ] && [ -x "$VENV/bin/mrc-testbed" ]; then

@@ -3,8 +3,9 @@
 Exit status: 0 fine, 1 internal error, 2 invalid scenario, drill or arguments, 3 machine
 cannot run it (not root, kernel feature missing, another run active), 4 fabric failed
 verification, 5 a drill objective failed, 6 no drill objective failed but some were
-inconclusive (too few samples, no steady state, a run not judged faithful), 130 interrupted.
-Errors print as one message (no traceback unless --debug).
+inconclusive (too few samples, no steady state, a run not judged faithful), 7 a run's fidelity
+verdict was not `faithful` (only with `run --require-faithful`), 130 interrupted. Errors print
+as one message (no traceback unless --debug).
 """
 from __future__ import annotations
 
@@ -14,9 +15,9 @@ import math
 import sys
 from pathlib import Path
 
-from runcontract import UserError
+from runcontract import META, UserError
 from testbed import scenario
-from testbed.errors import TestbedError
+from testbed.errors import NotFaithful, TestbedError
 from testbed.fabric import timeline
 from testbed.fabric.placement import place
 from testbed.fabric.plan import make_plan
@@ -59,6 +60,9 @@ def _parser() -> argparse.ArgumentParser:
                    help="folder for run results (default: %(default)s)")
     r.add_argument("--capture", action="append", default=[], metavar="IFNAME",
                    help="write a pcap of this port (e.g. p0s0-eth1) for the workload; repeatable")
+    r.add_argument("--require-faithful", action="store_true",
+                   help="exit with code 7 when a run's fidelity verdict is not `faithful` "
+                        "(its numbers may measure the CPU, not the network); results are kept")
     r.add_argument("--quiet", action="store_true", help="only errors")
     r.add_argument("--no-report", action="store_true",
                    help="skip the report (HTML and figures) and the summary at the end")
@@ -122,10 +126,27 @@ def _cmd_run(args) -> int:
     dirs = run(sc, text, options, progress)
     for d in dirs:
         progress.say(f"done: {d}")
-    if args.no_report or options.verify_only or options.cli or options.hold > 0:
-        return 0
-    _report(dirs, compare=len(dirs) > 1, out=None, progress=progress)
+    if not (args.no_report or options.verify_only or options.cli or options.hold > 0):
+        _report(dirs, compare=len(dirs) > 1, out=None, progress=progress)
+    traffic = not (options.verify_only or options.cli or options.hold > 0)
+    if args.require_faithful and traffic:
+        _require_faithful(dirs)
     return 0
+
+
+def _require_faithful(dirs: list[Path]) -> None:
+    """Raise `NotFaithful` naming every run whose verdict is not `faithful` (or missing: a run
+    that measured no traffic has nothing to vouch for)."""
+    bad = []
+    for d in dirs:
+        verdict = (json.loads((d / META).read_text()).get("fidelity") or {})
+        if verdict.get("verdict") != "faithful":
+            why = "; ".join(verdict.get("reasons", [])) or "no traffic was measured"
+            bad.append(f"{d.name}: {verdict.get('verdict', 'no verdict')} ({why})")
+    if bad:
+        raise NotFaithful("--require-faithful: " + " | ".join(bad),
+                          "lower the link rates or the host count (the verdict's reasons say "
+                          "what fell behind), or free the machine's CPU")
 
 
 def _report(dirs: list[Path], compare: bool, out: Path | None, each: bool = True,

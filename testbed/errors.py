@@ -31,6 +31,13 @@ class VerificationFailed(TestbedError):
     exit_code = 4
 
 
+class NotFaithful(TestbedError):
+    """The run completed, but its fidelity verdict is not `faithful` (`run --require-faithful`):
+    its numbers may be the CPU's, not the network's. The results are kept."""
+
+    exit_code = 7
+
+
 class Interrupted(KeyboardInterrupt):
     """SIGINT, SIGTERM or SIGHUP arrived; the run tears down.
 

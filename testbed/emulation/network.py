@@ -31,6 +31,7 @@ from testbed.fabric.plan import FabricPlan, Link, Port
 from testbed.fabric.routes import node_configs
 from testbed.kernel import netns
 from testbed.kernel.fabric_queue import FabricQueues, port_config, router_ports
+from testbed.kernel.link_gap import LinkGapMonitor
 from testbed.kernel.rtnl import NodeNetlink
 from testbed.lifecycle import cleanup, interrupts
 from testbed.lifecycle.progress import Progress
@@ -202,6 +203,7 @@ class FabricNetwork:
         self.inodes: set[int] = set()
         self.ifindex: dict[str, dict[str, int]] = {}  # node -> interface name -> index
         self.queues: FabricQueues | None = None  # the eBPF ECN/trimming program, if asked for
+        self.link_gaps: LinkGapMonitor | None = None  # the fidelity monitor's, while it runs
         self._netlink: dict[str, NodeNetlink] = {}
         self._closed = False
 
@@ -291,7 +293,10 @@ class FabricNetwork:
         return link.buffer
 
     def set_queue_rate(self, port: Port, link: Link, rate_bps: int) -> None:
-        """The rate a router port's virtual queue drains at, after its shaper changed."""
+        """The rate a router port's virtual queue drains at, and the rate the fidelity monitor
+        expects its dequeues at, after its shaper changed."""
+        if self.link_gaps is not None:
+            self.link_gaps.set_rate(port.ifindex, rate_bps)
         if self.queues is not None and self.plan.nodes[port.node].role != "host":
             self.queues.set_rate(port.ifindex, port_config(link, rate_bps))
 

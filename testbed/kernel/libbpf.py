@@ -61,6 +61,9 @@ def _lib() -> ctypes.CDLL:
         ("bpf_map_update_elem", [ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p,
                                  ctypes.c_uint64], ctypes.c_int),
         ("bpf_prog_test_run_opts", [ctypes.c_int, ctypes.c_void_p], ctypes.c_int),
+        ("bpf_program__attach", [ctypes.c_void_p], ctypes.c_void_p),
+        ("bpf_link__destroy", [ctypes.c_void_p], ctypes.c_int),
+        ("libbpf_get_error", [ctypes.c_void_p], ctypes.c_long),
     ):
         getattr(lib, fn).argtypes = args
         getattr(lib, fn).restype = res
@@ -89,6 +92,7 @@ class BpfObject:
             raise LibbpfError(f"the kernel refused {os.path.basename(path)}: "
                               f"{os.strerror(-rc)}" + (f"\n{tail}" if tail else ""))
         self._obj = obj
+        self._links: list[int] = []
 
     def program_fd(self, name: str) -> int:
         prog = _lib().bpf_object__find_program_by_name(self._obj, name.encode())
@@ -96,12 +100,33 @@ class BpfObject:
             raise LibbpfError(f"no program {name!r} in the object")
         return _lib().bpf_program__fd(prog)
 
+    def attach(self, name: str) -> int:
+        """Attach the program to the hook its section names (a tracepoint, a raw tracepoint);
+        a link handle for `detach`. Closing the object also detaches it."""
+        lib = _lib()
+        prog = lib.bpf_object__find_program_by_name(self._obj, name.encode())
+        if not prog:
+            raise LibbpfError(f"no program {name!r} in the object")
+        del _log[:]
+        link = lib.bpf_program__attach(prog)
+        err = lib.libbpf_get_error(link) if link else -(ctypes.get_errno() or 22)
+        if not link or err:
+            code = -err if err else ctypes.get_errno()
+            tail = "; ".join(line for line in _log[-3:] if line)
+            raise LibbpfError(code, f"attaching {name}: {os.strerror(code)}"
+                              + (f" ({tail})" if tail else ""))
+        self._links.append(link)
+        return link
+
     def map_fd(self, name: str) -> int:
         fd = _lib().bpf_object__find_map_fd_by_name(self._obj, name.encode())
         _check(fd, f"map {name!r}")
         return fd
 
     def close(self) -> None:
+        for link in self._links:
+            _lib().bpf_link__destroy(link)
+        self._links.clear()
         if self._obj:
             _lib().bpf_object__close(self._obj)
             self._obj = None
@@ -117,7 +142,8 @@ def lookup(fd: int, key: ctypes.Structure | ctypes._SimpleCData,
     return True
 
 
-def update(fd: int, key: ctypes.Structure | ctypes._SimpleCData, value: ctypes.Structure,
+def update(fd: int, key: ctypes.Structure | ctypes._SimpleCData,
+           value: ctypes.Structure | ctypes._SimpleCData,
            flags: int = BPF_ANY) -> None:
     _check(_lib().bpf_map_update_elem(fd, ctypes.byref(key), ctypes.byref(value), flags),
            "map update")

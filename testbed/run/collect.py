@@ -39,15 +39,46 @@ def _spines(scenario: Scenario) -> dict[tuple[str, int, int], float]:
             for i, ev in enumerate(paths.evs(plan, h, peer))}
 
 
+def iteration_gaps(records: list[IterationRecord]) -> list[float]:
+    """Seconds between one iteration's end and the next one's start on each rank: making and
+    checking buffers (and the compute gap), which the timed collective leaves out."""
+    by_rank: dict[int, list[IterationRecord]] = {}
+    for r in records:
+        by_rank.setdefault(r.rank, []).append(r)
+    gaps = []
+    for mine in by_rank.values():
+        mine.sort(key=lambda r: r.iteration)
+        gaps += [b.start - a.end for a, b in zip(mine, mine[1:]) if b.iteration == a.iteration + 1]
+    return gaps
+
+
+def _gap_line(records: list[IterationRecord]) -> str:
+    gaps = sorted(iteration_gaps(records))
+    if not gaps:
+        return ""
+    return (f"# Gap between iterations: median {gaps[len(gaps) // 2] * 1e3:.1f} ms, max "
+            f"{gaps[-1] * 1e3:.1f} ms (buffers made and checked; not timed)\n")
+
+
 def collect(out: Path, results_dir: Path, outcomes: list[AgentOutcome], scenario: Scenario,
             transport: str, link_rows: list[dict] | None = None,
             event_rows: list[dict] | None = None) -> tuple[str, pd.DataFrame]:
     """Write the tables (links.parquet from the telemetry sampler's rows, when given); return
     the summary table text and the iterations frame."""
     iterations, messages, evs, transitions, qps, ev_load = [], [], [], [], [], []
+    missing = []  # iterations an agent did not complete: marked in iterations.parquet
+    total = scenario.workload.warmup + scenario.workload.iterations
     for o in outcomes:
         common = {"host": o.host, "rank": o.rank, "transport": transport}
-        iterations += [{**common, **r} for r in _read(out, o.host, "iterations.json")]
+        done = [{**common, **r} for r in _read(out, o.host, "iterations.json")]
+        iterations += done
+        if o.result.get("status") != "ok":
+            have = {r["iteration"] for r in done}
+            missing += [{**common, "kind": scenario.workload.collective, "iteration": i,
+                         "warmup": i < scenario.workload.warmup, "bytes": scenario.workload.size,
+                         "verified": False,
+                         "error": f"not completed: {o.result.get('error') or 'agent failed'}"}
+                        for i in range(total) if i not in have]
         messages += [{**common, **m} for m in _read(out, o.host, "messages.json")]
         report = _read(out, o.host, "paths.json") or {}
         evs += [{**common, **e} for e in report.get("evs", [])]
@@ -55,7 +86,7 @@ def collect(out: Path, results_dir: Path, outcomes: list[AgentOutcome], scenario
         qps += [{**common, **q} for q in report.get("qps", [])]
         ev_load += [{**common, **r} for r in _read(out, o.host, "ev_load.json")]
     frames = {
-        "iterations": pd.DataFrame(iterations, columns=list(ITERATION_COLUMNS)),
+        "iterations": pd.DataFrame(iterations + missing, columns=list(ITERATION_COLUMNS)),
         "messages": pd.DataFrame(messages),
         "paths": pd.DataFrame(evs),
         "ev_states": pd.DataFrame(transitions),
@@ -104,6 +135,7 @@ def collect(out: Path, results_dir: Path, outcomes: list[AgentOutcome], scenario
     if len(whole) < len(records):
         table += (f"# Incomplete           : {len(ranks) - len(whole) // world} iterations "
                   f"lack a rank (an agent failed); left out\n")
+    table += _gap_line(records)
     ideal, planes = scenario.ideal_busbw(transport)
     measured = rows[0].busbw if rows else 0.0
     table += (f"# Ideal bus bandwidth  : {ideal:.4g} GB/s ({planes} plane"

@@ -9,6 +9,7 @@ leave it half done. The results folder's meta.json records how the run ended and
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import sys
 import time
@@ -16,11 +17,12 @@ from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from runcontract import BackgroundWindow
+from runcontract import CPU_COLUMNS, LINK_GAP_COLUMNS, BackgroundWindow, table_file
 from testbed.emulation.background import BackgroundTraffic
 from testbed.emulation.capture import Captures, port_of
 from testbed.emulation.cluster import ClusterNetwork, make_network
 from testbed.emulation.cluster import preflight as cluster_preflight
+from testbed.emulation.fidelity import FidelityMonitor
 from testbed.emulation.injector import Injector
 from testbed.emulation.network import FabricNetwork
 from testbed.emulation.telemetry import Sampler, default_period
@@ -30,12 +32,14 @@ from testbed.fabric.plan import make_plan
 from testbed.fabric.timeline import schedule
 from testbed.kernel import features
 from testbed.kernel.fabric_queue import FabricQueues
+from testbed.kernel.link_gap import EDGES_PCT
 from testbed.lifecycle import cleanup, interrupts, registry
 from testbed.lifecycle.progress import Progress
 from testbed.lifecycle.registry import RunRegistry
+from testbed.run import fidelity
 from testbed.run.collect import collect
 from testbed.run.results import RunResults
-from testbed.run.traffic import run_agents
+from testbed.run.traffic import nic_limits, run_agents
 from testbed.scenario import Scenario, describe
 from testbed.scenario.background import flows
 from testbed.scenario.units import format_size
@@ -270,6 +274,52 @@ def _build_and_use(network: FabricNetwork, results: RunResults, options: RunOpti
                 time.sleep(options.hold)
 
 
+def _agent_lags(out: Path, outcomes, iterations, port_queue_s: float) -> list[fidelity.AgentLag]:
+    """Each agent's timer lateness inside its own timed iterations (agents/<host>/
+    loop_lag.json against iterations.parquet's start and end)."""
+    lags = []
+    for o in outcomes:
+        path = out / o.host / "loop_lag.json"
+        if not path.exists():
+            continue
+        mine = iterations[(iterations["host"] == o.host) & iterations["start"].notna()]
+        windows = sorted(zip(mine["start"], mine["end"], strict=True))
+        lag = fidelity.agent_lag(o.host, json.loads(path.read_text()), windows, port_queue_s,
+                                 o.result.get("loop_lag"))
+        if lag is not None:
+            lags.append(lag)
+    return lags
+
+
+def _bounds(scenario: Scenario, period: float) -> fidelity.Bounds:
+    nic = nic_limits(scenario)
+    return fidelity.Bounds(port_queue_s=nic["limit"] * 8 / nic["rate_bps"],
+                           base_rto_s=scenario.base_rto(), telemetry_period_s=period)
+
+
+def _judge(monitor: FidelityMonitor, sampler: Sampler, lags: list[fidelity.AgentLag],
+           scenario: Scenario, period: float) -> fidelity.Verdict:
+    """The run's fidelity verdict from what the monitor, the telemetry and the agents saw."""
+    hist, gap_ns, late_ns = monitor.histogram()
+    links = fidelity.LinkGaps(EDGES_PCT, hist, gap_ns, late_ns, monitor.unavailable)
+    times = sorted({r["time"] for r in sampler.rows})
+    interval = max((b - a for a, b in zip(times, times[1:])), default=None)
+    cpu = monitor.cpu.summary()
+    bounds = _bounds(scenario, period)
+    observed = fidelity.Observed(links, lags, interval, cpu["busy_mean"], cpu["busy_max"],
+                                 cpu["psi_some"], monitor.cpu.cores, cpu["softirq"])
+    return fidelity.judge(observed, bounds)
+
+
+def write_fidelity_tables(results_dir: Path, monitor: FidelityMonitor) -> None:
+    """link_gaps.parquet (every port's histogram) and cpu.parquet (busy share over time)."""
+    import pandas as pd  # only once there are results
+    pd.DataFrame(monitor.port_rows, columns=list(LINK_GAP_COLUMNS)).to_parquet(
+        results_dir / table_file("link_gaps"), index=False)
+    pd.DataFrame(monitor.cpu.rows, columns=list(CPU_COLUMNS)).to_parquet(
+        results_dir / table_file("cpu"), index=False)
+
+
 def _run_workload(network: FabricNetwork, results: RunResults, progress: Progress,
                   transport: str, capture: tuple[str, ...]) -> None:
     scenario = network.plan.scenario
@@ -290,8 +340,10 @@ def _run_workload(network: FabricNetwork, results: RunResults, progress: Progres
         background.start(t0)
 
     captures = Captures(network, list(capture), results.dir)
+    monitor = FidelityMonitor(network)
     with progress.phase("traffic") as info:
         captures.start()
+        monitor.start()
         sampler.start()
         try:
             injector.prepare()  # every node's nftables thread in its namespace before t0
@@ -300,14 +352,15 @@ def _run_workload(network: FabricNetwork, results: RunResults, progress: Progres
             injector.stop()
             background.stop()
             sampler.stop()
+            monitor.stop()
             captures.stop()
         failed = [o for o in outcomes if o.result.get("status") != "ok"]
         info["done"] = (f"{w.collective} of {format_size(w.size)} x {w.iterations} on "
                         f"{len(hosts)} ranks over {transport}: "
                         + ("every rank verified" if not failed else f"{len(failed)} ranks FAILED"))
     with progress.phase("collect") as info:
-        table, _ = collect(out, results.dir, outcomes, scenario, transport, sampler.rows,
-                           injector.rows)
+        table, iterations = collect(out, results.dir, outcomes, scenario, transport,
+                                    sampler.rows, injector.rows)
         results.meta["faults"] = {"actions": len(injector.actions), "error": injector.error}
         results.meta["background"] = background.summary()
         if background.flows and results.meta.get("facts") and "workload_start" in results.meta:
@@ -320,6 +373,11 @@ def _run_workload(network: FabricNetwork, results: RunResults, progress: Progres
             "queue_stats_every": sampler.queue_every, "cpu_seconds": round(sampler.cpu_seconds, 3),
             "cpu_share_of_one_core": round(sampler.cpu_seconds / wall, 4) if wall else None,
             "error": sampler.error}
+        lags = _agent_lags(out, outcomes, iterations, _bounds(scenario, period).port_queue_s)
+        verdict = _judge(monitor, sampler, lags, scenario, period)
+        results.meta["fidelity"] = verdict.to_json()
+        write_fidelity_tables(results.dir, monitor)
+        table += verdict.line() + "\n"
         results.save()
         results.write_text("summary.txt", table + "\n")
         info["done"] = ("iterations, messages, paths, ev_states, qps, links .parquet; "
@@ -332,7 +390,8 @@ def _run_workload(network: FabricNetwork, results: RunResults, progress: Progres
                      f"not run: {'; '.join(bg['failed'])} (all in {results.dir}/background/)")
     if injector.error:
         raise TestbedError(f"the fault timeline could not be applied: {injector.error}")
-    if failed:
+    if failed:  # the cause first: agents the runner stopped because of it come after
+        failed.sort(key=lambda o: "stopped_by_runner" in o.result)
         lines = "; ".join(f"{o.host}: {o.result.get('error')}" for o in failed[:4])
         raise TestbedError(f"{len(failed)} of {len(outcomes)} agents failed over {transport}: "
                            f"{lines}", f"each agent's log is in {out}/<host>/agent.log")

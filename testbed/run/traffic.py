@@ -7,7 +7,8 @@ process starts in its first host's namespace and opens every other host's socket
 host's namespace, so a crashed run's clean-up finds it in a recorded namespace). It then gives
 every agent the same wall-clock start time (namespaces share the clock), waits for all of them
 with a deadline, and reads what each wrote. An agent that fails is reported with its own error;
-nothing waits forever.
+nothing waits forever, and a crashed agent ends the wait promptly (waiting.py), what completed
+being kept.
 """
 from __future__ import annotations
 
@@ -33,6 +34,7 @@ from testbed.fabric import paths
 from testbed.fabric.plan import FabricPlan
 from testbed.kernel import netns
 from testbed.lifecycle import interrupts
+from testbed.run.waiting import stop, wait_for_agents
 from testbed.scenario import Scenario
 
 START_DELAY = 0.2  # seconds between the last agent being ready and the common start
@@ -209,31 +211,30 @@ def run_agents(network: FabricNetwork, scenario: Scenario, transport: str, out: 
         start_at = _start_together(out, configs, procs)
         if on_start is not None:
             on_start(start_at)
-        deadline = time.time() + deadline_for(scenario) + 10
-        while any(p.poll() is None for p in procs.values()):
-            interrupts.checkpoint()
-            if time.time() > deadline:
-                raise TestbedError(
-                    f"agents still running {deadline_for(scenario):.0f} s after the start: "
-                    f"{', '.join(h for h, p in procs.items() if p.poll() is None)}",
-                    "see agent.log in each agent's folder")
-            time.sleep(0.05)
+        waited = wait_for_agents(procs, time.time() + deadline_for(scenario) + 10)
     finally:
-        for p in set(procs.values()):
-            if p.poll() is None:
-                p.kill()
-            p.wait()
+        stop(procs)  # an error or a signal: no agent outlives the wait
     outcomes = []
     for host, cfg in configs.items():
         result_path = Path(cfg.out_dir) / "result.json"
         if result_path.exists():
             result = json.loads(result_path.read_text())
         else:
-            log = (Path(cfg.out_dir) / "agent.log").read_text()[-2000:]
+            log_path = Path(cfg.out_dir) / "agent.log"
+            log = log_path.read_text()[-2000:]
             if not log.strip():  # pooled: what the process itself said
                 log = "".join(p.read_text()[-2000:] for p in out.glob("pool-*.log"))
-            result = {"status": "failed", "error": f"no result (exit {procs[host].returncode}):"
+            code = procs[host].returncode
+            result = {"status": "failed", "error": f"no result (exit {code}):"
                                                    f" {log.strip().splitlines()[-1:] or ''}"}
+            why = waited.stopped.get(host)
+            with log_path.open("a") as f:  # the agent could not say why it stopped: we do
+                f.write(f"runner: the agent ended with exit status {code} without a result"
+                        + (f" (the runner stopped it: {why})" if why else "") + "\n")
+        if host in waited.stopped:
+            result["stopped_by_runner"] = waited.stopped[host]
+            if result.get("status") != "failed":
+                result |= {"status": "failed", "error": f"stopped: {waited.stopped[host]}"}
         outcomes.append(AgentOutcome(host, cfg.rank, procs[host].returncode, result))
     if transport == "rocev2":
         add_roce_spines(network, out, configs)

@@ -46,7 +46,7 @@ def test_run_renders_reports_and_prints_summary(tmp_path: Path, results_dir: Pat
     assert [d.name.rsplit("-", 1)[1] for d in runs] == ["mrc", "rocev2"]
     for d in runs:
         _check_report(d / "report", ["cct_cdf", "goodput", "utilisation", "busbw",
-                                     "ev_states", "counters"])
+                                     "ev_states", "counters", "fidelity"])
     (compare,) = [d for d in results_dir.iterdir() if "-compare-report-test" in d.name]
     _check_report(compare, ["cct_cdf", "goodput", "utilisation", "busbw", "counters",
                             "ev_states-mrc", "ev_states-rocev2"])
@@ -55,6 +55,7 @@ def test_run_renders_reports_and_prints_summary(tmp_path: Path, results_dir: Pat
     assert any(line.split()[:1] == ["mrc"] for line in out)
     assert any(line.split()[:1] == ["rocev2"] for line in out)
     assert any("CCT p50" in line for line in out)
+    assert sum(line.startswith("# fidelity ") for line in out) == 2  # one verdict per run
     # the same comparison from the folders, elsewhere: only it is rendered and named
     res = run_cli("compare", *map(str, runs), "--out", str(tmp_path / "cmp"))
     assert res.returncode == 0, res.stderr

@@ -1,0 +1,274 @@
+"""Did this run measure the network or the CPU? The verdict and its thresholds, as pure logic.
+
+An emulator's numbers hold only while the machine keeps up. The verdict rests on symptoms
+measured on the run's own behalf, each against a bound that follows from the scenario:
+
+- **links** (Mininet-HiFi's link invariant, CoNEXT 2012): on a backlogged port, the next
+  dequeue comes one serialization time after the last (testbed/kernel/bpf/link_gap.c measures
+  how much later against a virtual link at the port's rate). `LINK_FAITHFUL` of the backlogged
+  dequeues within one full packet's time is faithful, below `LINK_DEGRADED` not:
+  a port whose next packet waits twice its time on the wire one time in twenty runs at the
+  CPU's pace, not the link's. Fewer than `MIN_GAPS` backlogged gaps (a light load never
+  queues) do not judge the links.
+- **agents** (timers firing late, the event-loop lag, inside the timed collectives): an agent
+  refills its host port's queue at every wake-up, so a wake-up later than the queue lasts may
+  leave the link idle while the host had data. The share of the timed time lost so (lateness
+  beyond the queue's time, summed) bounds the throughput the host may have lost to the CPU:
+  faithful up to `STALL_FAITHFUL` (below the run-to-run spread of quickstart's busbw, 87-92%
+  of the ideal), not faithful over `STALL_DEGRADED` (the issue's 10 points from the ideal).
+  Separately, a 99th percentile lag beyond the base
+  retransmission timeout is not faithful: timeouts then fire on CPU delay, not on loss, and
+  condemn healthy paths (seen at 32+ hosts).
+- **the run's CPU**: what the run itself used of the machine over the workload, its agents'
+  time on a CPU (scheduler statistics) plus the kernel's softirq time (where the fabric
+  forwards). From `RUN_CPU_DEGRADED` of all cores on the run competes with itself (its own
+  forwarding, its telemetry); from `RUN_CPU_NOT` it has no headroom at all and the agents'
+  per-packet work, not the links, sets the pace (measured: 32 agents at 100 Mbit/s on 2 cores
+  used 97% and reached 1% of the ideal, with every retransmission timeout spurious; quickstart
+  used 44-73% and reached 88-92%). Timer lateness alone misses this: an agent that is too slow
+  is woken promptly and then spends its slice on per-packet work. On a kernel without
+  CONFIG_IRQ_TIME_ACCOUNTING (this one) softirq work done in an agent's context is in both
+  terms: the sum errs high, towards caution.
+- **telemetry**: a sampler interval over `TELEMETRY_STRETCH` x its period leaves holes in the
+  time series: degraded (the network may still be right; its record is not whole).
+
+CPU busy share and pressure (PSI) are recorded and quoted, but are not criteria on their own:
+on a shared machine a fully busy CPU may be others' work that the scheduler shares fairly while
+this run's links and timers keep pace, and a run starved by it shows in the symptoms above.
+"""
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+FAITHFUL, DEGRADED, NOT_FAITHFUL = "faithful", "degraded", "not faithful"
+VERDICTS = (FAITHFUL, DEGRADED, NOT_FAITHFUL)  # best to worst
+
+LINK_FAITHFUL = 0.99  # share of backlogged gaps within one packet time
+LINK_DEGRADED = 0.95
+ONE_PACKET_PCT = 100  # lateness below this % of a full packet's time: within one packet time
+MIN_GAPS = 200  # fewer backlogged gaps than this: the links were not loaded enough to judge
+STALL_FAITHFUL = 0.02  # share of an agent's timed time its port may have idled for the CPU
+STALL_DEGRADED = 0.10
+RUN_CPU_DEGRADED = 0.8  # share of all cores the run itself used over the workload
+RUN_CPU_NOT = 0.9
+TELEMETRY_STRETCH = 4.0  # a sample interval this many periods long is a hole
+
+
+@dataclass(frozen=True)
+class LinkGaps:
+    """The fabric's backlogged dequeues: `hist[i]` late by less than `edges_pct[i]` % of a full
+    packet's time (and at least the edge before), the last bucket the rest; `unavailable` says
+    why there is none."""
+
+    edges_pct: tuple[float, ...] = ()
+    hist: tuple[int, ...] = ()
+    gap_ns: int = 0  # sum of the backlogged gaps
+    late_ns: int = 0  # sum of their excess over one serialization time
+    unavailable: str | None = None
+
+    @property
+    def measured(self) -> int:
+        return sum(self.hist)
+
+    def share_within(self, pct: float) -> float:
+        """Share of measured dequeues late by less than `pct` (an edge of the histogram)."""
+        if pct not in self.edges_pct:
+            raise ValueError(f"{pct}% is not an edge of the histogram {self.edges_pct}")
+        below = sum(self.hist[: self.edges_pct.index(pct) + 1])
+        return below / self.measured if self.measured else 1.0
+
+
+@dataclass(frozen=True)
+class AgentLag:
+    """One agent's event-loop lag inside its timed iterations (seconds a timer fired late),
+    and how much of that time its port may have idled for it (`stalled` s of `timed` s)."""
+
+    host: str
+    p99: float
+    max: float
+    samples: int
+    stalled: float = 0.0
+    timed: float = 0.0
+    on_cpu: float | None = None  # s on a CPU over `span` s of workload (scheduler statistics)
+    runq: float | None = None  # s runnable but waiting for a CPU
+    span: float = 0.0
+
+    @property
+    def stalled_share(self) -> float:
+        return self.stalled / self.timed if self.timed > 0 else 0.0
+
+
+
+@dataclass(frozen=True)
+class Bounds:
+    """What the scenario allows: the host port's queue time and the base RTO (seconds)."""
+
+    port_queue_s: float
+    base_rto_s: float
+    telemetry_period_s: float
+
+
+@dataclass(frozen=True)
+class Observed:
+    links: LinkGaps
+    agents: Sequence[AgentLag]
+    telemetry_max_interval_s: float | None  # the longest interval between two samples
+    cpu_busy: float | None = None  # mean share of all cores busy over the traffic phase
+    cpu_busy_max: float | None = None  # its highest sample
+    psi_some: float | None = None  # share of the phase some task waited for a CPU
+    cores: int | None = None
+    softirq: float | None = None  # mean share of all cores in softirq (the fabric forwarding)
+
+    def run_cpu(self) -> tuple[float, float] | None:
+        """(agents', kernel softirq) share of all cores over the workload; None when the agents
+        gave no scheduler statistics."""
+        timed = [a for a in self.agents if a.on_cpu is not None and a.span > 0]
+        if not timed or not self.cores:
+            return None
+        span = sum(a.span for a in timed) / len(timed)
+        agents = sum(a.on_cpu or 0.0 for a in timed) / (self.cores * span)
+        return agents, self.softirq or 0.0
+
+
+@dataclass
+class Verdict:
+    verdict: str
+    reasons: list[str] = field(default_factory=list)
+    numbers: dict = field(default_factory=dict)
+
+    def to_json(self) -> dict:
+        return {"verdict": self.verdict, "reasons": self.reasons, **self.numbers}
+
+    def line(self) -> str:
+        """The terminal summary's line: loud when the numbers are the CPU's."""
+        head = {FAITHFUL: "fidelity: faithful", DEGRADED: "fidelity: DEGRADED",
+                NOT_FAITHFUL: "fidelity: NOT FAITHFUL (these numbers measure the CPU, not the "
+                              "network)"}[self.verdict]
+        return head + ("" if not self.reasons else " - " + "; ".join(self.reasons))
+
+
+def lag_within(samples: Sequence[tuple[float, float]],
+               windows: Sequence[tuple[float, float]]) -> list[float]:
+    """The part of each timer's lateness that fell inside a timed window (an iteration's start
+    to end): a sample that woke at `woke`, `late` s after it was due, stalled the loop over
+    [woke - late, woke]. Samples that do not meet a window are left out; on-time ones inside
+    count as 0. Windows must not overlap (one agent's iterations)."""
+    out = []
+    for woke, late in samples:
+        due = woke - late
+        for start, end in windows:
+            if start <= woke <= end or (due < end and woke > start):
+                out.append(max(0.0, min(woke, end) - max(due, start)))
+                break
+    return out
+
+
+def agent_lag(host: str, samples: Sequence[tuple[float, float]],
+              windows: Sequence[tuple[float, float]], port_queue_s: float,
+              summary: dict | None = None) -> AgentLag | None:
+    """One agent's lag inside its timed windows, with its CPU from `summary` (the agent's
+    result.json `loop_lag`); None when no sample fell inside."""
+    within = lag_within(samples, windows)
+    if not within:
+        return None
+    stalled = sum(max(0.0, late - port_queue_s) for late in within)
+    timed = sum(max(0.0, end - start) for start, end in windows)
+    summary = summary or {}
+    return AgentLag(host, quantile(within, 0.99), max(within), len(within), stalled, timed,
+                    summary.get("on_cpu_s"), summary.get("runq_s"), summary.get("span_s", 0.0))
+
+
+def quantile(values: Sequence[float], q: float) -> float:
+    """The q-quantile by rank (no interpolation: a reported lag is one that happened)."""
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))] if ordered else 0.0
+
+
+def _worse(a: str, b: str) -> str:
+    return a if VERDICTS.index(a) >= VERDICTS.index(b) else b
+
+
+def _ms(seconds: float) -> str:
+    return f"{seconds * 1e3:.3g} ms"
+
+
+def judge(obs: Observed, bounds: Bounds) -> Verdict:
+    """The verdict, each reason naming the number and the bound it crossed."""
+    verdict, reasons = FAITHFUL, []
+    numbers: dict = {"thresholds": {
+        "link_within_one_packet": {"faithful": LINK_FAITHFUL, "degraded": LINK_DEGRADED},
+        "min_backlogged_gaps": MIN_GAPS,
+        "agent_stalled_share": {"faithful": STALL_FAITHFUL, "degraded": STALL_DEGRADED},
+        "run_cpu_share": {"degraded": RUN_CPU_DEGRADED, "not_faithful": RUN_CPU_NOT},
+        "agent_port_queue_s": bounds.port_queue_s, "agent_lag_p99_max_s": bounds.base_rto_s,
+        "telemetry_max_interval_s": TELEMETRY_STRETCH * bounds.telemetry_period_s}}
+
+    links = obs.links
+    numbers["links"] = {"backlogged_gaps": links.measured, "unavailable": links.unavailable}
+    if links.unavailable:
+        reasons.append(f"link gaps not measured ({links.unavailable}): judged on the CPU side")
+    elif links.measured >= MIN_GAPS:
+        within = links.share_within(ONE_PACKET_PCT)
+        idle = links.late_ns / links.gap_ns if links.gap_ns else 0.0
+        numbers["links"] |= {"within_one_packet": round(within, 5),
+                             "idle_while_backlogged": round(idle, 5)}
+        if within < LINK_FAITHFUL:
+            level = DEGRADED if within >= LINK_DEGRADED else NOT_FAITHFUL
+            verdict = _worse(verdict, level)
+            reasons.append(f"links kept pace in {within:.2%} of {links.measured:,} backlogged "
+                           f"gaps (< {LINK_FAITHFUL:.0%} within one packet time); idle "
+                           f"{idle:.1%} of the time they had packets waiting")
+    else:
+        numbers["links"]["note"] = f"fewer than {MIN_GAPS} backlogged gaps: not judged"
+
+    if obs.agents:
+        worst = max(obs.agents, key=lambda a: a.stalled_share)
+        slowest = max(obs.agents, key=lambda a: a.p99)
+        numbers["agents"] = {"stalled_share": round(worst.stalled_share, 5),
+                             "stalled_host": worst.host, "lag_p99_s": round(slowest.p99, 6),
+                             "lag_p99_host": slowest.host,
+                             "lag_max_s": round(max(a.max for a in obs.agents), 6),
+                             "agents": len(obs.agents)}
+        share = worst.stalled_share
+        if share > STALL_FAITHFUL:
+            verdict = _worse(verdict, DEGRADED if share <= STALL_DEGRADED else NOT_FAITHFUL)
+            reasons.append(f"agents' timers late beyond their port's queue time "
+                           f"({_ms(bounds.port_queue_s)}) for {share:.1%} of the timed "
+                           f"collectives ({worst.host}; over {STALL_FAITHFUL:.0%}): their ports "
+                           f"may have idled for the CPU")
+        if slowest.p99 > bounds.base_rto_s:
+            verdict = _worse(verdict, NOT_FAITHFUL)
+            reasons.append(f"agent timers late by {_ms(slowest.p99)} at p99 ({slowest.host}), "
+                           f"over the base RTO {_ms(bounds.base_rto_s)}: timeouts fire on CPU "
+                           f"delay, not on loss")
+    else:
+        numbers["agents"] = None
+        reasons.append("no agent reported its event-loop lag inside a timed iteration")
+
+    gap = obs.telemetry_max_interval_s
+    numbers["telemetry"] = {"max_interval_s": None if gap is None else round(gap, 3),
+                            "period_s": bounds.telemetry_period_s}
+    if gap is not None and gap > TELEMETRY_STRETCH * bounds.telemetry_period_s:
+        verdict = _worse(verdict, DEGRADED)
+        reasons.append(f"telemetry starved: {gap:.2f} s between samples against a period of "
+                       f"{bounds.telemetry_period_s:g} s")
+
+    numbers["cpu"] = {"busy_mean": obs.cpu_busy, "busy_max": obs.cpu_busy_max,
+                      "psi_some": obs.psi_some, "cores": obs.cores, "softirq": obs.softirq}
+    run = obs.run_cpu()
+    if run is not None:
+        agents, softirq = run
+        numbers["cpu"] |= {"run_agents": round(agents, 4), "run_total": round(agents + softirq, 4)}
+        if agents + softirq >= RUN_CPU_DEGRADED:
+            verdict = _worse(verdict, DEGRADED if agents + softirq < RUN_CPU_NOT
+                             else NOT_FAITHFUL)
+            reasons.append(f"the run itself used {agents + softirq:.0%} of the "
+                           f"{obs.cores} cores (agents {agents:.0%}, kernel forwarding "
+                           f"{softirq:.0%}; from {RUN_CPU_NOT:.0%} the agents' per-packet work "
+                           f"sets the pace)")
+    if verdict != FAITHFUL and obs.cpu_busy is not None:
+        psi = "" if obs.psi_some is None else f", tasks waiting for a CPU {obs.psi_some:.0%}" \
+                                               f" of the time (PSI)"
+        reasons.append(f"CPU {obs.cpu_busy:.0%} busy over the traffic{psi}")
+    return Verdict(verdict, reasons, numbers)

@@ -1,0 +1,121 @@
+"""Every run judges its own fidelity: quickstart is faithful on this machine, an overloaded run
+is not (and `--require-faithful` says so with exit code 7), and a crashed agent ends the run
+promptly with what completed kept."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pandas as pd
+
+from .helpers import CLI, ROOT, run_cli
+
+# 32 Python agents at 100 Mbit/s x 4 planes: far more per-packet work than 2 cores can do
+OVERLOAD = """name: overload-32
+fabric:
+  planes: 4
+  leaves_per_plane: 4
+  spines_per_plane: 4
+  hosts_per_leaf: 8
+  host_link: {rate: 100Mbit, buffer: 100KB}
+  fabric_link: {rate: 100Mbit, buffer: 100KB}
+transport: [mrc]
+workload: {collective: all_reduce, size: 1MiB, iterations: 2, warmup: 0}
+"""
+
+
+def meta(run: Path) -> dict:
+    return json.loads((run / "meta.json").read_text())
+
+
+def test_quickstart_is_faithful(results_dir: Path):
+    res = run_cli("run", "--no-report", "--require-faithful", results=results_dir, timeout=300)
+    assert res.returncode == 0, res.stdout[-3000:] + res.stderr
+    runs = sorted(results_dir.iterdir())
+    assert len(runs) == 2
+    for run in runs:
+        f = meta(run)["fidelity"]
+        assert f["verdict"] == "faithful", f
+        assert f["links"]["backlogged_gaps"] >= 200 and f["links"]["within_one_packet"] >= 0.99
+        assert f["agents"]["agents"] == 4 and f["cpu"]["run_total"] < 0.8
+        gaps = pd.read_parquet(run / "link_gaps.parquet")
+        assert gaps.groupby(["node", "ifname"]).ngroups == 32, "every port of 16 links"
+        assert gaps["gaps"].sum() == f["links"]["backlogged_gaps"]
+        cpu = pd.read_parquet(run / "cpu.parquet")
+        assert len(cpu) >= 4 and cpu["busy"].between(0, 1).all()
+        assert "fidelity: faithful" in (run / "summary.txt").read_text()
+    assert (res.stdout + res.stderr).count("fidelity: faithful") == 2
+
+
+def test_an_overloaded_run_is_not_faithful(tmp_path: Path, results_dir: Path):
+    file = tmp_path / "overload.yaml"
+    file.write_text(OVERLOAD)
+    res = run_cli("run", str(file), "--no-report", "--require-faithful", results=results_dir,
+                  timeout=300)
+    assert res.returncode == 7, res.stdout[-3000:] + res.stderr
+    assert "--require-faithful" in res.stderr and "not faithful" in res.stderr
+    (run,) = results_dir.iterdir()
+    m = meta(run)
+    assert m["status"] == "complete", "the run itself completed; only its verdict fails"
+    assert m["fidelity"]["verdict"] == "not faithful"
+    assert any("the run itself used" in r for r in m["fidelity"]["reasons"])
+    assert "fidelity: NOT FAITHFUL" in res.stdout + res.stderr
+
+
+def test_a_crashed_agent_ends_the_run_promptly(tmp_path: Path, results_dir: Path):
+    file = tmp_path / "long.yaml"
+    # about 0.3 s an iteration: 40 of them outlast the kill; the agents' deadline is minutes
+    file.write_text("name: long\ntransport: [mrc]\n"
+                    "workload: {collective: all_reduce, size: 1MiB, iterations: 40}\n")
+    proc = subprocess.Popen([*CLI, "run", str(file), "--no-report", "--results",
+                             str(results_dir)], cwd=ROOT, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        start = None
+        for _ in range(600):
+            start = next(results_dir.glob("*/agents/start"), None)
+            if start is not None:
+                break
+            time.sleep(0.1)
+        assert start is not None, "the workload never started"
+        time.sleep(2.0)  # a few iterations complete
+        victim = _agent_pid(start.parent / "h1" / "config.json")
+        os.kill(victim, signal.SIGKILL)
+        t_kill = time.monotonic()
+        out, err = proc.communicate(timeout=120)
+        ended_after = time.monotonic() - t_kill
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 1, out[-2000:] + err
+    assert ended_after < 20, f"the run waited {ended_after:.0f} s for a dead agent"
+    assert "h1: no result (exit -9)" in err, err
+    (run,) = results_dir.iterdir()
+    assert meta(run)["status"] == "failed"
+    it = pd.read_parquet(run / "iterations.parquet")
+    done = it[it["verified"] & it["error"].isna()]
+    assert len(done) >= 4, "iterations completed before the crash are kept"
+    marked = it[it["error"].fillna("").str.startswith("not completed")]
+    assert len(marked) == 4 * 41 - len(done), "every other iteration is marked (1 warmup)"
+    for host in ("h0", "h2", "h3"):
+        last = (run / "agents" / host / "agent.log").read_text().strip().splitlines()[-1]
+        assert last.endswith("stopped: stopped by the runner (SIGTERM)"), last
+    last = (run / "agents" / "h1" / "agent.log").read_text().strip().splitlines()[-1]
+    assert last == "runner: the agent ended with exit status -9 without a result", last
+    assert "fidelity: " in (run / "summary.txt").read_text()
+
+
+def _agent_pid(config: Path) -> int:
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if str(config).encode() in (entry / "cmdline").read_bytes():
+                    return int(entry.name)
+            except OSError:
+                continue
+    raise AssertionError(f"no agent process with {config}")

@@ -1,0 +1,53 @@
+"""The agent's event-loop lag: a loop kept busy shows as late timers, the scheduler's
+statistics say how much CPU the agent used, and the hosts of one process share one timer."""
+from __future__ import annotations
+
+import asyncio
+import time
+
+from hostagent.lag import LagWindow, LoopLag
+
+
+def test_a_blocked_loop_shows_as_late_timers():
+    async def main() -> LagWindow:
+        window = LoopLag().start()
+        await asyncio.sleep(0.05)
+        t = time.monotonic()
+        while time.monotonic() - t < 0.12:  # the loop does 120 ms of work without yielding
+            pass
+        await asyncio.sleep(0.05)
+        window.close()
+        return window
+
+    window = asyncio.run(main())
+    lates = [late for _, late in window.samples()]
+    assert max(lates) >= 0.1, "the timer due during the busy stretch fired over 100 ms late"
+    assert sorted(lates)[len(lates) // 2] < 0.02, "the others were about on time"
+    s = window.summary()
+    assert s["samples"] == len(lates) and s["max_s"] == max(lates)
+    assert s["span_s"] >= 0.2
+    if "on_cpu_s" in s:  # a kernel with CONFIG_SCHED_INFO
+        # the 120 ms busy stretch was mostly on a CPU (a loaded machine preempts some of it)
+        assert s["on_cpu_s"] >= 0.05, "the busy stretch was on a CPU"
+
+
+def test_hosts_of_one_process_share_one_timer_and_see_their_own_window():
+    async def main() -> tuple[LoopLag, LagWindow, LagWindow, int]:
+        lag = LoopLag()
+        first = lag.start()
+        await asyncio.sleep(0.05)
+        second = lag.start()  # a second host of the same process
+        tasks = len([t for t in asyncio.all_tasks() if t is not asyncio.current_task()])
+        await asyncio.sleep(0.05)
+        first.close()
+        await asyncio.sleep(0.05)  # the timer keeps running for the second host
+        second.close()
+        await asyncio.sleep(0.03)  # and stops with the last one
+        return lag, first, second, tasks
+
+    lag, first, second, tasks = asyncio.run(main())
+    assert tasks == 1, "one timer task for both hosts"
+    assert first.samples() and second.samples()
+    assert first.samples()[0][0] < second.samples()[0][0], "each from its own start"
+    assert second.samples()[-1][0] > first.samples()[-1][0], "the timer outlived the first"
+    assert lag.samples[-1][0] <= second.samples()[-1][0] + 0.001, "and stopped after the last"

@@ -1,0 +1,157 @@
+"""The fidelity verdict from hand-computed inputs: each criterion's bounds, and the worst wins."""
+from __future__ import annotations
+
+import pytest
+
+from testbed.run import fidelity
+from testbed.run.fidelity import (
+    DEGRADED,
+    FAITHFUL,
+    NOT_FAITHFUL,
+    AgentLag,
+    Bounds,
+    LinkGaps,
+    Observed,
+    judge,
+)
+
+EDGES = (1, 10, 100, 1000)  # buckets: <1%, <10%, <100%, <1000%, rest
+BOUNDS = Bounds(port_queue_s=0.004, base_rto_s=0.02, telemetry_period_s=0.25)
+QUIET = AgentLag("h0", p99=0.001, max=0.002, samples=100, stalled=0.0, timed=1.0,
+                 on_cpu=0.1, runq=0.0, span=1.0)
+
+
+def links(on_time: int, late: int) -> LinkGaps:
+    """`on_time` gaps within 1%, `late` ones between 100% and 1000% of a packet time."""
+    return LinkGaps(EDGES, (on_time, 0, 0, late, 0), gap_ns=10**9, late_ns=10**7)
+
+
+def observe(**kw) -> Observed:
+    base = {"links": links(1000, 0), "agents": [QUIET], "telemetry_max_interval_s": 0.25,
+            "cpu_busy": 0.5, "cores": 2, "softirq": 0.05}
+    return Observed(**(base | kw))
+
+
+def test_a_quiet_run_is_faithful_with_its_numbers():
+    v = judge(observe(), BOUNDS)
+    assert v.verdict == FAITHFUL and v.reasons == []
+    out = v.to_json()
+    assert out["verdict"] == "faithful" and out["links"]["within_one_packet"] == 1.0
+    # the run's CPU: agents 0.1 s on a CPU over 1 s on 2 cores = 5%, plus 5% softirq
+    assert out["cpu"]["run_agents"] == 0.05 and out["cpu"]["run_total"] == 0.1
+    assert v.line() == "fidelity: faithful"
+
+
+@pytest.mark.parametrize(("late", "verdict"), [
+    (10, FAITHFUL),  # 990 / 1000 = 99.0% within one packet time: on the bound
+    (11, DEGRADED),  # 98.9%
+    (50, DEGRADED),  # 95.0%: on the lower bound
+    (51, NOT_FAITHFUL),  # 94.9%
+])
+def test_links_within_one_packet_time(late: int, verdict: str):
+    v = judge(observe(links=links(1000 - late, late)), BOUNDS)
+    assert v.verdict == verdict
+    assert v.numbers["links"]["within_one_packet"] == pytest.approx((1000 - late) / 1000)
+    if verdict != FAITHFUL:
+        assert "links kept pace in" in v.reasons[0] and "of 1,000 backlogged gaps" in v.reasons[0]
+
+
+def test_too_few_backlogged_gaps_do_not_judge_the_links():
+    v = judge(observe(links=links(100, 99)), BOUNDS)  # 199 < MIN_GAPS, half of them late
+    assert v.verdict == FAITHFUL and "not judged" in v.numbers["links"]["note"]
+
+
+def test_a_kernel_without_the_tracepoint_says_so():
+    v = judge(observe(links=LinkGaps(unavailable="no qdisc:qdisc_dequeue")), BOUNDS)
+    assert v.verdict == FAITHFUL
+    assert v.reasons == ["link gaps not measured (no qdisc:qdisc_dequeue): judged on the CPU side"]
+
+
+@pytest.mark.parametrize(("stalled", "verdict"), [
+    (0.02, FAITHFUL),  # 2% of the timed second beyond the port's queue time: on the bound
+    (0.021, DEGRADED),
+    (0.10, DEGRADED),
+    (0.101, NOT_FAITHFUL),
+])
+def test_agents_stalled_beyond_their_port_queue(stalled: float, verdict: str):
+    agent = AgentLag("h7", p99=0.003, max=0.01, samples=100, stalled=stalled, timed=1.0)
+    v = judge(observe(agents=[QUIET, agent]), BOUNDS)
+    assert v.verdict == verdict
+    assert v.numbers["agents"]["stalled_host"] == "h7"
+    if verdict != FAITHFUL:
+        assert f"for {stalled:.1%} of the timed collectives (h7" in v.reasons[0]
+
+
+def test_timers_late_beyond_the_rto_are_not_faithful():
+    agent = AgentLag("h3", p99=0.021, max=0.03, samples=100)  # RTO is 20 ms
+    v = judge(observe(agents=[agent]), BOUNDS)
+    assert v.verdict == NOT_FAITHFUL and "over the base RTO 20 ms" in v.reasons[0]
+    assert judge(observe(agents=[AgentLag("h3", 0.02, 0.03, 100)]), BOUNDS).verdict == FAITHFUL
+
+
+@pytest.mark.parametrize(("on_cpu", "verdict"), [
+    (1.4, FAITHFUL),  # 4 agents x 1.4 s over 4 s on 2 cores = 70%, + 5% softirq = 75%
+    (1.5, DEGRADED),  # 75% + 5% = 80%
+    (1.7, NOT_FAITHFUL),  # 85% + 5% = 90%
+])
+def test_the_runs_own_cpu(on_cpu: float, verdict: str):
+    agents = [AgentLag(f"h{i}", 0.001, 0.002, 100, on_cpu=on_cpu, runq=2.0, span=4.0)
+              for i in range(4)]
+    v = judge(observe(agents=agents), BOUNDS)
+    assert v.verdict == verdict
+    assert v.numbers["cpu"]["run_agents"] == pytest.approx(on_cpu * 4 / 8)
+    if verdict != FAITHFUL:
+        assert any("the run itself used" in r for r in v.reasons)
+
+
+def test_a_busy_machine_alone_is_not_a_verdict_but_is_quoted():
+    v = judge(observe(cpu_busy=1.0, psi_some=0.9), BOUNDS)
+    assert v.verdict == FAITHFUL and v.reasons == []
+    late = judge(observe(cpu_busy=1.0, psi_some=0.9, links=links(900, 100)), BOUNDS)
+    assert late.verdict == NOT_FAITHFUL
+    assert late.reasons[-1] == ("CPU 100% busy over the traffic, tasks waiting for a CPU 90% of "
+                                "the time (PSI)")
+    assert late.line().startswith("fidelity: NOT FAITHFUL (these numbers measure the CPU")
+
+
+def test_starved_telemetry_degrades():
+    assert judge(observe(telemetry_max_interval_s=1.0), BOUNDS).verdict == FAITHFUL  # 4 periods
+    v = judge(observe(telemetry_max_interval_s=1.01), BOUNDS)
+    assert v.verdict == DEGRADED and "telemetry starved" in v.reasons[0]
+
+
+def test_the_worst_criterion_wins():
+    agent = AgentLag("h1", p99=0.001, max=0.002, samples=10, stalled=0.05, timed=1.0)
+    v = judge(observe(agents=[agent], links=links(900, 100),
+                      telemetry_max_interval_s=5.0), BOUNDS)
+    assert v.verdict == NOT_FAITHFUL and len(v.reasons) == 4  # links, agents, telemetry, CPU
+
+
+def test_no_agent_lag_is_said():
+    v = judge(observe(agents=[]), BOUNDS)
+    assert "no agent reported its event-loop lag" in v.reasons[0]
+
+
+def test_lag_inside_timed_windows_only():
+    windows = [(10.0, 11.0), (12.0, 13.0)]
+    samples = [
+        (10.5, 0.0),  # on time inside: 0
+        (10.6, 0.05),  # stalled 10.55..10.6 inside: 0.05
+        (11.5, 0.3),  # 11.2..11.5: between iterations, left out
+        (12.1, 0.2),  # 11.9..12.1: the 0.1 inside the second window counts
+        (14.0, 0.001),  # after the last window
+    ]
+    assert fidelity.lag_within(samples, windows) == pytest.approx([0.0, 0.05, 0.1])
+    lag = fidelity.agent_lag("h0", samples, windows, port_queue_s=0.04,
+                             summary={"on_cpu_s": 0.5, "runq_s": 0.1, "span_s": 3.0})
+    assert lag is not None and lag.samples == 3 and lag.max == pytest.approx(0.1)
+    # lateness beyond 40 ms: 10 ms + 60 ms, over 2 s timed
+    assert lag.stalled == pytest.approx(0.07) and lag.stalled_share == pytest.approx(0.035)
+    assert lag.on_cpu == 0.5 and lag.span == 3.0
+    assert fidelity.agent_lag("h0", [(14.0, 0.0)], windows, 0.04) is None
+
+
+def test_quantile_is_a_value_that_happened():
+    assert fidelity.quantile([0.3, 0.1, 0.2], 0.5) == 0.2
+    assert fidelity.quantile(list(range(100)), 0.99) == 99
+    assert fidelity.quantile([], 0.99) == 0.0
