@@ -126,7 +126,7 @@ background:
      plane: 0}
 """, tmp_path, results_dir)
     meta = json.loads((run / "meta.json").read_text())
-    assert meta["background"] == {"flows": 3, "started": 3}
+    assert meta["background"] == {"flows": 3, "started": 3, "ran": 3, "failed": []}
     lost = sent = 0
     for k in range(3):
         client = json.loads((run / "background" / f"flow{k}-client.json").read_text())
