@@ -92,6 +92,7 @@ class BackgroundTraffic:
                 end_process(proc)
         if self.flows:
             self.outcomes = [self._outcome(f) for f in self.flows]
+            self.out.mkdir(parents=True, exist_ok=True)  # a run stopped before the timeline
             (self.out / "flows.json").write_text(json.dumps(self.outcomes, indent=1))
 
     def _outcome(self, flow: Flow) -> dict:

@@ -40,3 +40,12 @@ def test_only_flows_iperf3_reports_as_run_count(tmp_path: Path):
     assert bg.windows(t0, scheduled) == [BackgroundWindow("incast", "tcp", 0, 1.02, 3.02)]
     on_disk = json.loads((tmp_path / "flows.json").read_text())
     assert [f["ran"] for f in on_disk] == [True, False, False, False]
+
+
+def test_stopped_before_the_timeline_started(tmp_path: Path):
+    """A run interrupted before the workload's start: stop() still says what did not run
+    (found by the random interrupt test: flows.json into a folder never made)."""
+    out = tmp_path / "background"
+    bg = BackgroundTraffic(None, [Flow(0, "h0", "h1", 0, "tcp", None, 1.0, 2.0, 0)], out)
+    bg.stop()
+    assert json.loads((out / "flows.json").read_text())[0]["ran"] is False
