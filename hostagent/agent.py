@@ -22,8 +22,10 @@ import signal
 import socket
 import sys
 import time
+from collections.abc import Awaitable
 from dataclasses import asdict
 from pathlib import Path
+from typing import Any, TypeVar
 
 from . import driver, netns
 from .collectives import DTYPE, Communicator
@@ -34,9 +36,11 @@ from .mrc import MrcQP
 from .nic import Nic
 from .qp import QPConfig, QueuePair
 from .rocev2 import RoceQP
-from .workload import MessageRecord, run_iterations
+from .workload import IterationRecord, MessageRecord, run_iterations
 
 log = logging.getLogger("hostagent")
+T = TypeVar("T")
+QPsByPeer = dict[int, list[tuple[QueuePair, driver.Route]]]  # peer rank -> its QPs, routes
 ROCE_PORTS = range(10000, 60000)  # UDP source ports (RoCEv2 entropy) drawn from the seed
 
 
@@ -50,13 +54,13 @@ WHO: contextvars.ContextVar[str] = contextvars.ContextVar("who", default="")  # 
 # task runs (hostagent/multi.py sends each host's log lines to its own file by it)
 
 
-def build_qps(cfg: AgentConfig) -> tuple[socket.socket, dict[int, list]]:
+def build_qps(cfg: AgentConfig) -> tuple[socket.socket, QPsByPeer]:
     """The listening socket and, per peer rank, its QPs with their routes."""
     qp_cfg = QPConfig(**cfg.qp)
     listen = driver.listen_socket()
     mrc_sock = driver.ecn_socket(socket.socket(socket.AF_INET6, socket.SOCK_DGRAM))
     policy = EVPolicy(**cfg.mrc)
-    peers: dict[int, list[tuple[QueuePair, driver.Route]]] = {}
+    peers: QPsByPeer = {}
     empty = memoryview(bytearray(0))
     ports = iter(roce_ports(cfg.seed, cfg.rank, len(cfg.peers) * cfg.qps_per_peer))
     for peer in cfg.peers:
@@ -82,10 +86,10 @@ def build_qps(cfg: AgentConfig) -> tuple[socket.socket, dict[int, list]]:
     return listen, peers
 
 
-def path_report(peers: dict[int, list], wall_offset: float) -> dict:
+def path_report(peers: QPsByPeer, wall_offset: float) -> dict[str, list[dict[str, Any]]]:
     """Final EV and QP counters, and every EV state change on the wall clock (`wall_offset`:
     QPs keep time on the event loop's monotonic clock, the results on the agents' wall clock)."""
-    out: dict = {"evs": [], "transitions": [], "qps": []}
+    out: dict[str, list[dict[str, Any]]] = {"evs": [], "transitions": [], "qps": []}
     for peer, entries in peers.items():
         for qp, route in entries:
             roce_plane = None if isinstance(qp, MrcQP) else route.planes[0]
@@ -128,8 +132,8 @@ async def wait_for_start(cfg: AgentConfig, out: Path) -> None:
     await asyncio.sleep(max(0.0, float(start_file.read_text()) - time.time()))
 
 
-async def sample_ev_load(peers: dict[int, list], period: float, wall_offset: float,
-                         rows: list[dict]) -> None:
+async def sample_ev_load(peers: QPsByPeer, period: float, wall_offset: float,
+                         rows: list[dict[str, Any]]) -> None:
     """Every `period`, each MRC EV's packets sent so far: the per-EV load over time
     (ev_load.parquet). Cancelled when the workload ends."""
     loop = asyncio.get_running_loop()
@@ -157,16 +161,17 @@ async def linger_until_peers_done(cfg: AgentConfig, out: Path) -> None:
         await asyncio.sleep(0.01)
 
 
-async def run(cfg: AgentConfig, out: Path, ns: str | None = None) -> dict:
+async def run(cfg: AgentConfig, out: Path, ns: str | None = None) -> dict[str, Any]:
     """The workload of one host; `ns`: the network namespace its sockets are opened in (None:
     this thread's)."""
     listen, peers = netns.call_in(ns, build_qps, cfg)
     nic = Nic(len(cfg.plain), **cfg.nic) if cfg.nic else None
     drv = driver.Driver(cfg.rank, cfg.world, listen, peers, gso=cfg.gso, nic=nic)
     messages: list[MessageRecord] = []
-    records: list = []  # filled as iterations complete: a timeout keeps those that did
-    ev_load: list[dict] = []
-    sampler: asyncio.Task | None = None
+    # filled as iterations complete: a timeout keeps those that did
+    records: list[IterationRecord] = []
+    ev_load: list[dict[str, Any]] = []
+    sampler: asyncio.Task[None] | None = None
     cpu_at_start = None
     window: LagWindow | None = None  # this host's share of the process's loop-lag monitor
     status, error = "ok", None
@@ -216,7 +221,7 @@ async def run(cfg: AgentConfig, out: Path, ns: str | None = None) -> dict:
             "cpu_start_s": cpu_at_start, "loop_lag": window.summary() if window else {}}
 
 
-async def host_main(cfg: AgentConfig, ns: str | None = None) -> dict:
+async def host_main(cfg: AgentConfig, ns: str | None = None) -> dict[str, Any]:
     """One host from start to result.json; never raises (what went wrong is in the result)."""
     WHO.set(f"{cfg.host} rank {cfg.rank}")
     out = Path(cfg.out_dir)
@@ -240,7 +245,7 @@ def _cpu_seconds() -> float:
     return t.user + t.system
 
 
-async def stop_on_signal(work):
+async def stop_on_signal(work: Awaitable[T]) -> T:
     """Run `work`; a SIGTERM (the runner ending the workload: a peer crashed, or the deadline)
     cancels it, so it writes what completed and says why it stopped instead of dying mid-way."""
     task = asyncio.ensure_future(work)

@@ -25,8 +25,13 @@ import errno
 import os
 import socket
 import struct
+from typing import TYPE_CHECKING, cast
 
 import numpy as np
+
+if TYPE_CHECKING:
+    # numpy's stubs declare the buffer protocol for Python 3.12+ only (mypy checks as 3.11)
+    from typing_extensions import Buffer
 
 BATCH = 64  # datagrams per call
 MAX_DATAGRAM = 65536
@@ -76,7 +81,7 @@ class Receiver:
     def __init__(self, batch: int = BATCH, size: int = MAX_DATAGRAM) -> None:
         self.batch, self.size = batch, size
         self._data = np.zeros(batch * size, dtype=np.uint8)
-        self._view = memoryview(self._data)
+        self._view = memoryview(cast("Buffer", self._data))
         self._control = np.zeros((batch, CONTROL_SPACE), dtype=np.uint8)
         self._iov = np.zeros((batch, 2), dtype=np.uint64)
         self._iov[:, 0] = _addr(self._data) + size * np.arange(batch, dtype=np.uint64)
@@ -123,12 +128,12 @@ class Sender:
     def __init__(self, batch: int = BATCH, arena: int = 1 << 20) -> None:
         self.batch = batch
         self._data = np.zeros(arena, dtype=np.uint8)
-        self._view = memoryview(self._data)
+        self._view = memoryview(cast("Buffer", self._data))
         self._base = _addr(self._data)
         self._names = np.zeros((batch, 32), dtype=np.uint8)
-        self._names_view = memoryview(self._names).cast("B")
+        self._names_view = memoryview(cast("Buffer", self._names)).cast("B")
         self._control = np.zeros((batch, CONTROL_SPACE), dtype=np.uint8)
-        self._control_view = memoryview(self._control).cast("B")
+        self._control_view = memoryview(cast("Buffer", self._control)).cast("B")
         self._iov = np.zeros((batch, 2), dtype=np.uint64)
         self._hdr = np.zeros((batch, 8), dtype=np.uint64)
         self._hdr[:, 0] = _addr(self._names) + 32 * np.arange(batch, dtype=np.uint64)
@@ -140,8 +145,8 @@ class Sender:
         self._hdr_ptr = _addr(self._hdr)
         # per-message fields written one by one as messages are added: cheaper than numpy
         # array operations when a flush carries only a few (memoryview item writes, ~50 ns)
-        self._iov_items = memoryview(self._iov).cast("B").cast("Q")
-        self._hdr_items = memoryview(self._hdr).cast("B").cast("Q")
+        self._iov_items = memoryview(cast("Buffer", self._iov)).cast("B").cast("Q")
+        self._hdr_items = memoryview(cast("Buffer", self._hdr)).cast("B").cast("Q")
         self._fd = -1
         self._n = 0
         self._used = 0

@@ -31,11 +31,14 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
-from typing import Literal
+from typing import TYPE_CHECKING, Literal, cast
 
 import numpy as np
 
 from .endpoint import Endpoint, MessageStats
+
+if TYPE_CHECKING:
+    from typing_extensions import Buffer
 
 Kind = Literal["all_reduce", "all_gather", "reduce_scatter", "all_to_all"]
 KINDS: tuple[Kind, ...] = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all")
@@ -71,7 +74,8 @@ class Communicator:
         self.block = -(-capacity // endpoint.world)
         self.half = (2 * endpoint.world - 1) * self.block  # elements
         self._region = np.zeros(2 * self.half, dtype=DTYPE)
-        endpoint.register(memoryview(self._region).cast("B"))
+        # numpy's stubs declare the buffer protocol for Python 3.12+ only (mypy checks as 3.11)
+        endpoint.register(memoryview(cast("Buffer", self._region)).cast("B"))
         self._calls = 0
         self._running = False
         self._messages: list[MessageStats] = []
@@ -125,9 +129,9 @@ class _Call:
         self.slots_at = self.data_at + self.world * comm.block
         self.slot_size = comm.block
         self.data = self.region[self.data_at:self.slots_at]
-        self._tag = (comm._calls % 2**_STEP_BITS) << _STEP_BITS
+        self._tag: int = (comm._calls % 2**_STEP_BITS) << _STEP_BITS
         self._comm = comm
-        self._writes: list[asyncio.Task] = []
+        self._writes: list[asyncio.Task[None]] = []
 
     def block(self, index: int) -> slice:
         return slice(self.bounds[index], self.bounds[index + 1])
@@ -139,7 +143,7 @@ class _Call:
         return self._tag | step
 
     async def write(self, peer: int, source: np.ndarray, remote_element: int, step: int) -> None:
-        stats = await self.endpoint.write(peer, memoryview(source).cast("B"),
+        stats = await self.endpoint.write(peer, memoryview(cast("Buffer", source)).cast("B"),
                                           remote_element * DTYPE.itemsize, self.imm(step))
         self._comm._messages.append(stats)
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
 
 
 @dataclass
@@ -28,16 +29,16 @@ class AgentConfig:
     plain: list[str]  # own plain address per plane (RoCEv2 QPs bind there)
     peers: list[PeerConfig]
     qps_per_peer: int
-    qp: dict  # QPConfig fields
-    mrc: dict  # EVPolicy fields
-    workload: dict  # collective, size, iterations, warmup, compute_gap
+    qp: dict[str, Any]  # QPConfig fields
+    mrc: dict[str, Any]  # EVPolicy fields
+    workload: dict[str, Any]  # collective, size, iterations, warmup, compute_gap
     seed: int
     start_file: str  # the runner writes the common start time (time.time()) here once every
     # agent is ready; namespaces share the clock, so all start together
     out_dir: str
     timeout: float = 300.0  # seconds for the whole workload before the agent gives up
     gso: bool = False  # send runs of data packets to one destination with UDP GSO
-    nic: dict | None = None  # {rate_bps, limit}: pace QPs to the ports (hostagent/nic.py)
+    nic: dict[str, Any] | None = None  # {rate_bps, limit}: pace QPs to the ports (hostagent/nic.py)
     ev_sample_period: float | None = None  # s between samples of each EV's load; None: off
 
     def dump(self, path: Path) -> None:

@@ -60,8 +60,8 @@ class DcqcnCC:
         self.delay_high = False  # no delay signal in DCQCN
         self._next_send = 0.0
         self._last_cnp = -1.0
-        self._alpha_at = None  # next alpha update
-        self._increase_at = None
+        self._alpha_at: float | None = None  # next alpha update
+        self._increase_at: float | None = None
         self._bytes = 0
         self._timer_steps = 0
         self._byte_steps = 0
@@ -81,7 +81,7 @@ class DcqcnCC:
         packet = self.cfg.mss + wire.HEADER_SIZE + nic.FRAME_OVERHEAD
         return (self.cfg.burst - 1) * packet * 8 / self.rate
 
-    def next_send_time(self) -> float | None:
+    def next_send_time(self) -> float:
         return self._next_send - self._burst_time()
 
     def on_send(self, now: float, wire_bytes: int) -> None:
@@ -96,6 +96,7 @@ class DcqcnCC:
         cfg = self.cfg
         if self._alpha_at is None:
             self._alpha_at = self._increase_at = now + cfg.period
+        assert self._increase_at is not None  # set together with _alpha_at
         while now >= self._alpha_at:
             self.alpha *= 1 - cfg.g
             self._alpha_at += cfg.period

@@ -54,7 +54,7 @@ READ_BATCHES = int(os.environ.get("HOSTAGENT_READ_BATCHES", "1"))  # of batchio.
 _io: tuple[batchio.Receiver, batchio.Sender] | None = None
 
 
-def io_stats() -> dict:
+def io_stats() -> dict[str, int]:
     """This process's batched IO so far: calls and what they carried (how well batching
     batched), and sends the kernel refused (a full socket or qdisc, an unreachable path)."""
     if _io is None:
@@ -94,7 +94,7 @@ class Route:
 class _Pending:
     parts: int
     stats: list[MessageStats] = field(default_factory=list)
-    future: asyncio.Future | None = None
+    future: asyncio.Future[MessageStats] | None = None
 
 
 def qpn(local_rank: int, peer_rank: int, k: int) -> tuple[int, int]:
@@ -156,7 +156,7 @@ class Driver:
         self._write_parts: dict[int, _Pending] = {}  # write id -> pending
         self._next_write = 0
         self._imms: dict[tuple[int, int], int] = defaultdict(int)  # (peer, imm) -> parts seen
-        self._imm_waiters: dict[tuple[int, int], asyncio.Future] = {}
+        self._imm_waiters: dict[tuple[int, int], asyncio.Future[None]] = {}
         self.failure: str | None = None
         self.wall_offset = time.time() - self.loop.time()  # QPs run on the loop's monotonic clock
         self.batched = BATCHED
@@ -187,7 +187,8 @@ class Driver:
         n = len(entries)
         write_id = self._next_write
         self._next_write += 1
-        pending = _Pending(parts=n, future=self.loop.create_future())
+        future: asyncio.Future[MessageStats] = self.loop.create_future()
+        pending = _Pending(parts=n, future=future)
         size = len(data)
         bounds = [size * k // n for k in range(n + 1)]
         now = self.loop.time()
@@ -197,7 +198,7 @@ class Driver:
             qp.post_write(write_id, part, remote_offset + bounds[k], imm, now, peer)
             self._kick(qp)
         self._flush()
-        stats = await pending.future
+        stats = await future
         stats.start += self.wall_offset
         stats.end += self.wall_offset
         return stats
@@ -307,6 +308,7 @@ class Driver:
                         acc[1] += 1
             i = j
         for plane, (nbytes, count) in to_nic.items():  # one call per port, the same clock
+            assert nic is not None  # to_nic is only filled when there is a NIC
             nic.sent(plane, nbytes, now, count)
         if qp.nic_blocked and qp not in self._nic_waiting:
             self._nic_waiting.append(qp)
@@ -324,7 +326,8 @@ class Driver:
             self._timers[qp.qpn] = self.loop.call_at(deadline, self._on_timer, qp)
 
     @staticmethod
-    def _send_now(route: Route, ev: int, out: list, i: int, j: int, size: int) -> None:
+    def _send_now(route: Route, ev: int, out: list[tuple[int, bytes]], i: int, j: int,
+                  size: int) -> None:
         """Per datagram (HOSTAGENT_BATCH=0): out[i:j] to EV `ev`, in one GSO send if j > i+1."""
         datagram = out[i][1]
         try:
@@ -367,6 +370,7 @@ class Driver:
             if isinstance(event, WriteDone):
                 pending = self._writes.pop((qp.qpn, event.msg_id))
                 pending.stats.append(event.stats)
+                assert pending.future is not None  # write() builds every _Pending with one
                 if len(pending.stats) == pending.parts and not pending.future.done():
                     pending.future.set_result(_merge(pending.stats))
             elif isinstance(event, ImmArrived):

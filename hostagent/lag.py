@@ -40,7 +40,7 @@ class LoopLag:
 
     def __init__(self) -> None:
         self.samples: list[tuple[float, float]] = []  # (woke at, wall clock; late by, s)
-        self._task: asyncio.Task | None = None
+        self._task: asyncio.Task[None] | None = None
         self._users = 0
 
     def start(self) -> LagWindow:
@@ -84,12 +84,12 @@ class LagWindow:
         end = self._wall1 if self._wall1 is not None else time.time()
         return [s for s in self._lag.samples if self._wall0 <= s[0] <= end]
 
-    def summary(self) -> dict:
+    def summary(self) -> dict[str, float]:
         """Lateness over the whole workload (between iterations included) and the agent's CPU:
         `on_cpu_s` and `runq_s` (runnable, waiting for a CPU) over `span_s`."""
         lates = sorted(late for _, late in self.samples())
         n = len(lates)
-        out: dict = {"samples": n, "p50_s": lates[n // 2] if n else 0.0,
+        out: dict[str, float] = {"samples": n, "p50_s": lates[n // 2] if n else 0.0,
                      "p99_s": lates[min(n - 1, int(0.99 * n))] if n else 0.0,
                      "max_s": lates[-1] if n else 0.0,
                      "span_s": round(max(0.0, self._t1 - self._t0), 3)}

@@ -18,6 +18,7 @@ import json
 import logging
 import sys
 from pathlib import Path
+from typing import Any
 
 from . import agent
 from .config import AgentConfig
@@ -32,8 +33,9 @@ class _OnlyHost(logging.Filter):
         self.who = who
 
     def filter(self, record: logging.LogRecord) -> bool:
-        record.who = agent.WHO.get()
-        return record.who == self.who
+        # an attribute LogRecord does not declare: set as logging sets `extra=` fields
+        who = record.__dict__["who"] = agent.WHO.get()
+        return who == self.who
 
 
 def load(manifest: Path) -> list[tuple[AgentConfig, str | None]]:
@@ -49,7 +51,7 @@ def host_log(cfg: AgentConfig) -> logging.Handler:
     return handler
 
 
-async def serve(hosts: list[tuple[AgentConfig, str | None]]) -> list[dict]:
+async def serve(hosts: list[tuple[AgentConfig, str | None]]) -> list[dict[str, Any]]:
     return await asyncio.gather(*(agent.host_main(cfg, ns) for cfg, ns in hosts))
 
 

@@ -13,6 +13,7 @@ from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass
 from statistics import fmean
+from typing import cast
 
 from .collectives import DTYPE, KINDS, Kind
 from .workload import IterationRecord
@@ -78,7 +79,8 @@ def summarize(records: Iterable[IterationRecord], world: int) -> list[Row]:
         raise ValueError(f"records of several collectives: {', '.join(sorted(kinds))}")
     rows = []
     for size, group in sorted(by_size.items()):
-        kind = group[0].kind
+        # a record's kind is a str read back from JSON; an unknown one fails below (_REDOP)
+        kind = cast(Kind, group[0].kind)
         per_iteration: dict[int, set[int]] = defaultdict(set)
         for r in group:
             per_iteration[r.iteration].add(r.rank)

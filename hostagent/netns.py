@@ -12,7 +12,7 @@ import ctypes
 import os
 import threading
 from collections.abc import Callable
-from typing import TypeVar
+from typing import Any, TypeVar
 
 CLONE_NEWNET = 0x40000000
 T = TypeVar("T")
@@ -24,12 +24,12 @@ def current() -> int:
     return os.stat(f"/proc/self/task/{threading.get_native_id()}/ns/net").st_ino
 
 
-def call_in(netns: str | None, fn: Callable[..., T], *args) -> T:
+def call_in(netns: str | None, fn: Callable[..., T], *args: Any) -> T:
     """fn(*args) on a thread inside the network namespace at path `netns` (e.g.
     /proc/<pid>/ns/net); None: here, on this thread."""
     if netns is None:
         return fn(*args)
-    box: dict = {}
+    box: dict[str, Any] = {}
 
     def target() -> None:
         try:
@@ -49,4 +49,5 @@ def call_in(netns: str | None, fn: Callable[..., T], *args) -> T:
     thread.join()
     if "error" in box:
         raise box["error"]
-    return box["value"]
+    value: T = box["value"]
+    return value

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 
 from . import nic, wire
 from .cc import NsccCC, NsccConfig
+from .dcqcn import DcqcnCC
 from .endpoint import MessageStats
 
 TIMEOUT_UNIT = 1.024e-6  # s: the spec's ACK timeout is TIMEOUT_UNIT x 2^timeout
@@ -29,12 +30,13 @@ MAX_TIMEOUT_EXP = 24  # mrc.h: timeout at most 24 (17.2 s)
 MAX_LINEAR_CNT = 7  # mrc.h: retry.linear_cnt at most 7
 MAX_EXP_CNT = 25  # mrc.h: retry.exp_cnt at most 25, and 25 means retry forever
 EXP_FOREVER = MAX_EXP_CNT
-MAX_RETRY_INTERVAL = TIMEOUT_UNIT * 2 ** MAX_TIMEOUT_EXP  # the doubling stops there
+MAX_RETRY_INTERVAL: float = TIMEOUT_UNIT * 2 ** MAX_TIMEOUT_EXP  # the doubling stops there
 
 
 def timeout_seconds(timeout_exp: int) -> float:
     """The spec's `timeout` field in seconds: 1.024 us x 2^timeout_exp."""
-    return TIMEOUT_UNIT * 2 ** timeout_exp
+    factor: int = 2 ** timeout_exp  # int ** int is Any to mypy (a negative exponent is float)
+    return TIMEOUT_UNIT * factor
 
 
 @dataclass
@@ -60,7 +62,8 @@ def retry_interval(cfg: QPConfig, timeouts: int, base: float | None = None) -> f
     base = cfg.timeout if base is None else base
     if timeouts <= cfg.linear_cnt:
         return base
-    return min(base * 2 ** (timeouts - cfg.linear_cnt), max(base, MAX_RETRY_INTERVAL))
+    factor: int = 2 ** (timeouts - cfg.linear_cnt)  # int ** int is Any to mypy
+    return min(base * factor, max(base, MAX_RETRY_INTERVAL))
 
 
 def retries_exhausted(cfg: QPConfig, timeouts: int) -> bool:
@@ -156,13 +159,13 @@ class QueuePair:
     """Both directions of one connection: outgoing writes and incoming ones from the peer."""
 
     def __init__(self, qpn: int, peer_qpn: int, buffer: memoryview, cfg: QPConfig,
-                 cc: NsccCC, seed: int) -> None:
+                 cc: NsccCC | DcqcnCC, seed: int) -> None:
         self.qpn, self.peer_qpn = qpn, peer_qpn
         self.buffer = buffer
         self.cfg = cfg
         self.cc = cc
         self.rng = random.Random(seed)
-        self.events: deque = deque()
+        self.events: deque[WriteDone | ImmArrived | QPFailed] = deque()
         self.failed: str | None = None
         self.nic_blocked = False  # the last poll left data for want of NIC room
         self.counters = QPCounters()
@@ -206,7 +209,8 @@ class QueuePair:
         m = p.msg
         h = wire.Header(wire.DATA, p.flags | (wire.RETX if p.sends > 1 else 0), p.ev,
                         p.length, self.peer_qpn, p.psn, m.remote_offset + p.start,
-                        m.imm if p.flags & wire.IMM else 0, prev, us_clock(now))
+                        m.imm if p.flags & wire.IMM and m.imm is not None else 0, prev,
+                        us_clock(now))
         return wire.encode(h, m.data[p.start:p.start + p.length])
 
     def _send_packet(self, p: Packet, now: float) -> None:

@@ -88,7 +88,7 @@ def decode(datagram: bytes | memoryview) -> tuple[Header, memoryview]:
         raise WireError(f"version {fields[0]}, expected {VERSION}")
     if fields[1] not in TYPE_NAMES:
         raise WireError(f"unknown packet type {fields[1]}")
-    header = Header(*fields[1:], version=fields[0])
+    header = Header._make(fields[1:] + fields[:1])  # version is the last field of Header
     return header, memoryview(datagram)[HEADER_SIZE:]
 
 
