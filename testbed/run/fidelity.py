@@ -102,10 +102,10 @@ class AgentLag:
 
 @dataclass(frozen=True)
 class Bounds:
-    """What the scenario allows: the host port's queue time and the base RTO (seconds)."""
+    """What the scenario allows: the host port's queue time and the ACK timeout (seconds)."""
 
     port_queue_s: float
-    base_rto_s: float
+    timeout_s: float
     telemetry_period_s: float
 
 
@@ -201,7 +201,7 @@ def judge(obs: Observed, bounds: Bounds) -> Verdict:
         "min_backlogged_gaps": MIN_GAPS,
         "agent_stalled_share": {"faithful": STALL_FAITHFUL, "degraded": STALL_DEGRADED},
         "run_cpu_share": {"degraded": RUN_CPU_DEGRADED, "not_faithful": RUN_CPU_NOT},
-        "agent_port_queue_s": bounds.port_queue_s, "agent_lag_p99_max_s": bounds.base_rto_s,
+        "agent_port_queue_s": bounds.port_queue_s, "agent_lag_p99_max_s": bounds.timeout_s,
         "telemetry_max_interval_s": TELEMETRY_STRETCH * bounds.telemetry_period_s}}
 
     links = obs.links
@@ -237,10 +237,10 @@ def judge(obs: Observed, bounds: Bounds) -> Verdict:
                            f"({_ms(bounds.port_queue_s)}) for {share:.1%} of the timed "
                            f"collectives ({worst.host}; over {STALL_FAITHFUL:.0%}): their ports "
                            f"may have idled for the CPU")
-        if slowest.p99 > bounds.base_rto_s:
+        if slowest.p99 > bounds.timeout_s:
             verdict = _worse(verdict, NOT_FAITHFUL)
             reasons.append(f"agent timers late by {_ms(slowest.p99)} at p99 ({slowest.host}), "
-                           f"over the base RTO {_ms(bounds.base_rto_s)}: timeouts fire on CPU "
+                           f"over the ACK timeout {_ms(bounds.timeout_s)}: timeouts fire on CPU "
                            f"delay, not on loss")
     else:
         numbers["agents"] = None

@@ -70,7 +70,8 @@ def test_a_crashed_agent_ends_the_run_promptly(tmp_path: Path, results_dir: Path
     file = tmp_path / "long.yaml"
     # about 0.3 s an iteration: 40 of them outlast the kill; the agents' deadline is minutes
     file.write_text("name: long\ntransport: [mrc]\n"
-                    "workload: {collective: all_reduce, size: 1MiB, iterations: 40}\n")
+                    "workload: {collective: all_reduce, size: 1MiB, iterations: 40}\n"
+                    "agents: {mode: per_host}\n")  # one process to kill: h1's
     proc = subprocess.Popen([*CLI, "run", str(file), "--no-report", "--results",
                              str(results_dir)], cwd=ROOT, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)

@@ -16,7 +16,7 @@ from testbed.run.fidelity import (
 )
 
 EDGES = (1, 10, 100, 1000)  # buckets: <1%, <10%, <100%, <1000%, rest
-BOUNDS = Bounds(port_queue_s=0.004, base_rto_s=0.02, telemetry_period_s=0.25)
+BOUNDS = Bounds(port_queue_s=0.004, timeout_s=0.02, telemetry_period_s=0.25)
 QUIET = AgentLag("h0", p99=0.001, max=0.002, samples=100, stalled=0.0, timed=1.0,
                  on_cpu=0.1, runq=0.0, span=1.0)
 
@@ -85,7 +85,7 @@ def test_agents_stalled_beyond_their_port_queue(stalled: float, verdict: str):
 def test_timers_late_beyond_the_rto_are_not_faithful():
     agent = AgentLag("h3", p99=0.021, max=0.03, samples=100)  # RTO is 20 ms
     v = judge(observe(agents=[agent]), BOUNDS)
-    assert v.verdict == NOT_FAITHFUL and "over the base RTO 20 ms" in v.reasons[0]
+    assert v.verdict == NOT_FAITHFUL and "over the ACK timeout 20 ms" in v.reasons[0]
     assert judge(observe(agents=[AgentLag("h3", 0.02, 0.03, 100)]), BOUNDS).verdict == FAITHFUL
 
 
