@@ -206,7 +206,10 @@ async def run(cfg: AgentConfig, out: Path, ns: str | None = None) -> dict[str, A
         if window is not None:
             window.close()
         if status != "stopped":
-            await linger_until_peers_done(cfg, out)
+            try:
+                await linger_until_peers_done(cfg, out)
+            except asyncio.CancelledError:  # stopped by the runner while lingering: what
+                pass  # this host did and how it ended stand, and are written below
         drv.close()
     (out / "iterations.json").write_text(json.dumps([asdict(r) for r in records]))
     if cfg.ev_sample_period:

@@ -107,6 +107,7 @@ class Communicator:
         try:
             return await _ALGORITHMS[kind](call, np.ascontiguousarray(send))
         finally:
+            call.abandon()
             self._running = False
 
     def take_messages(self) -> list[MessageStats]:
@@ -155,6 +156,17 @@ class _Call:
         self._writes.append(asyncio.ensure_future(
             self.write(self.right, source, remote_element, step)))
         await self.endpoint.wait_imm(self.left, self.imm(step))
+
+    def abandon(self) -> None:
+        """Writes still in flight when the call ends early (a failure, a stop): the call's own
+        error says how it ended, so they are cancelled and their errors consumed (asyncio would
+        log each one as never retrieved, after the agent's last line). A no-op after `drain`."""
+        for write in self._writes:
+            if not write.done():
+                write.cancel()
+            elif not write.cancelled():
+                write.exception()
+        self._writes = []
 
     async def drain(self) -> None:
         """Until every write of this call is acknowledged (a failure raises here)."""

@@ -278,14 +278,20 @@ def _agent_lags(out: Path, outcomes, iterations, port_queue_s: float) -> list[fi
     """Each agent's timer lateness inside its own timed iterations (agents/<host>/
     loop_lag.json against iterations.parquet's start and end)."""
     lags = []
+    pids: set[object] = set()
     for o in outcomes:
         path = out / o.host / "loop_lag.json"
         if not path.exists():
             continue
         mine = iterations[(iterations["host"] == o.host) & iterations["start"].notna()]
         windows = sorted(zip(mine["start"], mine["end"], strict=True))
+        summary = dict(o.result.get("loop_lag") or {})
+        if o.result.get("pid") in pids:  # a pooled process's CPU is its hosts' together:
+            summary.pop("on_cpu_s", None)  # count it once, with its first host
+            summary.pop("runq_s", None)
+        pids.add(o.result.get("pid"))
         lag = fidelity.agent_lag(o.host, json.loads(path.read_text()), windows, port_queue_s,
-                                 o.result.get("loop_lag"))
+                                 summary)
         if lag is not None:
             lags.append(lag)
     return lags

@@ -40,7 +40,11 @@ def test_quickstart_is_faithful(results_dir: Path):
     for run in runs:
         f = meta(run)["fidelity"]
         assert f["verdict"] == "faithful", f
-        assert f["links"]["backlogged_gaps"] >= 200 and f["links"]["within_one_packet"] >= 0.99
+        if f["links"]["backlogged_gaps"] >= 200:
+            assert f["links"]["within_one_packet"] >= 0.99, f
+        else:  # DCQCN paces RoCEv2 below the line rate: its ports may never stay backlogged,
+            # and the link invariant is then not judged (said so), never passed blindly
+            assert run.name.endswith("rocev2") and "not judged" in f["links"]["note"], f
         assert f["agents"]["agents"] == 4 and f["cpu"]["run_total"] < 0.8
         gaps = pd.read_parquet(run / "link_gaps.parquet")
         assert gaps.groupby(["node", "ifname"]).ngroups == 32, "every port of 16 links"
@@ -105,7 +109,10 @@ def test_a_crashed_agent_ends_the_run_promptly(tmp_path: Path, results_dir: Path
     assert len(marked) == 4 * 41 - len(done), "every other iteration is marked (1 warmup)"
     for host in ("h0", "h2", "h3"):
         last = (run / "agents" / host / "agent.log").read_text().strip().splitlines()[-1]
-        assert last.endswith("stopped: stopped by the runner (SIGTERM)"), last
+        # stopped by the runner, or it found the dead peer itself first (its QP to h1 ran out
+        # of retries) and was stopped while it waited for its peers
+        assert last.endswith("stopped: stopped by the runner (SIGTERM)") or \
+            "failed: transport failed: QP to rank 1" in last, last
     last = (run / "agents" / "h1" / "agent.log").read_text().strip().splitlines()[-1]
     assert last == "runner: the agent ended with exit status -9 without a result", last
     assert "fidelity: " in (run / "summary.txt").read_text()
