@@ -44,6 +44,14 @@ from dataclasses import dataclass
 DELAY_GAIN = 1 / 8  # weight of one sample in avg_delay
 
 
+
+def smoothed(srtt: float | None, rttvar: float, rtt: float) -> tuple[float, float]:
+    """RFC 6298's smoothed RTT and RTT variation after one sample: both congestion controls
+    keep them, and the QP's timeout floor (srtt + 4 rttvar) reads them."""
+    if srtt is None:
+        return rtt, rtt / 2
+    return 0.875 * srtt + 0.125 * rtt, 0.75 * rttvar + 0.25 * abs(srtt - rtt)
+
 @dataclass
 class NsccConfig:
     mss: int
@@ -109,11 +117,7 @@ class NsccCC:
     def _rtt_sample(self, rtt: float) -> None:
         if self.cfg.base_rtt is None:
             self.base_rtt = rtt if self.base_rtt is None else min(self.base_rtt, rtt)
-        if self.srtt is None:
-            self.srtt, self.rttvar = rtt, rtt / 2
-        else:
-            self.rttvar = 0.75 * self.rttvar + 0.25 * abs(self.srtt - rtt)
-            self.srtt = 0.875 * self.srtt + 0.125 * rtt
+        self.srtt, self.rttvar = smoothed(self.srtt, self.rttvar, rtt)
         self.delay = max(0.0, rtt - (self.base_rtt or rtt))
         self.avg_delay += DELAY_GAIN * (self.delay - self.avg_delay)
 

@@ -27,6 +27,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from . import nic, wire
+from .cc import smoothed
 
 PACING_SLACK = 1e-9  # s: float rounding must not cost a burst its last packet
 
@@ -117,11 +118,7 @@ class DcqcnCC:
 
     def _rtt_sample(self, rtt: float) -> None:
         self.base_rtt = rtt if self.base_rtt is None else min(self.base_rtt, rtt)
-        if self.srtt is None:
-            self.srtt, self.rttvar = rtt, rtt / 2
-        else:
-            self.rttvar = 0.75 * self.rttvar + 0.25 * abs(self.srtt - rtt)
-            self.srtt = 0.875 * self.srtt + 0.125 * rtt
+        self.srtt, self.rttvar = smoothed(self.srtt, self.rttvar, rtt)
 
     def on_ack(self, now: float, acked: int, rtt: float | None, ecn: bool) -> None:
         if rtt is not None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from hostagent.cc import NsccCC, NsccConfig
+from hostagent.cc import NsccCC, NsccConfig, smoothed
 from hostagent.dcqcn import DcqcnCC, DcqcnConfig
 from hostagent.evs import EVPolicy
 from hostagent.qp import WriteDone
@@ -138,3 +138,10 @@ def test_dcqcn_paces_packets_at_its_rate():
     cc.on_send(0.0, 1000)
     assert not cc.allows(0, MSS, 0.0005)
     assert cc.next_send_time() == pytest.approx(0.001 - cc._burst_time())
+
+
+def test_rtt_smoothing_follows_rfc_6298():
+    """First sample: srtt = rtt, rttvar = rtt/2; then srtt += (rtt - srtt)/8 and
+    rttvar += (|srtt - rtt| - rttvar)/4, the variation taken against the old srtt."""
+    assert smoothed(None, 0.0, 0.004) == (0.004, 0.002)
+    assert smoothed(0.008, 0.002, 0.016) == pytest.approx((0.009, 0.0035))
