@@ -18,7 +18,6 @@ would hold is a guess), so each kind's parameters are never combined.
 """
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Literal
 
@@ -109,9 +108,7 @@ def schedule(plan: FabricPlan, faults: list[Fault], convergence_delay: float = 1
         if fault.kind == "flap":
             period = fault.period
             assert period is not None  # the schema requires it of a flap
-            cycles = fault.count if fault.count is not None else \
-                max(1, math.ceil(((fault.until or fault.at) - fault.at) / period))
-            for c in range(cycles):
+            for c in range(fault.flap_cycles()):
                 start = fault.at + c * period
                 actions.append(Action(start, True, condition, links, i))
                 actions.append(Action(start + period / 2, False, condition, links, i))

@@ -121,7 +121,8 @@ class Fault(_Strict):
         return self
 
     def flap_cycles(self) -> int:
-        """Down+up cycles of a flap (as fabric/timeline.py lays them out); 0 for other kinds."""
+        """Down+up cycles of a flap: the one count both the limits and fabric/timeline.py use; 0
+        for other kinds."""
         if self.kind != "flap" or self.period is None:
             return 0
         if self.count is not None:
