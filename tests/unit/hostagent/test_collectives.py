@@ -7,6 +7,7 @@ reads a landing slot before its imm, or reuses one too early, fails here.
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
 import random
 import time
@@ -268,3 +269,40 @@ def test_loopback_rejects_misuse():
         asyncio.run(ep.write(1, memoryview(b"a"), 0, imm=2**32))
     with pytest.raises(ValueError, match="chunk"):
         LoopbackFabric(2, chunk=0)
+
+
+# ---- a call that ends early --------------------------------------------------------------------
+
+def test_call_ended_early_cancels_its_writes():
+    """Rank 1 never joins, so rank 0's write to it waits for its buffer and rank 0's wait for
+    rank 1's imm never ends. When the call is cancelled (a stop, a deadline), the write must go
+    with it, not stay behind in the loop sending into a run that has ended."""
+    net = LoopbackFabric(2)
+
+    async def main():
+        comm = Communicator(net.endpoint(0), 8)
+        with pytest.raises(asyncio.TimeoutError):
+            await asyncio.wait_for(comm.run("all_reduce", np.ones(8, np.float32), 8), 0.05)
+        await asyncio.sleep(0)  # a cancelled task finishes on its next step
+        return [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+
+    assert asyncio.run(main()) == []
+
+
+def test_call_ended_early_consumes_its_failed_writes(caplog):
+    """Rank 1 registers a buffer too small for rank 0's block, so rank 0's write fails while
+    rank 0 waits for rank 1's imm. The call's own error (here a timeout) says how it ended; the
+    write's error must not surface later as asyncio's 'exception was never retrieved', after
+    the agent's last log line."""
+    net = LoopbackFabric(2)
+    net.endpoint(1).register(memoryview(bytearray(4)))
+
+    async def main():
+        comm = Communicator(net.endpoint(0), 8)
+        with pytest.raises(asyncio.TimeoutError):
+            await asyncio.wait_for(comm.run("all_reduce", np.ones(8, np.float32), 8), 0.05)
+
+    with caplog.at_level(logging.ERROR, logger="asyncio"):
+        asyncio.run(main())
+        gc.collect()  # asyncio reports an unretrieved exception when the task is collected
+    assert [r.getMessage() for r in caplog.records if "never retrieved" in r.getMessage()] == []
