@@ -203,6 +203,7 @@ def headline(views: list[RunView]) -> pd.DataFrame:
         ps = v.percentiles()
         c = v.counters()
         rows.append({"run": v.run.name, "transport": v.run.transport, "status": v.run.status,
+                     "fidelity": (v.run.meta.get("fidelity") or {}).get("verdict", "not judged"),
                      "timed iterations": len(v.timed),
                      "busbw (Mbit/s)": round(v.busbw * 8e3, 2),
                      "ideal (Mbit/s)": round(v.ideal * 8e3, 2),

@@ -49,7 +49,9 @@ def test_run_renders_reports_and_prints_summary(tmp_path: Path, results_dir: Pat
                                      "ev_states", "counters", "fidelity"])
     (compare,) = [d for d in results_dir.iterdir() if "-compare-report-test" in d.name]
     _check_report(compare, ["cct_cdf", "goodput", "utilisation", "busbw", "counters",
-                            "ev_states-mrc", "ev_states-rocev2"])
+                            "ev_states-mrc", "ev_states-rocev2", "fidelity-mrc",
+                            "fidelity-rocev2"])
+    assert "<th>fidelity</th>" in (compare / "report.html").read_text()  # the headline's column
     out = res.stdout.splitlines()
     assert out[-1] == f"report: {compare / 'report.html'}"
     assert any(line.split()[:1] == ["mrc"] for line in out)
