@@ -99,11 +99,15 @@ needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="namespaces need root"
 
 def _in_new_netns(argv: list[str], env: dict | None = None) -> subprocess.Popen:
     proc = subprocess.Popen(["unshare", "--net", "--", *argv], env=env)
+    _until(lambda: cleanup.netns_of(proc.pid) != cleanup.netns_of("self"))
+    return proc
+
+
+def _until(condition) -> None:
     deadline = time.monotonic() + 5
-    while cleanup.netns_of(proc.pid) == cleanup.netns_of("self"):
+    while not condition():
         assert time.monotonic() < deadline
         time.sleep(0.01)
-    return proc
 
 
 def _alive(proc: subprocess.Popen) -> bool:
@@ -152,6 +156,10 @@ def test_a_proven_shell_takes_its_whole_namespace_and_marked_processes_go_too(tm
     shell = _in_new_netns([sys.executable, "-c", "import time; time.sleep(30)", "mininet:h0"])
     ino = cleanup.netns_of(shell.pid)
     helper = subprocess.Popen(["nsenter", f"--net=/proc/{shell.pid}/ns/net", "sleep", "30"])
+    # the clean-up proves the shell by its command line and finds the helper by its namespace:
+    # both must be in place first (unshare and nsenter exec their commands a moment later)
+    _until(lambda: b"mininet:h0" in Path(f"/proc/{shell.pid}/cmdline").read_bytes())
+    _until(lambda: cleanup.netns_of(helper.pid) == ino)
     orphan = _in_new_netns(["sleep", "30"], os.environ | {registry.RUN_ENV: "dead-run"})
     try:
         record = _record("dead-run", tmp_path, {
