@@ -42,7 +42,7 @@ from .nic import Nic
 from .qp import ImmArrived, QPFailed, QueuePair, WriteDone
 
 PORT = 4791
-QPS_PER_PEER_MAX = 64
+QPS_PER_PEER_MAX = 64  # QPN stride per peer: covers the scenario's limit (test_qpn.py)
 ECT0 = 0x02
 _TCLASS = struct.Struct("i")
 _SOL_UDP, _UDP_SEGMENT = 17, 103  # UDP GSO (linux/udp.h)
