@@ -1,7 +1,8 @@
 """The IO side of the transports: UDP sockets, the event loop, and the `Endpoint` collectives use.
 
 One asyncio loop per agent, no busy spinning: sockets wake it (`add_reader`); the QPs' next
-deadlines wait in one heap per host, behind one loop timer for the earliest. Every QP is sans-IO; this module only moves bytes and time in and out:
+deadlines wait in one heap per host, behind one loop timer for the earliest. Every QP is
+sans-IO; this module only moves bytes and time in and out:
 - MRC: one socket sends every packet to the uSID address of the EV the QP chose; the fabric
   steers it, nothing else picks the path;
 - RoCEv2: each QP has its own socket bound to its UDP source port (its ECMP entropy) on the
