@@ -310,7 +310,9 @@ class Driver:
             self._kick(qp)
         while heap and armed.get(heap[0][1]) != heap[0][0]:
             heapq.heappop(heap)  # stale entries on top: drop them before choosing the wake
-        if heap and self._wake is None:
+        if heap and heap[0][0] < self._wake_at:  # a kick above may have armed a later wake
+            if self._wake is not None:
+                self._wake.cancel()
             self._wake_at = heap[0][0]
             self._wake = self.loop.call_at(self._wake_at, self._on_timers)
         self._flush()

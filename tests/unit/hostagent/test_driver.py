@@ -82,3 +82,50 @@ def test_writes_complete_through_lost_packets_and_land_every_byte(nic):
             assert qp.evset.by_index(1).state is EVState.ASSUMED_BAD  # the dead EV, condemned
             assert qp.counters.probes_sent > 0  # and probed, by its timer
     asyncio.run(main())
+
+
+class _ScriptedQP:
+    """A QP reduced to its timers: it sends nothing and asks for the deadlines it is given.
+    Enough to check the driver's one-timer-per-host schedule in isolation."""
+
+    def __init__(self, qpn: int, deadlines: list[float | None]) -> None:
+        self.qpn, self.failed, self.nic_blocked = qpn, None, False
+        self.events: list[object] = []
+        self._deadlines = deadlines
+        self.fired: list[float] = []
+
+    def poll_transmit(self, now: float, budget: float | None = None) -> list[tuple[int, bytes]]:
+        return []
+
+    def next_deadline(self) -> float | None:
+        return self._deadlines[0] if self._deadlines else None
+
+    def on_timer(self, now: float) -> None:
+        if self._deadlines and now >= self._deadlines[0]:
+            self.fired.append(now)
+            self._deadlines.pop(0)
+
+
+def test_every_qps_deadline_fires_on_time_when_another_qp_re_arms_later():
+    """QP b is due first and re-arms for much later; QP a's deadline in between must still
+    fire then, not at b's."""
+    async def main():
+        listen = _listen()
+        sock = socket.socket(socket.AF_INET6, socket.SOCK_DGRAM)
+        loop = asyncio.get_running_loop()
+        t0 = loop.time()
+        a = _ScriptedQP(1, [t0 + 0.05])
+        b = _ScriptedQP(2, [t0 + 0.01, t0 + 0.3])
+        route = driver.Route(sock, {0: ("::1", 9)}, {0: 0})
+        drv = driver.Driver(0, 2, listen, {1: [(a, route), (b, route)]})
+        try:
+            drv._kick(a)
+            drv._kick(b)
+            await asyncio.sleep(0.4)
+        finally:
+            drv.close()
+            sock.close()
+            listen.close()
+        assert len(b.fired) == 2 and len(a.fired) == 1
+        assert a.fired[0] - t0 < 0.2  # on time (0.05 s), not at b's next deadline (0.3 s)
+    asyncio.run(main())
