@@ -78,9 +78,10 @@ def agent(network, sc, transport: str, batched: bool = True) -> dict:
     os.environ["HOSTAGENT_BATCH"] = "1" if batched else "0"  # the agents inherit it
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp)
-        before = cpu.machine()
+        before, children = cpu.machine(), cpu.children()
         outcomes = run_agents(network, sc, transport, out / "agents")
         used = cpu.delta(before, cpu.machine())
+        kernel = cpu.kernel_share(children, cpu.children())
         bad = [o.result for o in outcomes if o.result.get("status") != "ok"]
         if bad:
             sys.exit(f"agent run over {transport} failed: {bad}")
@@ -95,7 +96,7 @@ def agent(network, sc, transport: str, batched: bool = True) -> dict:
     # from the common start to their end
     return {"goodput_mbps": 2 * per_direction * 8 / seconds / 1e6,
             "pps": delivered / seconds, "retransmits": int(qps["retransmits"].sum()),
-            "seconds": seconds,
+            "seconds": seconds, "kernel": kernel,
             "proc_us": cpu.agents_cpu([o.result for o in outcomes]) / delivered * 1e6,
             "softirq_us": used["softirq"] / delivered * 1e6}
 
@@ -128,7 +129,7 @@ def main() -> None:
               f"{r['pps']:>12,.0f}{r['pps'] / base:>10.2f}x"
               f"{r['proc_us'] + r['softirq_us']:>9.1f} ={r['proc_us']:>5.1f} +"
               f"{r['softirq_us']:>5.1f}   ({r['retransmits']} retransmissions, every byte "
-              f"verified)")
+              f"verified; agents' CPU {r['kernel']:.0%} in the kernel)")
 
     print("\n2. ring all-reduce busbw against the ideal (scenarios/quickstart.yaml)")
     sc = scenario_mod.load(BUSBW)[0]

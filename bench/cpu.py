@@ -32,3 +32,16 @@ def agents_cpu(results: list[dict]) -> float:
             end[r["pid"]] = max(end.get(r["pid"], 0.0), r["cpu_s"])
             start[r["pid"]] = min(start.get(r["pid"], r["cpu_start_s"]), r["cpu_start_s"])
     return sum(end[p] - start[p] for p in end)
+
+
+def children() -> tuple[float, float]:
+    """User and system CPU seconds of this process's children that have been waited for (the
+    agents, once run_agents returned: their whole lives, start-up included). The system part is
+    mostly sendmmsg carrying each packet through the emulated hops in the sender's call."""
+    t = os.times()
+    return t.children_user, t.children_system
+
+
+def kernel_share(before: tuple[float, float], after: tuple[float, float]) -> float:
+    user, system = after[0] - before[0], after[1] - before[1]
+    return system / (user + system) if user + system > 0 else 0.0

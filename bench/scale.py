@@ -10,7 +10,9 @@ fresh fabric; printed per run:
 - the gap between iterations (each rank verifies its result there), mean over ranks;
 - the agents' event-loop lag: how late a 10 ms timer fired, 99th percentile, worst process;
 - the machine's CPU over the traffic phase (busy share of all cores, from /proc/stat), the
-  agents' own CPU (their processes, from the workload's start to their end) and the kernel's
+  agents' own CPU (their processes, from the workload's start to their end; `(sys)`: the share
+  of their whole lives' CPU spent in the kernel, mostly sendmmsg forwarding each packet through
+  the emulated hops in the sender's system call) and the kernel's
   softirq time (packet forwarding through the emulated hops; machine-wide, so other work on the
   machine adds to it), per data packet delivered.
 
@@ -61,9 +63,10 @@ def scenario(hosts: int, mode: str, transport: str, rate: str, size: str, mss: i
 def run_one(sc, transport: str) -> dict:
     with fabric(sc) as network, tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp)
-        before, t0 = cpu.machine(), time.time()
+        before, t0, children = cpu.machine(), time.time(), cpu.children()
         outcomes = run_agents(network, sc, transport, out / "agents")
         used, seconds = cpu.delta(before, cpu.machine()), time.time() - t0
+        kernel = cpu.kernel_share(children, cpu.children())
         bad = [o.result for o in outcomes if o.result.get("status") != "ok"]
         if bad:
             return {"error": f"{len(bad)} agents failed: {bad[0].get('error')}"}
@@ -80,7 +83,8 @@ def run_one(sc, transport: str) -> dict:
     return {"share": measured / ideal, "lag_p99_ms": lag, "gap_ms": gaps.mean() * 1e3,
             "seconds": seconds,
             "busy": busy / (busy + used["idle"]), "packets": delivered,
-            "agent_us": agents / delivered * 1e6, "softirq_us": used["softirq"] / delivered * 1e6,
+            "agent_us": agents / delivered * 1e6, "kernel": kernel,
+            "softirq_us": used["softirq"] / delivered * 1e6,
             "retransmits": int(qps["retransmits"].sum())}
 
 
@@ -99,7 +103,8 @@ def main() -> None:
     print(f"ring all-reduce {args.size} over {args.transport}, 4 planes x 4 spines, "
           f"links {args.rate}, {args.mss} B packets")
     print(f"{'hosts':>5} {'agents':>9} {'of ideal':>9} {'gap(ms)':>8} {'phase(s)':>9} "
-          f"{'CPU busy':>9} {'packets':>9} {'agent us/pkt':>13} {'softirq us/pkt':>15} "
+          f"{'CPU busy':>9} {'packets':>9} {'agent us/pkt':>13} {'(sys)':>6} "
+          f"{'softirq us/pkt':>15} "
           f"{'retx':>5} {'loop lag p99':>13}")
     for hosts in args.hosts:
         for mode in args.modes:
@@ -110,7 +115,8 @@ def main() -> None:
                 continue
             print(f"{hosts:>5} {mode:>9} {r['share']:>9.0%} {r['gap_ms']:>8.0f} "
                   f"{r['seconds']:>9.1f} {r['busy']:>9.0%} {r['packets']:>9,.0f} "
-                  f"{r['agent_us']:>13.1f} {r['softirq_us']:>15.1f} {r['retransmits']:>5} "
+                  f"{r['agent_us']:>13.1f} {r['kernel']:>6.0%} {r['softirq_us']:>15.1f} "
+                  f"{r['retransmits']:>5} "
                   f"{r['lag_p99_ms']:>10.1f} ms",
                   flush=True)
 

@@ -99,7 +99,9 @@ class NsccCC:
         return float(self.cfg.mss)
 
     def allows(self, inflight: int, size: int, now: float = 0.0) -> bool:
-        return inflight + size <= max(self.cwnd, self.min_cwnd) or inflight == 0
+        # max(cwnd, min_cwnd) without the property and max() calls: asked for every packet
+        cwnd, floor = self.cwnd, self.cfg.mss
+        return inflight + size <= (cwnd if cwnd > floor else floor) or inflight == 0
 
     def on_send(self, now: float, wire_bytes: int) -> None:
         """A window needs no per-packet bookkeeping (a rate does: dcqcn.py)."""

@@ -1,7 +1,8 @@
 """The IO side of the transports: UDP sockets, the event loop, and the `Endpoint` collectives use.
 
-One asyncio loop per agent, no busy spinning: sockets wake it (`add_reader`), each QP's next
-deadline is one timer. Every QP is sans-IO; this module only moves bytes and time in and out:
+One asyncio loop per agent, no busy spinning: sockets wake it (`add_reader`); the QPs' next
+deadlines wait in one heap per host, behind one loop timer for the earliest. Every QP is
+sans-IO; this module only moves bytes and time in and out:
 - MRC: one socket sends every packet to the uSID address of the EV the QP chose; the fabric
   steers it, nothing else picks the path;
 - RoCEv2: each QP has its own socket bound to its UDP source port (its ECMP entropy) on the
@@ -29,6 +30,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import heapq
 import os
 import socket
 import struct
@@ -42,7 +44,7 @@ from .nic import Nic
 from .qp import ImmArrived, QPFailed, QueuePair, WriteDone
 
 PORT = 4791
-QPS_PER_PEER_MAX = 64
+QPS_PER_PEER_MAX = 64  # QPN stride per peer: covers the scenario's limit (test_qpn.py)
 ECT0 = 0x02
 _TCLASS = struct.Struct("i")
 _SOL_UDP, _UDP_SEGMENT = 17, 103  # UDP GSO (linux/udp.h)
@@ -151,7 +153,15 @@ class Driver:
         for peer, entries in qps.items():
             for qp, route in entries:
                 self._by_qpn[qp.qpn] = (peer, qp, route)
-        self._timers: dict[int, asyncio.TimerHandle] = {}
+        # One loop timer per Driver, not one per QP: the QPs' deadlines wait in a heap of
+        # (deadline, qpn) and `_armed` says which entry is current (a QP whose deadline moved
+        # leaves its old entry behind, skipped when popped). Re-arming a QP is a tuple push,
+        # not a TimerHandle made and cancelled; QPs due together run in one wake-up and their
+        # sends leave in one flush.
+        self._armed: dict[int, float] = {}  # qpn -> its current deadline
+        self._deadlines: list[tuple[float, int]] = []
+        self._wake: asyncio.TimerHandle | None = None
+        self._wake_at = float("inf")
         self._writes: dict[tuple[int, int], _Pending] = {}  # (qpn, msg_id) -> pending
         self._write_parts: dict[int, _Pending] = {}  # write id -> pending
         self._next_write = 0
@@ -172,8 +182,11 @@ class Driver:
     def close(self) -> None:
         self._flush()
         self.loop.remove_reader(self._listen.fileno())
-        for handle in self._timers.values():
-            handle.cancel()
+        if self._wake is not None:
+            self._wake.cancel()
+            self._wake = None
+        self._armed.clear()
+        self._deadlines.clear()
 
     def register(self, buffer: memoryview) -> None:
         for _, qp, _ in self._by_qpn.values():
@@ -266,10 +279,42 @@ class Driver:
         if self.batched:
             self._tx.flush()
 
-    def _on_timer(self, qp: QueuePair) -> None:
-        self._timers.pop(qp.qpn, None)
-        qp.on_timer(self.loop.time())
-        self._kick(qp)
+    def _arm(self, qpn: int, deadline: float | None) -> None:
+        """The QP's next deadline (None: nothing to time)."""
+        if deadline is None:
+            self._armed.pop(qpn, None)
+            return
+        if self._armed.get(qpn) == deadline:
+            return
+        self._armed[qpn] = deadline
+        heapq.heappush(self._deadlines, (deadline, qpn))
+        if deadline < self._wake_at:
+            if self._wake is not None:
+                self._wake.cancel()
+            self._wake_at = deadline
+            self._wake = self.loop.call_at(deadline, self._on_timers)
+
+    def _on_timers(self) -> None:
+        """Every QP whose deadline has come: its timers, then what it has to send."""
+        self._wake, self._wake_at = None, float("inf")
+        heap, armed, by_qpn = self._deadlines, self._armed, self._by_qpn
+        now = self.loop.time()
+        due = []
+        while heap and heap[0][0] <= now:
+            deadline, qpn = heapq.heappop(heap)
+            if armed.get(qpn) == deadline:  # else superseded by a later re-arm
+                del armed[qpn]
+                due.append(by_qpn[qpn][1])
+        for qp in due:
+            qp.on_timer(now)
+            self._kick(qp)
+        while heap and armed.get(heap[0][1]) != heap[0][0]:
+            heapq.heappop(heap)  # stale entries on top: drop them before choosing the wake
+        if heap and heap[0][0] < self._wake_at:  # a kick above may have armed a later wake
+            if self._wake is not None:
+                self._wake.cancel()
+            self._wake_at = heap[0][0]
+            self._wake = self.loop.call_at(self._wake_at, self._on_timers)
         self._flush()
 
     def _kick(self, qp: QueuePair) -> None:
@@ -313,17 +358,9 @@ class Driver:
         if qp.nic_blocked and qp not in self._nic_waiting:
             self._nic_waiting.append(qp)
             self._wake_on_nic_room()
-        self._deliver(qp)
-        deadline = qp.next_deadline()
-        handle = self._timers.get(qp.qpn)
-        if handle is not None and deadline is not None and not qp.failed \
-                and handle.when() == deadline:
-            return  # already armed for it: no cancelled handle left in the loop's heap
-        if handle is not None:
-            handle.cancel()
-            del self._timers[qp.qpn]
-        if deadline is not None and not qp.failed:
-            self._timers[qp.qpn] = self.loop.call_at(deadline, self._on_timer, qp)
+        if qp.events:
+            self._deliver(qp)
+        self._arm(qp.qpn, None if qp.failed else qp.next_deadline())
 
     @staticmethod
     def _send_now(route: Route, ev: int, out: list[tuple[int, bytes]], i: int, j: int,

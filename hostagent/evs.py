@@ -355,8 +355,11 @@ class EVSet:
         return rtt
 
     def next_probe_time(self) -> float | None:
-        times = [e.next_probe for e in self.evs if e.state is EVState.ASSUMED_BAD]
-        return min(times) if times else None
+        first = None  # asked at every kick of an MRC QP: no list when no EV is ASSUMED_BAD
+        for e in self.evs:
+            if e.state is EVState.ASSUMED_BAD and (first is None or e.next_probe < first):
+                first = e.next_probe
+        return first
 
     # ---- the controller ----
     def deny(self, index: int, now: float, reason: str = "denied") -> None:

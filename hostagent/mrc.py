@@ -23,9 +23,14 @@ What this class adds to the shared QP machinery (qp.py):
 """
 from __future__ import annotations
 
+from zlib import crc32 as _crc32
+
 from . import wire
 from .evs import EVSet
 from .qp import Packet, QPConfig, QueuePair, nscc, us_clock
+
+NO_PSN = wire.NO_PSN
+_URGENT = wire.IMM | wire.LAST  # a data packet that completes something is ACKed at once
 
 
 class MrcQP(QueuePair):
@@ -83,33 +88,36 @@ class MrcQP(QueuePair):
     # ---- receiver ----
     def _receive_data(self, h: wire.Header, payload: memoryview, now: float,
                       ecn: bool) -> None:
-        if h.trimmed or len(payload) < h.length:
+        psn, cum, got = h.psn, self._cum, self._got
+        if h.flags & wire.TRIMMED or len(payload) < h.length:
             self.counters.trims_received += 1
-            if h.psn >= self._cum and h.psn not in self._got:
-                self._trimmed.add(h.psn)
-                self._control(wire.NACK, wire.TRIMMED, h.ev, h.psn, ts=h.ts)
+            if psn >= cum and psn not in got:
+                self._trimmed.add(psn)
+                self._control(wire.NACK, wire.TRIMMED, h.ev, psn, ts=h.ts)
                 self.counters.nacks_sent += 1
             return
-        if not wire.payload_ok(h, payload):
+        if len(payload) != h.length or _crc32(payload) != h.crc:  # wire.payload_ok
             self.counters.corrupt += 1
             return
-        if h.psn < self._cum or h.psn in self._got:
+        if psn < cum or psn in got:
             self.counters.duplicates += 1
             self._owe_ack(h, now, ecn, urgent=True)  # the sender missed our ACK
             return
         prev = h.aux
-        if (prev != wire.NO_PSN and prev >= self._cum and prev not in self._got
+        if (prev != NO_PSN and prev >= cum and prev not in got
                 and prev not in self._trimmed and prev not in self._nacked):
             self._nacked.add(prev)
             self._control(wire.NACK, wire.GAP, h.ev, prev, ts=h.ts)
             self.counters.nacks_sent += 1
-        if h.psn != self._cum:
+        if psn != cum:
             self.counters.out_of_order += 1
         self._place(h, payload)
-        self._landed(h.psn)
-        self._trimmed.discard(h.psn)
-        self._nacked.discard(h.psn)
-        self._owe_ack(h, now, ecn, urgent=bool(h.flags & (wire.IMM | wire.LAST)))
+        self._landed(psn)
+        if self._trimmed:  # empty but for trims not yet resent: skip the lookups then
+            self._trimmed.discard(psn)
+        if self._nacked:
+            self._nacked.discard(psn)
+        self._owe_ack(h, now, ecn, urgent=bool(h.flags & _URGENT))
 
     # ---- probes of ASSUMED_BAD EVs ----
     def _receive_probe(self, h: wire.Header, now: float) -> None:

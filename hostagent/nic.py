@@ -50,7 +50,16 @@ class Nic:
     def budget(self, planes: tuple[int, ...], now: float) -> float:
         """Bytes a QP using `planes` may send now. A QP spraying over several planes spreads
         its packets evenly, so it gets its fullest port's room once per plane."""
-        return min(self.ports[p].room(now) for p in planes) * len(planes)
+        least = float("inf")
+        ports = self.ports
+        for p in planes:  # Port.room of each, inlined: asked at every kick of every QP
+            port = ports[p]
+            backlog = port.backlog - (now - port._t) * port.rate
+            port.backlog, port._t = (backlog if backlog > 0.0 else 0.0), now
+            room = port.limit - port.backlog
+            if room < least:
+                least = room
+        return max(0.0, least) * len(planes)
 
     def sent(self, plane: int, datagram_bytes: int, now: float, datagrams: int = 1) -> None:
         """`datagrams` datagrams of `datagram_bytes` in all left through `plane`'s port."""

@@ -25,6 +25,8 @@ from .cc import NsccCC, NsccConfig
 from .dcqcn import DcqcnCC
 from .endpoint import MessageStats
 
+_decode, _DATA = wire.decode, wire.DATA
+
 TIMEOUT_UNIT = 1.024e-6  # s: the spec's ACK timeout is TIMEOUT_UNIT x 2^timeout
 MAX_TIMEOUT_EXP = 24  # mrc.h: timeout at most 24 (17.2 s)
 MAX_LINEAR_CNT = 7  # mrc.h: retry.linear_cnt at most 7
@@ -79,9 +81,12 @@ def time_to_fail(cfg: QPConfig, base: float | None = None) -> float:
     return sum(retry_interval(cfg, n, base) for n in range(cfg.linear_cnt + cfg.exp_cnt + 1))
 
 
+PACKET_OVERHEAD = wire.HEADER_SIZE + nic.FRAME_OVERHEAD  # line bytes of a packet beyond its payload
+
+
 def wire_bytes(p: Packet) -> int:
     """What a data packet occupies on the line: payload, our header, UDP/IPv6/Ethernet."""
-    return p.length + wire.HEADER_SIZE + nic.FRAME_OVERHEAD
+    return p.length + PACKET_OVERHEAD
 
 
 class AccessError(ValueError):
@@ -124,7 +129,7 @@ class QPCounters:
     probe_replies: int = 0
 
 
-@dataclass
+@dataclass(slots=True)  # one per write, one Packet per packet: slots make both cheaper
 class Message:
     msg_id: int
     data: memoryview
@@ -135,7 +140,7 @@ class Message:
     evs: set[int] = field(default_factory=set)
 
 
-@dataclass
+@dataclass(slots=True)
 class Packet:
     psn: int
     msg: Message
@@ -194,38 +199,45 @@ class QueuePair:
                    imm: int | None, now: float, peer: int) -> None:
         if self.failed:
             raise RuntimeError(f"QP {self.qpn} has failed: {self.failed}")
-        msg = Message(msg_id, data, remote_offset, imm, MessageStats(peer, len(data), now, 0.0))
+        size = len(data)
+        msg = Message(msg_id, data, remote_offset, imm, MessageStats(peer, size, now, 0.0))
         mss = self.cfg.mss
-        starts = list(range(0, len(data), mss)) or [0]
-        for k, start in enumerate(starts):
-            last = k == len(starts) - 1
-            flags = (wire.LAST if last else 0) | (wire.IMM if last and imm is not None else 0)
-            self._next_msg_packets.append(
-                Packet(-1, msg, start, min(mss, len(data) - start), flags))
+        starts = range(0, size, mss) or range(1)
+        last = starts[-1]
+        queue = self._next_msg_packets
+        for start in starts[:-1]:
+            queue.append(Packet(-1, msg, start, mss, 0))
+        queue.append(Packet(-1, msg, last, size - last,
+                            wire.LAST | (wire.IMM if imm is not None else 0)))
         msg.unacked = len(starts)
 
     # ---- to the wire ----
     def _data_datagram(self, p: Packet, now: float, prev: int) -> bytes:
         m = p.msg
-        h = wire.Header(wire.DATA, p.flags | (wire.RETX if p.sends > 1 else 0), p.ev,
-                        p.length, self.peer_qpn, p.psn, m.remote_offset + p.start,
-                        m.imm if p.flags & wire.IMM and m.imm is not None else 0, prev,
-                        us_clock(now))
-        return wire.encode(h, m.data[p.start:p.start + p.length])
+        start = p.start
+        return wire.data_datagram(p.flags | (wire.RETX if p.sends > 1 else 0), p.ev, p.length,
+                                  self.peer_qpn, p.psn, m.remote_offset + start,
+                                  m.imm if p.flags & wire.IMM and m.imm is not None else 0,
+                                  prev, int(now * 1e6) & 0xFFFFFFFF,  # us_clock(now)
+                                  m.data[start:start + p.length])
 
-    def _send_packet(self, p: Packet, now: float) -> None:
-        p.sends += 1
+    def _send_packet(self, p: Packet, now: float, base: float) -> None:
+        """Send `p` now; `base` is `_timeout()`, which the caller computes once per poll."""
+        sends = p.sends = p.sends + 1
         p.sent_at = now
         if p.epoch != self._progress:
             p.timeouts, p.epoch = 0, self._progress
-        p.deadline = now + retry_interval(self.cfg, p.timeouts, self._timeout())
-        heapq.heappush(self._timers, (p.deadline, p.psn, p.sends))
+        cfg = self.cfg
+        p.deadline = deadline = now + (base if p.timeouts <= cfg.linear_cnt
+                                       else retry_interval(cfg, p.timeouts, base))
+        heapq.heappush(self._timers, (deadline, p.psn, sends))
         p.msg.evs.add(p.ev)
         self._out.append((p.ev, self._data_datagram(p, now, self._prev_on_path(p))))
-        self.cc.on_send(now, wire_bytes(p))
-        self.counters.data_sent += 1
-        if p.sends > 1:
-            self.counters.retransmits += 1
+        self.cc.on_send(now, p.length + PACKET_OVERHEAD)
+        counters = self.counters
+        counters.data_sent += 1
+        if sends > 1:
+            counters.retransmits += 1
             p.msg.stats.retransmits += 1
 
     def _timeout(self) -> float:
@@ -239,8 +251,8 @@ class QueuePair:
 
     def _control(self, kind: int, flags: int, ev: int, psn: int, offset: int = 0,
                  imm: int = 0, ts: int = 0) -> None:
-        h = wire.Header(kind, flags, ev, 0, self.peer_qpn, psn, offset, imm, 0, ts)
-        self._out.append((ev, wire.encode(h)))
+        self._out.append((ev, wire.control_datagram(kind, flags, ev, self.peer_qpn, psn, offset,
+                                                    imm, 0, ts)))
 
     def poll_transmit(self, now: float, budget: float | None = None) -> list[tuple[int, bytes]]:
         """Datagrams to send now: control first, then resends, then new data the window
@@ -250,25 +262,33 @@ class QueuePair:
         if self.failed:
             self._out.clear()
             return []
-        self._flush_ack(now, force=False)
+        if self._ack_for is not None:
+            self._flush_ack(now, force=False)
         self._pace_wait = None
-        room = self._transmit_resends(now, float("inf") if budget is None else budget)
-        while self._next_msg_packets:
-            p = self._next_msg_packets[0]
-            if not self.cc.allows(self._inflight_bytes, p.length, now):
-                self._note_pacing(now)
-                break
-            if wire_bytes(p) > room:
-                self.nic_blocked = True
-                break
-            room -= wire_bytes(p)
-            self._next_msg_packets.popleft()
-            p.psn = self._next_psn
-            self._next_psn += 1
-            p.ev = self._path_for_new(now)
-            self._inflight[p.psn] = p
-            self._inflight_bytes += p.length
-            self._send_packet(p, now)
+        room = float("inf") if budget is None else budget
+        base = self._timeout()
+        if self._resend:
+            room = self._transmit_resends(now, room, base)
+        queue = self._next_msg_packets
+        if queue:
+            allows, inflight, send = self.cc.allows, self._inflight, self._send_packet
+            while queue:
+                p = queue[0]
+                length = p.length
+                if not allows(self._inflight_bytes, length, now):
+                    self._note_pacing(now)
+                    break
+                if length + PACKET_OVERHEAD > room:
+                    self.nic_blocked = True
+                    break
+                room -= length + PACKET_OVERHEAD
+                queue.popleft()
+                p.psn = psn = self._next_psn
+                self._next_psn = psn + 1
+                p.ev = self._path_for_new(now)
+                inflight[psn] = p
+                self._inflight_bytes += length
+                send(p, now, base)
         out, self._out = self._out, []
         return out
 
@@ -280,15 +300,18 @@ class QueuePair:
 
     # ---- timers ----
     def next_deadline(self) -> float | None:
-        while self._timers:
-            deadline, psn, sends = self._timers[0]
-            p = self._inflight.get(psn)
+        timers, inflight = self._timers, self._inflight
+        while timers:
+            deadline, psn, sends = timers[0]
+            p = inflight.get(psn)
             if p is not None and p.sends == sends:
                 break
-            heapq.heappop(self._timers)
-        times = [t for t in (self._timers[0][0] if self._timers else None, self._ack_deadline,
-                             self._extra_deadline(), self._pace_wait) if t is not None]
-        return min(times) if times else None
+            heapq.heappop(timers)
+        first = timers[0][0] if timers else None
+        for t in (self._ack_deadline, self._extra_deadline(), self._pace_wait):
+            if t is not None and (first is None or t < first):
+                first = t
+        return first
 
     def on_timer(self, now: float) -> None:
         if self._ack_deadline is not None and now >= self._ack_deadline:
@@ -319,11 +342,11 @@ class QueuePair:
     # ---- from the wire ----
     def receive(self, datagram: bytes, now: float, ecn: bool = False) -> None:
         try:
-            h, payload = wire.decode(datagram)
+            h, payload = _decode(datagram)
         except wire.WireError:
             self.counters.corrupt += 1
             return
-        if h.type == wire.DATA:
+        if h.type == _DATA:
             try:
                 self._receive_data(h, payload, now, ecn)
             except AccessError as exc:
@@ -338,31 +361,39 @@ class QueuePair:
             self._receive_probe(h, now)
 
     def _place(self, h: wire.Header, payload: memoryview) -> None:
-        end = h.offset + h.length
-        if end > len(self.buffer):
-            raise AccessError(f"QP {self.qpn}: write to [{h.offset}, {end}) outside the "
-                              f"{len(self.buffer)}-byte buffer")
-        self.buffer[h.offset:end] = payload
+        offset = h.offset
+        end = offset + h.length
+        buffer = self.buffer
+        if end > len(buffer):
+            raise AccessError(f"QP {self.qpn}: write to [{offset}, {end}) outside the "
+                              f"{len(buffer)}-byte buffer")
+        buffer[offset:end] = payload
         self.counters.placed_bytes += h.length
         if h.flags & wire.IMM:
             heapq.heappush(self._pending_imm, (h.psn, h.imm))
 
     def _landed(self, psn: int) -> None:
         """Record an arrival; move the cumulative point; complete imms now fully preceded."""
-        if psn == self._cum:
-            self._cum += 1
-            while self._cum in self._got:
-                self._got.discard(self._cum)
-                self._cum += 1
+        cum = self._cum
+        if psn == cum:
+            cum += 1
+            got = self._got
+            if got:
+                while cum in got:
+                    got.discard(cum)
+                    cum += 1
+            self._cum = cum
         else:
             self._got.add(psn)
-        while self._pending_imm and self._pending_imm[0][0] < self._cum:
-            self.events.append(ImmArrived(heapq.heappop(self._pending_imm)[1]))
+        pending = self._pending_imm
+        while pending and pending[0][0] < cum:
+            self.events.append(ImmArrived(heapq.heappop(pending)[1]))
 
     def _owe_ack(self, h: wire.Header, now: float, ecn: bool, urgent: bool) -> None:
-        self._ack_owed += 1
-        self._ack_for = (h.psn, h.ev, h.ts, ecn or bool(self._ack_for and self._ack_for[3]))
-        if urgent or ecn or self._ack_owed >= self.cfg.ack_every:
+        self._ack_owed = owed = self._ack_owed + 1
+        prior = self._ack_for
+        self._ack_for = (h.psn, h.ev, h.ts, ecn or (prior is not None and prior[3]))
+        if urgent or ecn or owed >= self.cfg.ack_every:
             self._flush_ack(now, force=True)
         elif self._ack_deadline is None:
             self._ack_deadline = now + self.cfg.ack_delay
@@ -380,9 +411,9 @@ class QueuePair:
         for q in self._got:
             if base <= q < base + 64:
                 bitmap |= 1 << (q - base)
-        h = wire.Header(wire.ACK, wire.ECN if ecn else 0, ev, 0, self.peer_qpn, self._cum,
-                        bitmap, psn, base, ts)
-        self._out.append((ev, wire.encode(h)))
+        self._out.append((ev, wire.control_datagram(wire.ACK, wire.ECN if ecn else 0, ev,
+                                                    self.peer_qpn, self._cum, bitmap, psn,
+                                                    base, ts)))
         self.counters.acks_sent += 1
         self._ack_owed, self._ack_for, self._ack_deadline = 0, None, None
 
@@ -424,8 +455,8 @@ class QueuePair:
         if psn in self._inflight and psn not in self._resend:
             self._resend.append(psn)
 
-    def _transmit_resends(self, now: float, room: float) -> float:
-        """Resend what is due, within `room` wire bytes; the room left."""
+    def _transmit_resends(self, now: float, room: float, base: float) -> float:
+        """Resend what is due, within `room` wire bytes; the room left. `base`: `_timeout()`."""
         while self._resend:
             p = self._inflight.get(self._resend[0])
             if p is None:
@@ -440,7 +471,7 @@ class QueuePair:
             room -= wire_bytes(p)
             self._resend.popleft()
             p.ev = self._path_for_resend(p, now)
-            self._send_packet(p, now)
+            self._send_packet(p, now, base)
         return room
 
     # ---- what the transports define ----

@@ -28,9 +28,10 @@ def _drain(rx: batchio.Receiver, sock: socket.socket, want: int):
     return got, classes
 
 
-def test_a_batch_reaches_each_destination_with_its_bytes_and_traffic_class():
+@pytest.mark.parametrize("small", [0, 64])  # batches read with numpy, or item by item
+def test_a_batch_reaches_each_destination_with_its_bytes_and_traffic_class(small):
     a, b, tx = _socket(), _socket(), _socket()
-    sender, rx = batchio.Sender(batch=8), batchio.Receiver(batch=4)
+    sender, rx = batchio.Sender(batch=8), batchio.Receiver(batch=4, small=small)
     names = [batchio.sockaddr("::1", s.getsockname()[1]) for s in (a, b)]
     sent = []
     for k in range(21):  # more than one batch, two destinations interleaved, sizes varying
@@ -49,9 +50,15 @@ def test_a_batch_reaches_each_destination_with_its_bytes_and_traffic_class():
         s.close()
 
 
-def test_no_traffic_class_reported_without_the_option_and_a_plain_send():
+@pytest.mark.parametrize("small", [0, 64])
+def test_no_traffic_class_reported_without_the_option_and_a_plain_send(small):
     a, tx = _socket(recv_tclass=False), _socket()
-    sender, rx = batchio.Sender(), batchio.Receiver()
+    sender, rx = batchio.Sender(), batchio.Receiver(small=small)
+    marked = _socket()  # first a datagram with a class, so that its cmsg is still in the area
+    sender.add(tx.fileno(), b"ce", batchio.sockaddr("::1", marked.getsockname()[1]),
+               batchio.tclass_cmsg(0x03))
+    sender.flush()
+    assert _drain(rx, marked, 1) == ([b"ce"], [0x03])
     sender.add(tx.fileno(), b"plain", batchio.sockaddr("::1", a.getsockname()[1]))
     sender.flush()
     assert _drain(rx, a, 1) == ([b"plain"], [-1])

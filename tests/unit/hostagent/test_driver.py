@@ -1,0 +1,131 @@
+"""The IO driver over real UDP sockets on loopback (no root, no fabric): two ranks in one event
+loop, each with its own listening socket, MRC QPs spraying over EVs that are distinct
+destinations. One EV of each rank points at a port nobody listens on: its packets are lost, so
+the writes complete only if the driver runs the QPs' retransmission timers (and the EVs'
+probes), and they must land every byte in its place."""
+from __future__ import annotations
+
+import asyncio
+import os
+import random
+import socket
+
+import pytest
+
+from hostagent import driver
+from hostagent.evs import EVPolicy, EVSet, EVState
+from hostagent.mrc import MrcQP
+from hostagent.nic import Nic
+from hostagent.qp import QPConfig
+
+CFG = QPConfig(mss=512, init_cwnd=8 * 1024, max_cwnd=32 * 1024, timeout=0.005, linear_cnt=7,
+               exp_cnt=25)
+
+
+def _listen() -> socket.socket:
+    s = socket.socket(socket.AF_INET6, socket.SOCK_DGRAM)
+    s.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_RECVTCLASS, 1)
+    s.bind(("::1", 0))
+    s.setblocking(False)
+    return s
+
+
+def _dead_port() -> int:
+    s = socket.socket(socket.AF_INET6, socket.SOCK_DGRAM)
+    s.bind(("::1", 0))
+    port = s.getsockname()[1]
+    s.close()  # nobody listens there now: what is sent to it is lost
+    return port
+
+
+async def _pair(nic: bool) -> tuple[list[driver.Driver], list[bytearray], list[MrcQP]]:
+    listens = [_listen(), _listen()]
+    dead = _dead_port()
+    bufs = [bytearray(64 * 1024), bytearray(64 * 1024)]
+    drivers, qps = [], []
+    for rank in (0, 1):
+        peer = 1 - rank
+        ours, theirs = driver.qpn(rank, peer, 0)
+        table = [(0, 0), (1, 0), (2, 1)]  # 3 EVs over 2 planes; EV 1 leads nowhere
+        evset = EVSet.build(table, EVPolicy(probe_interval=0.002), random.Random(rank))
+        qp = MrcQP(ours, theirs, memoryview(bufs[rank]), CFG, evset, seed=rank)
+        to_peer = ("::1", listens[peer].getsockname()[1])
+        sock = driver.ecn_socket(socket.socket(socket.AF_INET6, socket.SOCK_DGRAM))
+        route = driver.Route(sock, {0: to_peer, 1: ("::1", dead), 2: to_peer}, {0: 0, 1: 0, 2: 1})
+        port = Nic(2, 200_000_000, 64 * 1024) if nic else None
+        drivers.append(driver.Driver(rank, 2, listens[rank], {peer: [(qp, route)]}, nic=port))
+        qps.append(qp)
+    for d, buf in zip(drivers, bufs):
+        d.register(memoryview(buf))
+    return drivers, bufs, qps
+
+
+@pytest.mark.parametrize("nic", [False, True])
+def test_writes_complete_through_lost_packets_and_land_every_byte(nic):
+    async def main():
+        drivers, bufs, qps = await _pair(nic)
+        data = [os.urandom(40 * 1024), os.urandom(40 * 1024)]
+        try:
+            async def rank(r: int) -> None:
+                peer = 1 - r
+                await drivers[r].write(peer, memoryview(data[r]), 1024, imm=7)
+                await drivers[r].wait_imm(peer, 7)
+            await asyncio.wait_for(asyncio.gather(rank(0), rank(1)), 10)
+            await asyncio.sleep(0.05)  # idle now: only the probe timers of the dead EV run
+        finally:
+            for d in drivers:
+                d.close()
+        for r in (0, 1):
+            assert bytes(bufs[1 - r][1024:1024 + len(data[r])]) == data[r]
+        for qp in qps:
+            assert qp.counters.timeouts > 0 and qp.counters.retransmits > 0  # timers ran
+            assert qp.evset.by_index(1).state is EVState.ASSUMED_BAD  # the dead EV, condemned
+            assert qp.counters.probes_sent > 0  # and probed, by its timer
+    asyncio.run(main())
+
+
+class _ScriptedQP:
+    """A QP reduced to its timers: it sends nothing and asks for the deadlines it is given.
+    Enough to check the driver's one-timer-per-host schedule in isolation."""
+
+    def __init__(self, qpn: int, deadlines: list[float | None]) -> None:
+        self.qpn, self.failed, self.nic_blocked = qpn, None, False
+        self.events: list[object] = []
+        self._deadlines = deadlines
+        self.fired: list[float] = []
+
+    def poll_transmit(self, now: float, budget: float | None = None) -> list[tuple[int, bytes]]:
+        return []
+
+    def next_deadline(self) -> float | None:
+        return self._deadlines[0] if self._deadlines else None
+
+    def on_timer(self, now: float) -> None:
+        if self._deadlines and now >= self._deadlines[0]:
+            self.fired.append(now)
+            self._deadlines.pop(0)
+
+
+def test_every_qps_deadline_fires_on_time_when_another_qp_re_arms_later():
+    """QP b is due first and re-arms for much later; QP a's deadline in between must still
+    fire then, not at b's."""
+    async def main():
+        listen = _listen()
+        sock = socket.socket(socket.AF_INET6, socket.SOCK_DGRAM)
+        loop = asyncio.get_running_loop()
+        t0 = loop.time()
+        a = _ScriptedQP(1, [t0 + 0.05])
+        b = _ScriptedQP(2, [t0 + 0.01, t0 + 0.3])
+        route = driver.Route(sock, {0: ("::1", 9)}, {0: 0})
+        drv = driver.Driver(0, 2, listen, {1: [(a, route), (b, route)]})
+        try:
+            drv._kick(a)
+            drv._kick(b)
+            await asyncio.sleep(0.4)
+        finally:
+            drv.close()
+            sock.close()
+            listen.close()
+        assert len(b.fired) == 2 and len(a.fired) == 1
+        assert a.fired[0] - t0 < 0.2  # on time (0.05 s), not at b's next deadline (0.3 s)
+    asyncio.run(main())
