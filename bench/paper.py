@@ -100,7 +100,11 @@ def measure(run_dir: Path) -> dict:
            "cct_before": float(before["cct"].mean()) if len(before) else None,
            "n_before": len(before),
            "failed_qps": int(qps["failed"].notna().sum()) if "failed" in qps else 0,
-           "retransmits": int(qps["retransmits"].sum()), "timeouts": int(qps["timeouts"].sum())}
+           "retransmits": int(qps["retransmits"].sum()), "timeouts": int(qps["timeouts"].sum()),
+           "fidelity": (r.meta.get("fidelity") or {}).get("verdict", "-")}
+    for col in ("tail_probes", "rack_losses", "stalls"):
+        if col in qps:
+            out[col] = int(qps[col].sum())
     paths = r.tables.get("paths")
     if r.transport == "mrc" and paths is not None and not paths.empty:
         out["condemned_all"] = int(paths["condemned"].sum()) if "condemned" in paths else 0
@@ -147,7 +151,8 @@ def main() -> int:
     rows = []
     print(f"results: {out}", flush=True)
     print(f"{'experiment':<18}{'transport':<8}{'seed':>5}{'whole':>8}{'window':>8}"
-          f"{'after':>8}{'n win':>6}{'failed':>7}{'retx':>7}  extra", flush=True)
+          f"{'after':>8}{'n win':>6}{'failed':>7}{'retx':>7}{'t/o':>5}  fidelity "
+          f"(fault/control)  extra", flush=True)
     for name in args.experiments:
         fault, control = EXPERIMENTS[name]
         for transport in args.transports.split(","):
@@ -177,7 +182,10 @@ def main() -> int:
                 if "condemned_all" in m:
                     extra += (f"{'; ' if extra else ''}EVs condemned {m['condemned_all']}x, "
                               f"{m['congestion_losses_all']} losses taken as congestion, "
-                              f"{m['random_losses_all']} as random")
+                              f"{m['random_losses_all']} as random, "
+                              f"{m.get('rack_losses', 0)} found by RACK, "
+                              f"{m.get('tail_probes', 0)} tail probes, {m.get('stalls', 0)} "
+                              f"stalls")
                 if control is None:
                     victim = (f"victim CCT before {m['cct_before'] * 1e3:.0f} ms "
                               f"(n={m['n_before']}), during {m['cct_window'] * 1e3:.0f} ms "
@@ -186,7 +194,9 @@ def main() -> int:
                     extra += ("; " if extra else "") + victim
                 print(f"{name:<18}{transport:<8}{seed:>5}{_ratio(m['ratio_whole']):>8}"
                       f"{_ratio(m['ratio_window']):>8}{_ratio(m['ratio_after']):>8}"
-                      f"{m['n_window']:>6}{m['failed_qps']:>7}{m['retransmits']:>7}  {extra}"
+                      f"{m['n_window']:>6}{m['failed_qps']:>7}{m['retransmits']:>7}"
+                      f"{m['timeouts']:>5}  {m['fidelity']}/{(base or {}).get('fidelity', '-')}"
+                      f"  {extra}"
                       f"{'' if m['verified'] else '  NOT VERIFIED'}", flush=True)
                 (out / "paper.json").write_text(json.dumps(rows, indent=1, default=str))
     print("whole, window, after: busbw as a ratio to the control run's (same fabric, transport "
