@@ -29,7 +29,7 @@ DEFAULT = ["quickstart", "loss-0", "loss-0.1pct", "loss-1pct", "gray-loss", "lin
 def measure(run_dir: Path) -> dict:
     run = load_run(run_dir)
     row = nccl_rows(run.tables["iterations"])[0]
-    ideal, _ = run.scenario.ideal_busbw(run.transport)
+    ideal = run.facts.ideal_busbw
     timed = cct(run.tables["iterations"], run.t0)
     timed = timed[~timed["warmup"]]
     p50, p99 = percentiles(timed["cct"].to_numpy() * 1e3, (50, 99))

@@ -27,6 +27,7 @@ sys.path.insert(0, str(ROOT))
 
 from analysis.load import load_run  # noqa: E402
 from analysis.metrics import cct  # noqa: E402
+from testbed.scenario.schema import load as load_scenario  # noqa: E402
 
 PAPER = ROOT / "scenarios" / "paper"
 EXPERIMENTS = {  # name: (fault scenario, control scenario or None: compare within the run)
@@ -82,15 +83,16 @@ def windows(scenario) -> tuple[list[tuple[float, float]], float]:
 
 def measure(run_dir: Path) -> dict:
     r = load_run(run_dir)
+    scenario, _ = load_scenario(run_dir / "scenario.yaml")  # the scenario as it ran
     it = cct(r.tables["iterations"], r.t0)
     timed = it[~it["warmup"] & (it["ranks"] == it["ranks"].max())]
-    spans, end = windows(r.scenario)
+    spans, end = windows(scenario)
     inside = timed[[any(row.start < e and row.end > s for s, e in spans)
                     for row in timed.itertuples()]] if spans else timed.iloc[0:0]
     after = timed[timed["start"] >= end] if spans else timed.iloc[0:0]
     before = timed[timed["end"] <= min((s for s, _ in spans), default=0.0)]
     qps = r.tables["qps"]
-    out = {"dir": str(run_dir), "transport": r.transport, "seed": r.scenario.seed,
+    out = {"dir": str(run_dir), "transport": r.transport, "seed": scenario.seed,
            "iterations": len(timed), "verified": bool(timed["verified"].all()),
            "cct": float(timed["cct"].mean()),
            "cct_window": float(inside["cct"].mean()) if len(inside) else None,
@@ -112,11 +114,11 @@ def measure(run_dir: Path) -> dict:
             if "congestion_losses" in paths else 0
         out["random_losses_all"] = int(paths["random_losses"].sum()) \
             if "random_losses" in paths else 0
-        lossy = [f for f in r.scenario.faults if f.kind == "loss" and f.duration]
+        lossy = [f for f in scenario.faults if f.kind == "loss" and f.duration]
         if lossy:
             t = lossy[0].target
             on = paths[(paths["plane"] == t.plane) & (paths["spine"] == t.spine)]
-            per_leaf = r.scenario.fabric.hosts_per_leaf
+            per_leaf = scenario.fabric.hosts_per_leaf
             hosts = {f"h{i}" for i in range(t.leaf * per_leaf, (t.leaf + 1) * per_leaf)}
             up = on[on["host"].isin(hosts)]
             out["condemned_per_qp_max"] = int(up["condemned"].max()) if len(up) else 0

@@ -111,13 +111,14 @@ class MrcQP(QueuePair):
         p = self._inflight[psn]
         if p.sends == 1:  # a resent packet's ACK may be for either copy: the echo says which
             self.evset.on_delivered(p.ev, p.sent_at)
-            self.tail.delivered(p.sent_at)
+            self.tail.delivered(p.sent_at, psn)
         return super()._ack_packet(psn, now)
 
     def _after_ack(self, h: wire.Header, now: float) -> None:
-        sent = now - ((us_clock(now) - h.ts) & 0xFFFFFFFF) / 1e6  # the copy that triggered it
+        # the copy that triggered it was sent at or after this (the echo is in whole us)
+        sent = now - (((us_clock(now) - h.ts) & 0xFFFFFFFF) + 1) / 1e6
         self.evset.on_delivered(h.ev, sent, packet=False)
-        self.tail.delivered(sent)
+        self.tail.delivered(sent, h.imm)
         self.tail.heard(now)
         self._rack(now)
 

@@ -8,14 +8,15 @@ must outlast a 100 KB queue at 25 Mbit/s), 2.5 ring steps: measured on the simne
 per path, 13-16 timeouts per 100 messages made up most of the 2.4x slowdown.
 
 Two mechanisms of TCP's RACK-TLP (RFC 8985), read for a sprayed connection:
-- RACK: once a packet sent *after* p (on any EV) is acknowledged, p is lost as soon as it has
+- RACK: once a packet sent *after* p (on any EV; in one burst, a higher PSN) is acknowledged, p is lost as soon as it has
   been out longer than the RTT almost every packet beats, `pto` = srtt + 4 rttvar + the
   receiver's ACK delay, plus RFC 8985's reordering window of a quarter RTT (all at most the
   ACK timeout). Paths are compared by send time, not PSN, and the slack covers the delay
   differences between EVs (without the quarter RTT, a third of RACK's losses on the simnet
   at 2% loss and 2 ms of jitter were packets still on their way).
-- TLP: when no ACK has come for `pto` after the last ACK or new packet, and packets are out,
-  the newest of them is resent once (on another EV). Its ACK carries the SACK of everything
+- TLP: when no ACK has come for `pto` = 2 srtt + the receiver's ACK delay (RFC 8985's PTO,
+  at most the ACK timeout) after the last ACK or packet sent, and packets are out, the newest
+  of them is resent once (on another EV). Its ACK carries the SACK of everything
   the receiver holds, and its send time lets RACK find the other tail losses.
 Neither is a timeout: nothing counts towards the retry schedule, no EV is condemned by a
 probe, and a loss RACK finds is judged like a gap (against the QP's other EVs, evs.py).
@@ -29,17 +30,17 @@ from dataclasses import dataclass
 
 def probe_timeout(srtt: float | None, rttvar: float, ack_delay: float,
                   timeout: float) -> float | None:
-    """TLP's wait, s: srtt + 4 rttvar + the ACK delay, never beyond the ACK timeout; None
-    before the first RTT sample (only the timeout applies then)."""
+    """TLP's wait, s: 2 srtt + the ACK delay, never beyond the ACK timeout; None before the
+    first RTT sample (only the timeout applies then)."""
     if srtt is None:
         return None
-    return min(srtt + 4 * rttvar + ack_delay, timeout)
+    return min(2 * srtt + ack_delay, timeout)
 
 
 def rack_wait(srtt: float | None, rttvar: float, ack_delay: float,
               timeout: float) -> float | None:
-    """RACK's wait, s: the TLP's plus a reordering window of srtt / 4 (RFC 8985's
-    min_rtt / 4), never beyond the ACK timeout."""
+    """RACK's wait, s: srtt + 4 rttvar + the ACK delay, plus a reordering window of
+    srtt / 4 (RFC 8985's min_rtt / 4), never beyond the ACK timeout."""
     if srtt is None:
         return None
     return min(srtt + 4 * rttvar + ack_delay + srtt / 4, timeout)
@@ -50,15 +51,16 @@ class TailRecovery:
     """RACK-TLP state of one MRC QP (the QP owns the packets; this holds the clocks)."""
 
     rack_sent: float = -1.0  # send time of the newest copy known to have arrived
+    rack_psn: int = -1  # its PSN: packets sent in one burst share a time, and PSN orders them
     last_activity: float = 0.0  # the last ACK received or new packet sent
     probed: bool = False  # the tail probe of this silence was sent
     deadline: float | None = None  # when the oldest RACK candidate becomes lost
     probes: int = 0
     losses: int = 0
 
-    def delivered(self, sent_at: float) -> None:
-        if sent_at > self.rack_sent:
-            self.rack_sent = sent_at
+    def delivered(self, sent_at: float, psn: int) -> None:
+        if (sent_at, psn) > (self.rack_sent, self.rack_psn):
+            self.rack_sent, self.rack_psn = sent_at, psn
 
     def heard(self, now: float) -> None:
         """An ACK arrived: the silence a tail probe waits for restarts, and a new probe may
@@ -77,9 +79,9 @@ class TailRecovery:
         `deadline` to when the next candidate (sent before a delivered packet) will be."""
         out: list[int] = []
         deadline = None
-        rack = self.rack_sent
+        rack = (self.rack_sent, self.rack_psn)
         for psn, sent_at in outstanding:
-            if sent_at >= rack:
+            if (sent_at, psn) >= rack:
                 continue
             due = sent_at + wait
             if due <= now:
