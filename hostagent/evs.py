@@ -28,8 +28,11 @@ ev_states.py (the spec's GOOD / ASSUMED_BAD / DENIED):
 - congestion is not failure. An ECN mark or a trim holds the EV off for
   `congestion_holdoff` seconds (an EV marked `hot_ratio` times more often than the QP's
   others is a hot path: held off `hot_rtts` smoothed RTTs). A loss on an EV marked or trimmed
-  within the last `congestion_memory_rtts` smoothed RTTs, or while the QP sees queueing delay
-  above its target, is a congestion loss: the EV is held off as a hot path, not condemned.
+  within the last `congestion_memory_rtts` smoothed RTTs, or while the QP, or the EV itself
+  (its own smoothed RTT), sees queueing delay above its target, is a congestion loss: the EV
+  is held off as a hot path, not condemned. (Measured in the incast: the victim's plane-0
+  paths ran behind its plane-1 paths, and losses inferred on them, mostly packets still
+  queued, condemned all four of them twice or more, 21 condemnations in one run.)
 - a timeout is judged by what the EV did since the packet was sent (issue 9, the 1% loss
   row). If the EV has delivered a packet sent after the one that timed out, the path works
   and the loss is random: it is judged like a gap, against the QP's other EVs. Only a silent
@@ -52,6 +55,7 @@ import math
 import random
 from dataclasses import dataclass, field
 
+from .cc import smoothed
 from .ev_states import EVEvent, EVState, next_state
 
 __all__ = ["EV", "EVEvent", "EVPolicy", "EVSet", "EVState", "Transition"]
@@ -88,6 +92,8 @@ class EV:
     last_timeout: float = -1.0  # when a packet on it last timed out
     timeout_condemned: float = -1.0  # when a timeout last condemned it
     delivered_sent: float = -1.0  # send time of the newest packet on it known to have arrived
+    srtt: float | None = None  # its own smoothed RTT (RFC 6298), from the ACKs' echoed times
+    rttvar: float = 0.0
     condemned: int = 0  # times it went GOOD -> ASSUMED_BAD
     trims: int = 0
     ecn: int = 0
@@ -300,6 +306,20 @@ class EVSet:
             return EVEvent.LOSS_AT_FLOOR
         self._apply(ev, EVEvent.LOSS, now, reason)
         return EVEvent.LOSS
+
+    def on_rtt(self, index: int, rtt: float) -> None:
+        """An RTT sample of this EV (an ACK's echo of the send time of the copy that
+        triggered it: unambiguous, resent or not)."""
+        ev = self.by_index(index)
+        if ev is not None:
+            ev.srtt, ev.rttvar = smoothed(ev.srtt, ev.rttvar, rtt)
+
+    def queued(self, index: int, base_rtt: float | None, target: float) -> bool:
+        """Its own smoothed RTT is more than `target` above the QP's base RTT: a queue on
+        this path (the QP's average may not show it when the other paths are fast)."""
+        ev = self.by_index(index)
+        return (ev is not None and ev.srtt is not None and base_rtt is not None
+                and ev.srtt - base_rtt > target)
 
     def on_delivered(self, index: int, sent_at: float, packet: bool = True) -> None:
         """A packet sent on this EV at `sent_at` arrived (acknowledged): the path works.

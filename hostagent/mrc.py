@@ -78,7 +78,7 @@ class MrcQP(QueuePair):
             return  # this copy was already resent elsewhere
         if not h.flags & wire.TRIMMED:
             self.evset.on_loss(h.ev, now, f"PSN {h.psn} lost on this path (gap NACK)",
-                               rtt=self.cc.srtt, delay_high=self.cc.delay_high, gap=True)
+                               rtt=self.cc.srtt, delay_high=self._delay_high(h.ev), gap=True)
         self._resend_now(h.psn)
 
     def _on_timeout(self, p: Packet, now: float) -> None:
@@ -94,15 +94,21 @@ class MrcQP(QueuePair):
         if not batch:
             return
         cc, evset = self.cc, self.evset
-        congestive = cc.delay_high or any(
+        queued = any(self._delay_high(i) for i, _, _ in batch)
+        congestive = queued or any(
             evset.explained_by_congestion(ev, now, cc.srtt, False)
             for ev in (evset.by_index(i) for i, _, _ in batch) if ev is not None)
         stall = evset.on_timeouts(batch, now, self._timeout(), rtt=cc.srtt,
-                                  delay_high=cc.delay_high)
+                                  delay_high=queued)
         if stall:
             self.counters.stalls += 1
         if stall or congestive:
             cc.on_timeout(now, min(sent for _, sent, _ in batch))
+
+    def _delay_high(self, ev: int) -> bool:
+        """Queueing delay above target on the QP as a whole, or on this EV's own RTT."""
+        cc = self.cc
+        return cc.delay_high or self.evset.queued(ev, cc.base_rtt, self.cfg.target_delay)
 
     def _pto(self) -> float | None:
         return probe_timeout(self.cc.srtt, self.cc.rttvar, self.cfg.ack_delay, self._timeout())
@@ -116,8 +122,10 @@ class MrcQP(QueuePair):
 
     def _after_ack(self, h: wire.Header, now: float) -> None:
         # the copy that triggered it was sent at or after this (the echo is in whole us)
-        sent = now - (((us_clock(now) - h.ts) & 0xFFFFFFFF) + 1) / 1e6
+        elapsed = ((us_clock(now) - h.ts) & 0xFFFFFFFF) / 1e6
+        sent = now - elapsed - 1e-6
         self.evset.on_delivered(h.ev, sent, packet=False)
+        self.evset.on_rtt(h.ev, elapsed)
         self.tail.delivered(sent, h.imm)
         self.tail.heard(now)
         self._rack(now)
@@ -125,18 +133,23 @@ class MrcQP(QueuePair):
     def _rack(self, now: float) -> None:
         """Packets RACK finds lost: resent now, each judged like a gap on its EV."""
         cc = self.cc
-        wait = rack_wait(cc.srtt, cc.rttvar, self.cfg.ack_delay, self._timeout())
+        timeout = self._timeout()
+        wait = rack_wait(cc.srtt, cc.rttvar, self.cfg.ack_delay, timeout)
         if wait is None or not self._inflight:
             self.tail.deadline = None
             return
+        waits: dict[int, float] = {}  # per EV: a path with a queue waits by its own RTT
+        for ev in self.evset.evs:
+            own = rack_wait(ev.srtt, ev.rttvar, self.cfg.ack_delay, timeout)
+            waits[ev.index] = wait if own is None else max(wait, own)
         queued = set(self._resend)
-        outstanding = ((psn, p.sent_at) for psn, p in self._inflight.items()
-                       if psn not in queued)
-        for psn in self.tail.lost(outstanding, now, wait):
+        outstanding = ((psn, p.sent_at, waits.get(p.ev, wait))
+                       for psn, p in self._inflight.items() if psn not in queued)
+        for psn in self.tail.lost(outstanding, now):
             p = self._inflight[psn]
             self.counters.rack_losses += 1
             self.evset.on_loss(p.ev, now, f"PSN {psn} lost (a later packet arrived, RACK)",
-                               rtt=self.cc.srtt, delay_high=self.cc.delay_high, gap=True)
+                               rtt=self.cc.srtt, delay_high=self._delay_high(p.ev), gap=True)
             self._resend_now(psn)
 
     def _on_path_feedback(self, ev: int, now: float, ecn: bool) -> None:
