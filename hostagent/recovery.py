@@ -10,14 +10,14 @@ per path, 13-16 timeouts per 100 messages made up most of the 2.4x slowdown.
 Two mechanisms of TCP's RACK-TLP (RFC 8985), read for a sprayed connection:
 - RACK: once a packet sent *after* p (on any EV; in one burst, a higher PSN) is
   acknowledged, p is lost as soon as it has been out longer than the RTT almost every packet
-  beats, srtt + 4 rttvar + the receiver's ACK delay, plus RFC 8985's reordering window of
-  a quarter RTT (all at most the ACK timeout). Paths are compared by send time, not PSN, and the slack covers the delay
-  differences between EVs (without the quarter RTT, a third of RACK's losses on the simnet
-  at 2% loss and 2 ms of jitter were packets still on their way). Each packet waits by the
-  RTT of its own EV where that is longer than the QP's: in the incast, the victim's plane-0
-  paths ran far behind its plane-1 paths, and with the QP's RTT alone most of RACK's 212
-  "losses" were packets still queued there (the receivers counted 202 duplicates, against
-  212 RACK resends and 34 tail probes).
+  beats: srtt + 4 rttvar + the receiver's ACK delay, plus RFC 8985's reordering window of a
+  quarter RTT (all at most the ACK timeout). Paths are compared by send time, not PSN, and
+  the slack covers the delay differences between EVs (without the quarter RTT, a third of
+  RACK's losses on the simnet at 2% loss and 2 ms of jitter were packets still on their
+  way). Each packet waits by the RTT of its own EV where that is longer than the QP's: in
+  the incast, the victim's plane-0 paths ran far behind its plane-1 paths, and with the QP's
+  RTT alone most of RACK's 212 "losses" were packets still queued there (the receivers
+  counted 202 duplicates, against 212 RACK resends and 34 tail probes).
 - TLP: when no ACK has come for `pto` = 2 srtt + the receiver's ACK delay (RFC 8985's PTO,
   at most the ACK timeout) after the last ACK or packet sent, and packets are out, the newest
   of them is resent once (on another EV). Its ACK carries the SACK of everything
