@@ -308,8 +308,9 @@ class EVSet:
         return EVEvent.LOSS
 
     def on_rtt(self, index: int, rtt: float) -> None:
-        """An RTT sample of this EV (an ACK's echo of the send time of the copy that
-        triggered it: unambiguous, resent or not)."""
+        """An RTT sample of this EV: a packet sent once, acknowledged (by an ACK or its
+        SACK bitmap: every packet gives one, where the ACKs' own triggers would leave some EVs
+        without any when ACKs are coalesced in step with the spray)."""
         ev = self.by_index(index)
         if ev is not None:
             ev.srtt, ev.rttvar = smoothed(ev.srtt, ev.rttvar, rtt)

@@ -117,15 +117,14 @@ class MrcQP(QueuePair):
         p = self._inflight[psn]
         if p.sends == 1:  # a resent packet's ACK may be for either copy: the echo says which
             self.evset.on_delivered(p.ev, p.sent_at)
+            self.evset.on_rtt(p.ev, now - p.sent_at)  # its ACK's coalescing delay included
             self.tail.delivered(p.sent_at, psn)
         return super()._ack_packet(psn, now)
 
     def _after_ack(self, h: wire.Header, now: float) -> None:
         # the copy that triggered it was sent at or after this (the echo is in whole us)
-        elapsed = ((us_clock(now) - h.ts) & 0xFFFFFFFF) / 1e6
-        sent = now - elapsed - 1e-6
+        sent = now - (((us_clock(now) - h.ts) & 0xFFFFFFFF) + 1) / 1e6
         self.evset.on_delivered(h.ev, sent, packet=False)
-        self.evset.on_rtt(h.ev, elapsed)
         self.tail.delivered(sent, h.imm)
         self.tail.heard(now)
         self._rack(now)
@@ -138,10 +137,10 @@ class MrcQP(QueuePair):
         if wait is None or not self._inflight:
             self.tail.deadline = None
             return
-        waits: dict[int, float] = {}  # per EV: a path with a queue waits by its own RTT
-        for ev in self.evset.evs:
+        waits: dict[int, float] = {}  # per EV: a path with a queue waits by its own RTT;
+        for ev in self.evset.evs:  # a path with no RTT measured yet, for the ACK timeout
             own = rack_wait(ev.srtt, ev.rttvar, self.cfg.ack_delay, timeout)
-            waits[ev.index] = wait if own is None else max(wait, own)
+            waits[ev.index] = timeout if own is None else max(wait, own)
         queued = set(self._resend)
         outstanding = ((psn, p.sent_at, waits.get(p.ev, wait))
                        for psn, p in self._inflight.items() if psn not in queued)

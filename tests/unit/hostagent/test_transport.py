@@ -526,3 +526,24 @@ def test_mrc_a_receiver_stall_condemns_no_path():
         if t.new is EVState.GOOD:
             assert t.reason.endswith("a host stall"), t
     assert sum(e.probes_sent for e in a.evset.evs) == 0, "nothing stayed out to be probed"
+
+
+def test_mrc_a_slow_path_is_waited_for_not_taken_for_lossy():
+    """One EV runs 10 ms behind the others (a queue on its spine, as in the incast). RACK
+    waits for a packet by its own EV's RTT: packets still queued there are not resent, and
+    the path is not condemned. With the QP's RTT alone (the others' 1 ms), every packet on it
+    looked lost."""
+    writes, total = layout([400_000], seed=26)
+    cfg = QPConfig(mss=256, init_cwnd=8 * 1024, max_cwnd=32 * 1024, timeout=0.1)
+    a, b, bufs = mrc_pair(total, seed=26, cfg=cfg)
+    post_all(a, writes)
+    net = SimNet(a, b, seed=26)
+    for side in ("a", "b"):
+        for ev in range(8):
+            net.paths[(side, ev)] = PathModel(latency=0.5e-3, jitter=0.1e-3)
+    net.paths[("a", 3)] = PathModel(latency=10e-3, jitter=0.1e-3)
+    net.run(lambda: len(events(a, WriteDone)) == 1)
+    assert bytes(bufs[1]) == writes[0][0]
+    assert a.evset.by_index(3).condemned == 0
+    assert b.counters.duplicates <= 2, b.counters.duplicates
+    assert a.evset.by_index(3).sent > 50, "it was used"
