@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import json
 import re
+import signal
 import subprocess
 import sys
 import time
@@ -25,7 +26,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from analysis.load import load_run  # noqa: E402
+from analysis.load import RunError, load_run  # noqa: E402
 from analysis.metrics import cct  # noqa: E402
 from testbed.scenario.schema import load as load_scenario  # noqa: E402
 
@@ -50,14 +51,30 @@ def run(file: Path, transport: str, seed: int, out: Path) -> Path | None:
                   f"transport: [{transport}]", text, count=1, flags=re.M)
     spec = out / f"{name}-{transport}-s{seed}.yaml"
     spec.write_text(text)
-    res = subprocess.run([sys.executable, "-m", "testbed.cli", "run", str(spec), "--no-report",
-                          "--quiet", "--results", str(out / "runs")], capture_output=True,
-                         text=True, cwd=ROOT, check=False)
+    stderr = run_cli([sys.executable, "-m", "testbed.cli", "run", str(spec), "--no-report",
+                      "--quiet", "--results", str(out / "runs")])
     runs = sorted((out / "runs").glob(f"*-{name}-s{seed}-{transport}"))
     if not runs:
-        print(f"  {spec.name}: no run ({res.stderr.strip()[-300:]})", flush=True)
+        print(f"  {spec.name}: no run ({stderr.strip()[-300:]})", flush=True)
         return None
     return runs[-1]
+
+
+RUN_TIMEOUT = 300.0  # s: a run of these scenarios takes under a minute
+
+
+def run_cli(cmd: list[str], timeout: float = RUN_TIMEOUT) -> str:
+    """Run a testbed command; past `timeout`, interrupt it (SIGINT: the runner cleans up
+    what it built) and wait for it. Its stderr."""
+    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+    try:
+        _, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate()
+        err += f"\ninterrupted after {timeout:.0f} s"
+    return err
 
 
 def windows(scenario) -> tuple[list[tuple[float, float]], float]:
@@ -81,8 +98,13 @@ def windows(scenario) -> tuple[list[tuple[float, float]], float]:
     return spans, end
 
 
-def measure(run_dir: Path) -> dict:
-    r = load_run(run_dir)
+def measure(run_dir: Path) -> dict | None:
+    """The numbers of one run; None (said why) for a run that did not complete."""
+    try:
+        r = load_run(run_dir)
+    except RunError as exc:
+        print(f"  {run_dir.name}: {exc}", flush=True)
+        return None
     scenario, _ = load_scenario(run_dir / "scenario.yaml")  # the scenario as it ran
     it = cct(r.tables["iterations"], r.t0)
     timed = it[~it["warmup"] & (it["ranks"] == it["ranks"].max())]
@@ -164,12 +186,12 @@ def main() -> int:
                     key = (control, transport, seed)
                     if key not in controls:
                         d = run(PAPER / f"{control}.yaml", transport, seed, out)
-                        controls[key] = measure(d) if d else {}
+                        controls[key] = (measure(d) if d else None) or {}
                     base = controls[key]
                 d = run(PAPER / f"{fault}.yaml", transport, seed, out)
-                if d is None:
+                m = measure(d) if d is not None else None
+                if m is None:
                     continue
-                m = measure(d)
                 ref = base.get("cct") if base else m["cct_before"]
                 m |= {"experiment": name, "control": base,
                       "ratio_whole": ratio(m["cct"], ref),

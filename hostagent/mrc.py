@@ -106,9 +106,14 @@ class MrcQP(QueuePair):
             cc.on_timeout(now, min(sent for _, sent, _ in batch))
 
     def _delay_high(self, ev: int) -> bool:
-        """Queueing delay above target on the QP as a whole, or on this EV's own RTT."""
-        cc = self.cc
-        return cc.delay_high or self.evset.queued(ev, cc.base_rtt, self.cfg.target_delay)
+        """Queueing delay above target on this EV's own RTT (the QP's as a whole before the
+        EV has one). A dead path's RTT stays where it was: measured with 4 of 8 host ports
+        flapping, the QP's delay rose on the ports left, the dead paths' losses were taken
+        for congestion, and they were condemned 0.24 s after the ports went down."""
+        e = self.evset.by_index(ev)
+        if e is None or e.srtt is None:
+            return self.cc.delay_high
+        return self.evset.queued(ev, self.cc.base_rtt, self.cfg.target_delay)
 
     def _pto(self) -> float | None:
         return probe_timeout(self.cc.srtt, self.cc.rttvar, self.cfg.ack_delay, self._timeout())

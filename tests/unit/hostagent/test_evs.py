@@ -258,3 +258,15 @@ def test_random_loss_makes_no_ev_stand_out_but_a_lossy_one_does():
             s.on_delivered(ev, 1.0)
     assert s.by_index(3).state is B
     assert all(e.state is G for e in s.evs if e.index != 3)
+    # and one at 20% among EVs losing 2%: its rate is judged against theirs, packet by packet
+    s = evset()
+    for k in range(4_000):
+        ev = k % 8
+        if rng.random() < (0.2 if ev == 3 else 0.02):
+            s.on_loss(ev, 1.0, "gap", gap=True)
+        else:
+            s.on_delivered(ev, 1.0)
+        if s.by_index(3).state is B:
+            break
+    assert s.by_index(3).state is B, "found"
+    assert all(e.state is G for e in s.evs if e.index != 3)

@@ -547,3 +547,25 @@ def test_mrc_a_slow_path_is_waited_for_not_taken_for_lossy():
     assert a.evset.by_index(3).condemned == 0
     assert b.counters.duplicates <= 2, b.counters.duplicates
     assert a.evset.by_index(3).sent > 50, "it was used"
+
+
+def test_mrc_a_dead_path_is_condemned_while_the_others_queue(monkeypatch):
+    """Half of a host's ports go down: the QP's delay rises on the ports left. A dead path's
+    losses are judged by its own RTT (unchanged: nothing comes back on it), not by the QP's
+    average delay, so they are not taken for congestion and it is condemned within a few
+    RTTs, as a spare takes over."""
+    from hostagent.cc import NsccCC
+    monkeypatch.setattr(NsccCC, "delay_high", property(lambda self: True))
+    writes, total = layout([2_000_000], seed=27)
+    cfg = QPConfig(mss=256, init_cwnd=8 * 1024, max_cwnd=32 * 1024, timeout=0.02)
+    a, b, bufs = mrc_pair(total, seed=27, cfg=cfg)
+    post_all(a, writes)
+    net = SimNet(a, b, seed=27)
+    net.run(lambda: net.now > 0.002)
+    net.paths[("a", 3)] = PathModel(dead=True)
+    net.run(lambda: len(events(a, WriteDone)) == 1)
+    assert bytes(bufs[1]) == writes[0][0]
+    ev3 = a.evset.by_index(3)
+    assert ev3.condemned == 1 and ev3.congestion_losses == 0
+    went_bad = next(t.time for t in a.evset.transitions if t.ev == 3)
+    assert went_bad < 0.002 + 0.01, went_bad
