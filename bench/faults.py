@@ -10,6 +10,7 @@ need netem are skipped, with the reason, where the kernel lacks it).
 """
 from __future__ import annotations
 
+import signal
 import subprocess
 import sys
 import tempfile
@@ -18,8 +19,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from analysis.load import load_run  # noqa: E402
+from analysis.load import RunError, load_run  # noqa: E402
 from analysis.metrics import cct, nccl_rows, percentiles  # noqa: E402
+
+RUN_TIMEOUT = 400.0  # s
 
 DEFAULT = ["quickstart", "loss-0", "loss-0.1pct", "loss-1pct", "gray-loss", "link-down",
            "host-flap", "degrade", "t1-blackhole-reboot", "leaf-down", "plane-down", "delay",
@@ -29,7 +32,7 @@ DEFAULT = ["quickstart", "loss-0", "loss-0.1pct", "loss-1pct", "gray-loss", "lin
 def measure(run_dir: Path) -> dict:
     run = load_run(run_dir)
     row = nccl_rows(run.tables["iterations"])[0]
-    ideal, _ = run.scenario.ideal_busbw(run.transport)
+    ideal = run.facts.ideal_busbw
     timed = cct(run.tables["iterations"], run.t0)
     timed = timed[~timed["warmup"]]
     p50, p99 = percentiles(timed["cct"].to_numpy() * 1e3, (50, 99))
@@ -55,14 +58,26 @@ def main() -> int:
         for file in names:
             name = Path(file).stem
             out = Path(tmp) / name
-            res = subprocess.run([sys.executable, "-m", "testbed.cli", "run", file,
-                                  "--no-report", "--quiet", "--results", str(out)],
-                                 capture_output=True, text=True, cwd=ROOT, check=False)
-            if res.returncode != 0:
-                reason = res.stderr.strip().splitlines()[0] if res.stderr.strip() else "?"
+            proc = subprocess.Popen([sys.executable, "-m", "testbed.cli", "run", file,
+                                     "--no-report", "--quiet", "--results", str(out)],
+                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                    cwd=ROOT)
+            try:  # both transports take about a minute: interrupt (SIGINT cleans up) a hang
+                _, err = proc.communicate(timeout=RUN_TIMEOUT)
+            except subprocess.TimeoutExpired:
+                proc.send_signal(signal.SIGINT)
+                _, err = proc.communicate()
+                err = f"interrupted after {RUN_TIMEOUT:.0f} s\n{err}"
+            m = {}
+            for d in sorted(out.iterdir()) if out.exists() else []:
+                try:
+                    m[d.name.rsplit("-", 1)[1]] = measure(d)
+                except RunError as exc:
+                    print(f"{name:<22}{d.name}: {str(exc).splitlines()[0]}")
+            if "mrc" not in m or "rocev2" not in m:
+                reason = err.strip().splitlines()[0] if err.strip() else "?"
                 print(f"{name:<22}skipped: {reason}")
                 continue
-            m = {d.name.rsplit("-", 1)[1]: measure(d) for d in sorted(out.iterdir())}
             a, b = m["mrc"], m["rocev2"]
             print(f"{name:<22}{a['share']:>7.0%}{b['share']:>8.0%}"
                   f"{a['busbw'] / b['busbw']:>10.2f}x  {a['p50']:>8.0f}/{a['p99']:<8.0f}"

@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import json
 import re
+import signal
 import subprocess
 import sys
 import time
@@ -25,8 +26,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from analysis.load import load_run  # noqa: E402
+from analysis.load import RunError, load_run  # noqa: E402
 from analysis.metrics import cct  # noqa: E402
+from testbed.scenario.schema import load as load_scenario  # noqa: E402
 
 PAPER = ROOT / "scenarios" / "paper"
 EXPERIMENTS = {  # name: (fault scenario, control scenario or None: compare within the run)
@@ -49,14 +51,30 @@ def run(file: Path, transport: str, seed: int, out: Path) -> Path | None:
                   f"transport: [{transport}]", text, count=1, flags=re.M)
     spec = out / f"{name}-{transport}-s{seed}.yaml"
     spec.write_text(text)
-    res = subprocess.run([sys.executable, "-m", "testbed.cli", "run", str(spec), "--no-report",
-                          "--quiet", "--results", str(out / "runs")], capture_output=True,
-                         text=True, cwd=ROOT, check=False)
+    stderr = run_cli([sys.executable, "-m", "testbed.cli", "run", str(spec), "--no-report",
+                      "--quiet", "--results", str(out / "runs")])
     runs = sorted((out / "runs").glob(f"*-{name}-s{seed}-{transport}"))
     if not runs:
-        print(f"  {spec.name}: no run ({res.stderr.strip()[-300:]})", flush=True)
+        print(f"  {spec.name}: no run ({stderr.strip()[-300:]})", flush=True)
         return None
     return runs[-1]
+
+
+RUN_TIMEOUT = 300.0  # s: a run of these scenarios takes under a minute
+
+
+def run_cli(cmd: list[str], timeout: float = RUN_TIMEOUT) -> str:
+    """Run a testbed command; past `timeout`, interrupt it (SIGINT: the runner cleans up
+    what it built) and wait for it. Its stderr."""
+    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+    try:
+        _, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate()
+        err += f"\ninterrupted after {timeout:.0f} s"
+    return err
 
 
 def windows(scenario) -> tuple[list[tuple[float, float]], float]:
@@ -80,17 +98,23 @@ def windows(scenario) -> tuple[list[tuple[float, float]], float]:
     return spans, end
 
 
-def measure(run_dir: Path) -> dict:
-    r = load_run(run_dir)
+def measure(run_dir: Path) -> dict | None:
+    """The numbers of one run; None (said why) for a run that did not complete."""
+    try:
+        r = load_run(run_dir)
+    except RunError as exc:
+        print(f"  {run_dir.name}: {exc}", flush=True)
+        return None
+    scenario, _ = load_scenario(run_dir / "scenario.yaml")  # the scenario as it ran
     it = cct(r.tables["iterations"], r.t0)
     timed = it[~it["warmup"] & (it["ranks"] == it["ranks"].max())]
-    spans, end = windows(r.scenario)
+    spans, end = windows(scenario)
     inside = timed[[any(row.start < e and row.end > s for s, e in spans)
                     for row in timed.itertuples()]] if spans else timed.iloc[0:0]
     after = timed[timed["start"] >= end] if spans else timed.iloc[0:0]
     before = timed[timed["end"] <= min((s for s, _ in spans), default=0.0)]
     qps = r.tables["qps"]
-    out = {"dir": str(run_dir), "transport": r.transport, "seed": r.scenario.seed,
+    out = {"dir": str(run_dir), "transport": r.transport, "seed": scenario.seed,
            "iterations": len(timed), "verified": bool(timed["verified"].all()),
            "cct": float(timed["cct"].mean()),
            "cct_window": float(inside["cct"].mean()) if len(inside) else None,
@@ -100,7 +124,11 @@ def measure(run_dir: Path) -> dict:
            "cct_before": float(before["cct"].mean()) if len(before) else None,
            "n_before": len(before),
            "failed_qps": int(qps["failed"].notna().sum()) if "failed" in qps else 0,
-           "retransmits": int(qps["retransmits"].sum()), "timeouts": int(qps["timeouts"].sum())}
+           "retransmits": int(qps["retransmits"].sum()), "timeouts": int(qps["timeouts"].sum()),
+           "fidelity": (r.meta.get("fidelity") or {}).get("verdict", "-")}
+    for col in ("tail_probes", "rack_losses", "stalls"):
+        if col in qps:
+            out[col] = int(qps[col].sum())
     paths = r.tables.get("paths")
     if r.transport == "mrc" and paths is not None and not paths.empty:
         out["condemned_all"] = int(paths["condemned"].sum()) if "condemned" in paths else 0
@@ -108,11 +136,11 @@ def measure(run_dir: Path) -> dict:
             if "congestion_losses" in paths else 0
         out["random_losses_all"] = int(paths["random_losses"].sum()) \
             if "random_losses" in paths else 0
-        lossy = [f for f in r.scenario.faults if f.kind == "loss" and f.duration]
+        lossy = [f for f in scenario.faults if f.kind == "loss" and f.duration]
         if lossy:
             t = lossy[0].target
             on = paths[(paths["plane"] == t.plane) & (paths["spine"] == t.spine)]
-            per_leaf = r.scenario.fabric.hosts_per_leaf
+            per_leaf = scenario.fabric.hosts_per_leaf
             hosts = {f"h{i}" for i in range(t.leaf * per_leaf, (t.leaf + 1) * per_leaf)}
             up = on[on["host"].isin(hosts)]
             out["condemned_per_qp_max"] = int(up["condemned"].max()) if len(up) else 0
@@ -147,7 +175,8 @@ def main() -> int:
     rows = []
     print(f"results: {out}", flush=True)
     print(f"{'experiment':<18}{'transport':<8}{'seed':>5}{'whole':>8}{'window':>8}"
-          f"{'after':>8}{'n win':>6}{'failed':>7}{'retx':>7}  extra", flush=True)
+          f"{'after':>8}{'n win':>6}{'failed':>7}{'retx':>7}{'t/o':>5}  fidelity "
+          f"(fault/control)  extra", flush=True)
     for name in args.experiments:
         fault, control = EXPERIMENTS[name]
         for transport in args.transports.split(","):
@@ -157,12 +186,12 @@ def main() -> int:
                     key = (control, transport, seed)
                     if key not in controls:
                         d = run(PAPER / f"{control}.yaml", transport, seed, out)
-                        controls[key] = measure(d) if d else {}
+                        controls[key] = (measure(d) if d else None) or {}
                     base = controls[key]
                 d = run(PAPER / f"{fault}.yaml", transport, seed, out)
-                if d is None:
+                m = measure(d) if d is not None else None
+                if m is None:
                     continue
-                m = measure(d)
                 ref = base.get("cct") if base else m["cct_before"]
                 m |= {"experiment": name, "control": base,
                       "ratio_whole": ratio(m["cct"], ref),
@@ -177,7 +206,10 @@ def main() -> int:
                 if "condemned_all" in m:
                     extra += (f"{'; ' if extra else ''}EVs condemned {m['condemned_all']}x, "
                               f"{m['congestion_losses_all']} losses taken as congestion, "
-                              f"{m['random_losses_all']} as random")
+                              f"{m['random_losses_all']} as random, "
+                              f"{m.get('rack_losses', 0)} found by RACK, "
+                              f"{m.get('tail_probes', 0)} tail probes, {m.get('stalls', 0)} "
+                              f"stalls")
                 if control is None:
                     victim = (f"victim CCT before {m['cct_before'] * 1e3:.0f} ms "
                               f"(n={m['n_before']}), during {m['cct_window'] * 1e3:.0f} ms "
@@ -186,7 +218,9 @@ def main() -> int:
                     extra += ("; " if extra else "") + victim
                 print(f"{name:<18}{transport:<8}{seed:>5}{_ratio(m['ratio_whole']):>8}"
                       f"{_ratio(m['ratio_window']):>8}{_ratio(m['ratio_after']):>8}"
-                      f"{m['n_window']:>6}{m['failed_qps']:>7}{m['retransmits']:>7}  {extra}"
+                      f"{m['n_window']:>6}{m['failed_qps']:>7}{m['retransmits']:>7}"
+                      f"{m['timeouts']:>5}  {m['fidelity']}/{(base or {}).get('fidelity', '-')}"
+                      f"  {extra}"
                       f"{'' if m['verified'] else '  NOT VERIFIED'}", flush=True)
                 (out / "paper.json").write_text(json.dumps(rows, indent=1, default=str))
     print("whole, window, after: busbw as a ratio to the control run's (same fabric, transport "

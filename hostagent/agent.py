@@ -109,6 +109,8 @@ def path_report(peers: QPsByPeer, wall_offset: float) -> dict[str, list[dict[str
                                    "congestion_losses": ev.congestion_losses,
                                    "random_losses": ev.random_losses,
                                    "floor_holds": ev.floor_holds,
+                                   "timeouts": ev.timeouts,
+                                   "stall_timeouts": ev.stall_timeouts,
                                    "probes_sent": ev.probes_sent,
                                    "probes_answered": ev.probes_answered,
                                    "probe_rtts": ev.probe_rtts})

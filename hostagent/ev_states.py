@@ -11,7 +11,10 @@ The events are what the transport and the controller can observe about one EV:
   down or skipped for a while (evs.py), never condemned;
 - PROBE_LOST: a probe of the EV went unanswered (resets its run of answered probes);
 - PROBES_ANSWERED: enough probes in a row came back (the re-admission hysteresis, evs.py);
-- DENY / ALLOW: the controller's MODIFY_EV_STATE to DENIED, or back to GOOD.
+- DENY / ALLOW: the controller's MODIFY_EV_STATE to DENIED, or back to GOOD;
+- STALL: the timeout that condemned it was one of a burst across more than half the QP's
+  active EVs within one timeout: the host or the receiver stalled, no path failed, so an EV
+  condemned by that burst is GOOD again (evs.py).
 
 Whatever the table does not change stays: `next_state` returns the same state. The table is
 complete (every state x every event has an entry) and a unit test checks each cell.
@@ -35,6 +38,7 @@ class EVEvent(str, Enum):
     PROBES_ANSWERED = "PROBES_ANSWERED"
     DENY = "DENY"
     ALLOW = "ALLOW"
+    STALL = "STALL"
 
 
 G, B, D = EVState.GOOD, EVState.ASSUMED_BAD, EVState.DENIED
@@ -48,6 +52,7 @@ TRANSITIONS: dict[tuple[EVState, EVEvent], EVState] = {
     (G, E.PROBES_ANSWERED): G,
     (G, E.DENY): D,
     (G, E.ALLOW): G,
+    (G, E.STALL): G,
     (B, E.LOSS): B,
     (B, E.LOSS_AT_FLOOR): B,
     (B, E.CONGESTION): B,
@@ -55,6 +60,7 @@ TRANSITIONS: dict[tuple[EVState, EVEvent], EVState] = {
     (B, E.PROBES_ANSWERED): G,
     (B, E.DENY): D,
     (B, E.ALLOW): G,
+    (B, E.STALL): G,
     (D, E.LOSS): D,
     (D, E.LOSS_AT_FLOOR): D,
     (D, E.CONGESTION): D,
@@ -62,6 +68,7 @@ TRANSITIONS: dict[tuple[EVState, EVEvent], EVState] = {
     (D, E.PROBES_ANSWERED): D,  # a DENIED EV is never probed; a stray reply changes nothing
     (D, E.DENY): D,
     (D, E.ALLOW): G,
+    (D, E.STALL): D,  # the controller's word stands
 }
 
 

@@ -8,9 +8,14 @@ ev_states.py (the spec's GOOD / ASSUMED_BAD / DENIED):
 - an unexplained loss on an EV marks it ASSUMED_BAD: it leaves the active set at once and a
   GOOD spare of the same plane takes its place ("the EV goes inactive at once, a backup
   takes over"). Unexplained: a timeout with no congestion to explain it, or a GAP NACK on an
-  EV whose share of gap losses is LOSS_RATIO times the QP's other EVs' (random loss that every
-  path sees alike is no path's fault: condemning for it only shrinks the spray, measured:
-  1% loss on every link drove QPs down to one GOOD EV and MRC to 0.55 of its control);
+  EV whose recent losses stand out from the QP's other EVs' (random loss that every path
+  sees alike is no path's fault: condemning for it only shrinks the spray, measured: 1% loss
+  on every link drove QPs down to one GOOD EV and MRC to 0.55 of its control). Standing out
+  is a count test: each EV keeps decayed counts of its packets and losses (about its last
+  LOSS_WINDOW packets); its losses must be at least LOSS_MIN and more than LOSS_SIGMAS
+  standard deviations above what the other EVs' pooled loss rate (at least LOSS_RATE_FLOOR)
+  predicts for its packets. A moving average of the share did not separate the two: with a
+  gain of 1/32, two random losses close together on one EV were enough to condemn it;
 - `ev_min_active` is the spec's floor: while only that many EVs are GOOD, no further EV is
   marked ASSUMED_BAD (the loss is counted in `floor_holds`); the QP never sprays on an
   ASSUMED_BAD EV;
@@ -23,8 +28,19 @@ ev_states.py (the spec's GOOD / ASSUMED_BAD / DENIED):
 - congestion is not failure. An ECN mark or a trim holds the EV off for
   `congestion_holdoff` seconds (an EV marked `hot_ratio` times more often than the QP's
   others is a hot path: held off `hot_rtts` smoothed RTTs). A loss on an EV marked or trimmed
-  within the last `congestion_memory_rtts` smoothed RTTs, or while the QP sees queueing delay
-  above its target, is a congestion loss: the EV is held off as a hot path, not condemned.
+  within the last `congestion_memory_rtts` smoothed RTTs, or while the QP, or the EV itself
+  (its own smoothed RTT), sees queueing delay above its target, is a congestion loss: the EV
+  is held off as a hot path, not condemned. (Measured in the incast: the victim's plane-0
+  paths ran behind its plane-1 paths, and losses inferred on them, mostly packets still
+  queued, condemned all four of them twice or more, 21 condemnations in one run.)
+- a timeout is judged by what the EV did since the packet was sent (issue 9, the 1% loss
+  row). If the EV has delivered a packet sent after the one that timed out, the path works
+  and the loss is random: it is judged like a gap, against the QP's other EVs. Only a silent
+  EV (nothing sent after the packet came back) is condemned at once, as the spec says;
+- a burst of timeouts on more than half the QP's active EVs within one timeout is a stall of
+  the host or the receiver (both emulated hosts share two cores), not evidence against any
+  path: no EV is condemned for it, and EVs condemned by a timeout earlier in the burst are
+  GOOD again (event STALL). The QP backs off its window instead (mrc.py);
 - DENIED EVs (the scenario or a controller) are never used.
 
 Spraying (bug 7 of issue 9): a packet first picks a plane, in turn over the planes that have a
@@ -35,18 +51,21 @@ Every state change is recorded with its time and reason.
 """
 from __future__ import annotations
 
+import math
 import random
 from dataclasses import dataclass, field
 
+from .cc import smoothed
 from .ev_states import EVEvent, EVState, next_state
 
 __all__ = ["EV", "EVEvent", "EVPolicy", "EVSet", "EVState", "Transition"]
 
 MARK_GAIN = 1 / 16  # weight of one ACK in an EV's share of marked ACKs
 MARK_FLOOR = 0.02  # below this share the other EVs count as unmarked (no 2x of nothing)
-LOSS_GAIN = 1 / 32  # weight of one ACK (0) or gap loss (1) in an EV's loss share
-LOSS_RATIO = 2.0  # a gap condemns an EV whose loss share is this many times the others'
-LOSS_FLOOR = 0.05  # below this share the other EVs count as loss-free (no 2x of nothing)
+LOSS_WINDOW = 64  # packets: an EV's loss counts decay by 1/LOSS_WINDOW per packet judged
+LOSS_MIN = 3  # an EV stands out with at least this many recent losses...
+LOSS_SIGMAS = 5.0  # ...and this many standard deviations above the others' rate predicts
+LOSS_RATE_FLOOR = 0.005  # the others' loss rate taken as at least this (no test against 0)
 FLAP_MEMORY = 1.0  # s: a condemnation this soon after re-admission doubles the probe run
 MAX_PROBE_RUN = 256  # the longest run of answered probes an EV can be asked for
 PROBE_TIMEOUT_INTERVALS = 4  # a probe unanswered after this many probe intervals is lost
@@ -68,12 +87,20 @@ class EV:
     congestion_losses: int = 0  # losses explained by congestion: it was held off instead
     random_losses: int = 0  # gap losses no worse than the other EVs': not the path's fault
     floor_holds: int = 0  # losses that did not condemn it because of ev_min_active
+    timeouts: int = 0  # timeouts of packets sent on it
+    stall_timeouts: int = 0  # of those, timeouts that were part of a host stall
+    last_timeout: float = -1.0  # when a packet on it last timed out
+    timeout_condemned: float = -1.0  # when a timeout last condemned it
+    delivered_sent: float = -1.0  # send time of the newest packet on it known to have arrived
+    srtt: float | None = None  # its own smoothed RTT (RFC 6298), from the ACKs' echoed times
+    rttvar: float = 0.0
     condemned: int = 0  # times it went GOOD -> ASSUMED_BAD
     trims: int = 0
     ecn: int = 0
     last_congestion: float = -1.0  # time of its last ECN mark or trim
     marked: float = 0.0  # moving average of the share of its ACKs that came back marked
-    lossy: float = 0.0  # moving average of its gap losses among its ACKs and gap losses
+    recent_packets: float = 0.0  # decayed count of its packets judged: delivered or lost
+    recent_losses: float = 0.0  # decayed count of its random-or-worse losses
     probe_run: int = 0  # answered probes in a row since it went bad or lost a probe
     probe_required: int = 0  # the run it needs to come back
     probes_sent: int = 0
@@ -179,6 +206,8 @@ class EVSet:
         elif new is EVState.GOOD:
             ev.good_since = now
             ev.outstanding.clear()
+            ev.recent_packets = ev.recent_losses = 0.0  # the losses that condemned it are
+            # judged: counting them again would condemn it at its next random loss
         else:  # DENIED
             ev.active = False
         self._fill_plane(ev.plane)
@@ -238,12 +267,16 @@ class EVSet:
         return now - ev.last_congestion <= max(memory, self.policy.congestion_holdoff)
 
     def stands_out(self, ev: EV) -> bool:
-        """Its loss share is LOSS_RATIO times the QP's other usable EVs' (or LOSS_FLOOR): a
-        lossy path, not random loss that every path sees alike."""
-        others = [e.lossy for plane in self._plane_order for e in self._usable[plane]
-                  if e is not ev]
-        mean = sum(others) / len(others) if others else 0.0
-        return ev.lossy > LOSS_RATIO * max(mean, LOSS_FLOOR)
+        """Its recent losses are more than chance at the QP's other usable EVs' loss rate
+        allows (a Poisson bound, LOSS_SIGMAS deviations, at least LOSS_MIN losses): a lossy
+        path, not random loss that every path sees alike."""
+        if ev.recent_losses < LOSS_MIN:
+            return False
+        others = [e for plane in self._plane_order for e in self._usable[plane] if e is not ev]
+        packets = sum(e.recent_packets for e in others)
+        rate = sum(e.recent_losses for e in others) / packets if packets else 0.0
+        expected = ev.recent_packets * max(rate, LOSS_RATE_FLOOR)
+        return bool(ev.recent_losses > expected + LOSS_SIGMAS * math.sqrt(expected))
 
     def on_loss(self, index: int, now: float, reason: str, rtt: float | None = None,
                 delay_high: bool = False, gap: bool = False) -> EVEvent | None:
@@ -255,7 +288,7 @@ class EVSet:
         if ev is None or ev.state is not EVState.GOOD:
             return None
         if gap:
-            ev.lossy += LOSS_GAIN * (1.0 - ev.lossy)
+            self._judged(ev, lost=True)
         if self.explained_by_congestion(ev, now, rtt, delay_high):
             ev.congestion_losses += 1
             ev.holdoff_until = max(ev.holdoff_until,
@@ -274,12 +307,83 @@ class EVSet:
         self._apply(ev, EVEvent.LOSS, now, reason)
         return EVEvent.LOSS
 
+    def on_rtt(self, index: int, rtt: float) -> None:
+        """An RTT sample of this EV: a packet sent once, acknowledged (by an ACK or its
+        SACK bitmap: every packet gives one, where the ACKs' own triggers would leave some EVs
+        without any when ACKs are coalesced in step with the spray)."""
+        ev = self.by_index(index)
+        if ev is not None:
+            ev.srtt, ev.rttvar = smoothed(ev.srtt, ev.rttvar, rtt)
+
+    def queued(self, index: int, base_rtt: float | None, target: float) -> bool:
+        """Its own smoothed RTT is more than `target` above the QP's base RTT: a queue on
+        this path (the QP's average may not show it when the other paths are fast)."""
+        ev = self.by_index(index)
+        return (ev is not None and ev.srtt is not None and base_rtt is not None
+                and ev.srtt - base_rtt > target)
+
+    def on_delivered(self, index: int, sent_at: float, packet: bool = True) -> None:
+        """A packet sent on this EV at `sent_at` arrived (acknowledged): the path works.
+        `packet`: one acknowledged packet, a sample of the EV's loss share (an ACK covers
+        several: sampling per ACK counted a 1%-lossy path's losses 4 times against its
+        deliveries, with coalescing every 4 packets). False: the send time of an ACK's
+        trigger, already counted."""
+        ev = self.by_index(index)
+        if ev is None:
+            return
+        if sent_at > ev.delivered_sent:
+            ev.delivered_sent = sent_at
+        if packet:
+            self._judged(ev, lost=False)
+
+    @staticmethod
+    def _judged(ev: EV, lost: bool) -> None:
+        keep = 1.0 - 1.0 / LOSS_WINDOW
+        ev.recent_packets = ev.recent_packets * keep + 1.0
+        ev.recent_losses = ev.recent_losses * keep + (1.0 if lost else 0.0)
+
+    def on_timeouts(self, timed_out: list[tuple[int, float, str]], now: float, window: float,
+                    rtt: float | None = None, delay_high: bool = False) -> bool:
+        """Packets that timed out together: (EV index, its send time, reason). Returns True
+        when they are a stall: with the timeouts of the last `window` s (one timeout), more
+        than half the active EVs timed out. A stall condemns nothing and gives back the EVs
+        its earlier timeouts condemned. Otherwise each timeout is judged on its own: on an EV
+        that delivered a packet sent after it, as a gap (against the other EVs); on a silent
+        EV, as a loss (condemned unless congestion or the floor explain it)."""
+        for index, _, _ in timed_out:
+            ev = self.by_index(index)
+            if ev is not None:
+                ev.timeouts += 1
+                ev.last_timeout = now
+        recent = [e for e in self.evs if e.state is not EVState.DENIED
+                  and e.last_timeout >= 0 and now - e.last_timeout <= window]
+        active = {e.index for plane in self._plane_order for e in self._usable[plane]}
+        active |= {e.index for e in recent if e.state is EVState.ASSUMED_BAD
+                   and now - e.timeout_condemned <= window}
+        if len(recent) >= 2 and 2 * len(recent) > len(active):
+            for e in recent:
+                e.stall_timeouts += 1
+                if e.state is EVState.ASSUMED_BAD and now - e.timeout_condemned <= window:
+                    self._apply(e, EVEvent.STALL, now, f"{len(recent)} of {len(active)} "
+                                "active EVs timed out within one timeout: a host stall")
+            return True
+        for index, sent_at, reason in timed_out:
+            ev = self.by_index(index)
+            if ev is None:
+                continue
+            works = ev.delivered_sent > sent_at
+            event = self.on_loss(index, now, reason + (" (random: the path delivered later "
+                                                       "packets)" if works else ""),
+                                 rtt=rtt, delay_high=delay_high, gap=works)
+            if event is EVEvent.LOSS:
+                ev.timeout_condemned = now
+        return False
+
     def on_feedback(self, index: int, marked: bool) -> None:
         """An ACK for a packet on this EV: update its share of marked ACKs."""
         ev = self.by_index(index)
         if ev is not None:
             ev.marked += MARK_GAIN * ((1.0 if marked else 0.0) - ev.marked)
-            ev.lossy -= LOSS_GAIN * ev.lossy
 
     def is_hot(self, ev: EV) -> bool:
         others = [e.marked for plane in self._plane_order for e in self._usable[plane]

@@ -16,6 +16,12 @@ What this class adds to the shared QP machinery (qp.py):
   (recent marks or trims on the EV, or queueing delay above target), the EV goes ASSUMED_BAD
   (evs.py); ASSUMED_BAD EVs are probed, each probe matched to its reply, and come back after
   a run of answered probes;
+- a tail loss (nothing sent after it on its EV to reveal a gap) is found by RACK-TLP
+  (recovery.py) well before the ACK timeout, and judged like a gap;
+- the timeouts of one timer pass are judged together (evs.py): a burst over more than half
+  the active EVs is a host stall, which condemns nothing and backs the window off; otherwise
+  the window is cut only for a timeout congestion explains (a lossy or dead path is no
+  reason to send slower on the others);
 - NACK- and trim-driven resends are not timeouts: only timeouts count towards the retry
   schedule (qp.py);
 - only the lost packets are resent (selective repeat), never a window (that is Go-Back-N, the
@@ -28,6 +34,7 @@ from zlib import crc32 as _crc32
 from . import wire
 from .evs import EVSet
 from .qp import Packet, QPConfig, QueuePair, nscc, us_clock
+from .recovery import TailRecovery, probe_timeout, rack_wait
 
 NO_PSN = wire.NO_PSN
 _URGENT = wire.IMM | wire.LAST  # a data packet that completes something is ACKed at once
@@ -42,16 +49,20 @@ class MrcQP(QueuePair):
         self._trimmed: set[int] = set()  # PSNs whose trimmed header arrived, data not yet
         self._nacked: set[int] = set()  # PSNs already NACKed as GAP
         self._probe_seq = 0
+        self.tail = TailRecovery()
+        self._timed_out: list[tuple[int, float, str]] = []  # this timer pass's timeouts
 
     # ---- sender: paths ----
     def _path_for_new(self, now: float) -> int:
         ev = self.evset.pick(now)
         ev.sent += 1
+        self.tail.sent(now)
         return ev.index
 
     def _path_for_resend(self, p: Packet, now: float) -> int:
         ev = self.evset.pick(now, avoid=p.ev)
         ev.sent += 1
+        self.tail.sent(now)
         return ev.index
 
     def _prev_on_path(self, p: Packet) -> int:
@@ -72,13 +83,83 @@ class MrcQP(QueuePair):
             return  # this copy was already resent elsewhere
         if not h.flags & wire.TRIMMED:
             self.evset.on_loss(h.ev, now, f"PSN {h.psn} lost on this path (gap NACK)",
-                               rtt=self.cc.srtt, delay_high=self.cc.delay_high, gap=True)
+                               rtt=self.cc.srtt, delay_high=self._delay_high(h.ev), gap=True)
         self._resend_now(h.psn)
 
     def _on_timeout(self, p: Packet, now: float) -> None:
-        self.evset.on_loss(p.ev, now, f"PSN {p.psn} timed out ({p.timeouts} in a row)",
-                           rtt=self.cc.srtt, delay_high=self.cc.delay_high)
+        self._timed_out.append((p.ev, p.sent_at, f"PSN {p.psn} timed out "
+                                                 f"({p.timeouts} in a row)"))
         self._resend_now(p.psn)
+
+    def _timeout_cut(self, p: Packet, now: float) -> None:
+        """Decided for the whole timer pass in _judge_timeouts."""
+
+    def _judge_timeouts(self, now: float) -> None:
+        batch, self._timed_out = self._timed_out, []
+        if not batch:
+            return
+        cc, evset = self.cc, self.evset
+        queued = any(self._delay_high(i) for i, _, _ in batch)
+        congestive = queued or any(
+            evset.explained_by_congestion(ev, now, cc.srtt, False)
+            for ev in (evset.by_index(i) for i, _, _ in batch) if ev is not None)
+        stall = evset.on_timeouts(batch, now, self._timeout(), rtt=cc.srtt,
+                                  delay_high=queued)
+        if stall:
+            self.counters.stalls += 1
+        if stall or congestive:
+            cc.on_timeout(now, min(sent for _, sent, _ in batch))
+
+    def _delay_high(self, ev: int) -> bool:
+        """Queueing delay above target on this EV's own RTT (the QP's as a whole before the
+        EV has one). A dead path's RTT stays where it was: measured with 4 of 8 host ports
+        flapping, the QP's delay rose on the ports left, the dead paths' losses were taken
+        for congestion, and they were condemned 0.24 s after the ports went down."""
+        e = self.evset.by_index(ev)
+        if e is None or e.srtt is None:
+            return self.cc.delay_high
+        return self.evset.queued(ev, self.cc.base_rtt, self.cfg.target_delay)
+
+    def _pto(self) -> float | None:
+        return probe_timeout(self.cc.srtt, self.cc.rttvar, self.cfg.ack_delay, self._timeout())
+
+    def _ack_packet(self, psn: int, now: float) -> int:
+        p = self._inflight[psn]
+        if p.sends == 1:  # a resent packet's ACK may be for either copy: the echo says which
+            self.evset.on_delivered(p.ev, p.sent_at)
+            self.evset.on_rtt(p.ev, now - p.sent_at)  # its ACK's coalescing delay included
+            self.tail.delivered(p.sent_at, psn)
+        return super()._ack_packet(psn, now)
+
+    def _after_ack(self, h: wire.Header, now: float) -> None:
+        # the copy that triggered it was sent at or after this (the echo is in whole us)
+        sent = now - (((us_clock(now) - h.ts) & 0xFFFFFFFF) + 1) / 1e6
+        self.evset.on_delivered(h.ev, sent, packet=False)
+        self.tail.delivered(sent, h.imm)
+        self.tail.heard(now)
+        self._rack(now)
+
+    def _rack(self, now: float) -> None:
+        """Packets RACK finds lost: resent now, each judged like a gap on its EV."""
+        cc = self.cc
+        timeout = self._timeout()
+        wait = rack_wait(cc.srtt, cc.rttvar, self.cfg.ack_delay, timeout)
+        if wait is None or not self._inflight:
+            self.tail.deadline = None
+            return
+        waits: dict[int, float] = {}  # per EV: a path with a queue waits by its own RTT;
+        for ev in self.evset.evs:  # a path with no RTT measured yet, for the ACK timeout
+            own = rack_wait(ev.srtt, ev.rttvar, self.cfg.ack_delay, timeout)
+            waits[ev.index] = timeout if own is None else max(wait, own)
+        queued = set(self._resend)
+        outstanding = ((psn, p.sent_at, waits.get(p.ev, wait))
+                       for psn, p in self._inflight.items() if psn not in queued)
+        for psn in self.tail.lost(outstanding, now):
+            p = self._inflight[psn]
+            self.counters.rack_losses += 1
+            self.evset.on_loss(p.ev, now, f"PSN {psn} lost (a later packet arrived, RACK)",
+                               rtt=self.cc.srtt, delay_high=self._delay_high(p.ev), gap=True)
+            self._resend_now(psn)
 
     def _on_path_feedback(self, ev: int, now: float, ecn: bool) -> None:
         self.evset.on_feedback(ev, ecn)
@@ -127,11 +208,22 @@ class MrcQP(QueuePair):
             self.counters.probe_replies += 1
 
     def _extra_deadline(self) -> float | None:
-        return self.evset.next_probe_time()
+        times = [t for t in (self.evset.next_probe_time(),
+                             self.tail.next_time(self._pto(), bool(self._inflight)))
+                 if t is not None]
+        return min(times) if times else None
 
     def _extra_timers(self, now: float) -> None:
+        self._judge_timeouts(now)
         for ev in self.evset.probes_due(now):
             self._probe_seq += 1
             self.evset.probe_sent(ev, self._probe_seq, now)
             self.counters.probes_sent += 1
             self._control(wire.PROBE, 0, ev, self._probe_seq, ts=us_clock(now))
+        if self.tail.deadline is not None and self.tail.deadline <= now:
+            self._rack(now)
+        pto = self._pto()
+        if pto is not None and self.tail.probe_due(now, pto, bool(self._inflight)):
+            newest = max(self._inflight)  # its ACK's SACK shows the holes (RACK)
+            self.counters.tail_probes += 1
+            self._resend_now(newest)

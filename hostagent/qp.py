@@ -127,6 +127,9 @@ class QPCounters:
     access_errors: int = 0
     probes_sent: int = 0
     probe_replies: int = 0
+    tail_probes: int = 0  # MRC: tail-loss probes sent (recovery.py)
+    rack_losses: int = 0  # MRC: losses found by RACK, before the ACK timeout
+    stalls: int = 0  # MRC: timeout bursts taken for a host stall (evs.py)
 
 
 @dataclass(slots=True)  # one per write, one Packet per packet: slots make both cheaper
@@ -331,7 +334,7 @@ class QueuePair:
                 self._fail(f"PSN {psn} unacknowledged after {p.timeouts} timeouts in a row "
                            f"({p.sends} sends, last on EV {p.ev})")
                 return
-            self.cc.on_timeout(now, p.sent_at)
+            self._timeout_cut(p, now)
             self._on_timeout(p, now)
         self._extra_timers(now)
 
@@ -496,6 +499,11 @@ class QueuePair:
 
     def _on_timeout(self, p: Packet, now: float) -> None:
         raise NotImplementedError
+
+    def _timeout_cut(self, p: Packet, now: float) -> None:
+        """The congestion control's reaction to a timeout (MRC cuts only when the loss
+        is congestive or a stall: mrc.py)."""
+        self.cc.on_timeout(now, p.sent_at)
 
     def _on_path_feedback(self, ev: int, now: float, ecn: bool) -> None:
         """An ACK came back for a packet sent on `ev`, CE-marked or not."""

@@ -18,11 +18,11 @@ RUN = 4  # probe_successes in these tests
 # The expected table, written out by hand from the spec's states and the issue's rules.
 EXPECTED = {
     G: {"LOSS": B, "LOSS_AT_FLOOR": G, "CONGESTION": G, "PROBE_LOST": G,
-        "PROBES_ANSWERED": G, "DENY": D, "ALLOW": G},
+        "PROBES_ANSWERED": G, "DENY": D, "ALLOW": G, "STALL": G},
     B: {"LOSS": B, "LOSS_AT_FLOOR": B, "CONGESTION": B, "PROBE_LOST": B,
-        "PROBES_ANSWERED": G, "DENY": D, "ALLOW": G},
+        "PROBES_ANSWERED": G, "DENY": D, "ALLOW": G, "STALL": G},
     D: {"LOSS": D, "LOSS_AT_FLOOR": D, "CONGESTION": D, "PROBE_LOST": D,
-        "PROBES_ANSWERED": D, "DENY": D, "ALLOW": G},
+        "PROBES_ANSWERED": D, "DENY": D, "ALLOW": G, "STALL": D},
 }
 
 
@@ -32,8 +32,8 @@ def evset(**kw) -> EVSet:
 
 
 def put_in(s: EVSet, state: EVState, now: float = 1.0) -> None:
-    if state is B:
-        s.on_loss(0, now, "setup")
+    if state is B:  # a timeout on a silent EV: what a stall may take back
+        s.on_timeouts([(0, now - 0.5, "setup")], now, window=0.1)
     elif state is D:
         s.deny(0, now)
     assert s.by_index(0).state is state
@@ -68,6 +68,8 @@ def fire(s: EVSet, event: EVEvent, now: float = 2.0) -> None:
         s.deny(0, now)
     elif event is EVEvent.ALLOW:
         s.allow(0, now)
+    elif event is EVEvent.STALL:  # the other EVs time out too, within one timeout of EV 0
+        s.on_timeouts([(i, now - 0.5, "stall") for i in range(1, 8)], now, window=5.0)
 
 
 def test_the_table_is_complete_and_as_specified():
@@ -195,3 +197,76 @@ def test_a_path_that_flaps_back_needs_a_longer_run_next_time():
     assert s.by_index(0).state is G
     s.on_loss(0, now + FLAP_MEMORY + 0.1, "much later")
     assert s.by_index(0).probe_required == RUN, "a loss long after coming back starts afresh"
+
+
+def test_a_timeout_on_a_path_that_delivered_later_packets_is_judged_against_the_others():
+    """Issue 9, the 1% loss row: a timeout condemned its EV whatever the EV did since, so
+    random tail losses on every path condemned healthy paths. A timed-out packet whose EV has
+    since delivered a packet sent after it was a random loss (judged like a gap); only a
+    silent EV is condemned at once, as the spec says."""
+    s = evset()
+    s.on_delivered(0, 1.5)  # EV 0 delivered a packet sent after the one that timed out
+    assert not s.on_timeouts([(0, 1.0, "timed out"), (1, 1.0, "timed out")], 2.0, window=0.1)
+    assert s.by_index(0).state is G and s.by_index(0).random_losses == 1
+    assert s.by_index(1).state is B, "EV 1 delivered nothing since: silent, condemned"
+
+
+def test_a_burst_of_timeouts_on_most_evs_is_a_stall_not_a_path_failure():
+    """Issue 9: when the emulated host stalls, most EVs' packets time out at once, and each
+    used to condemn its EV. More than half the active EVs timing out within one timeout is a
+    stall: nothing is condemned, and EVs condemned by the burst's first timeouts come back."""
+    s = evset()
+    window = 0.05
+    assert not s.on_timeouts([(0, 0.9, "t"), (1, 0.9, "t")], 1.0, window)
+    assert [s.by_index(i).state for i in (0, 1)] == [B, B], "2 of 8: two dead paths, maybe"
+    assert s.on_timeouts([(i, 0.9, "t") for i in (2, 3, 4)], 1.01, window), "5 of 8: a stall"
+    assert all(e.state is G for e in s.evs), [e.state for e in s.evs]
+    assert [t.new for t in s.transitions[-2:]] == [G, G]
+    assert "a host stall" in s.transitions[-1].reason
+    assert all(s.by_index(i).stall_timeouts == 1 for i in range(5))
+    # half is not more than half: a plane of 4 paths down is 4 dead paths
+    s2 = evset()
+    assert not s2.on_timeouts([(i, 0.9, "t") for i in range(4)], 1.0, window)
+    assert [e.state for e in s2.evs[:4]] == [B, B, B, B]
+    # timeouts further apart than one timeout are separate events
+    s3 = evset()
+    s3.on_timeouts([(i, 0.9, "t") for i in range(3)], 1.0, window)
+    assert not s3.on_timeouts([(i, 1.5, "t") for i in (3, 4)], 1.0 + 2 * window, window)
+    assert sum(e.state is B for e in s3.evs) == 5
+
+
+def test_random_loss_makes_no_ev_stand_out_but_a_lossy_one_does():
+    """The loss test of a gap: counts against the other EVs' pooled rate. Random loss at 2% on
+    every EV condemns none over 20,000 packets; one EV at 5% among clean ones is found."""
+    rng = random.Random(5)
+    s = evset()
+    condemned = 0
+    for _ in range(20_000):
+        ev = rng.randrange(8)
+        if rng.random() < 0.02:
+            condemned += s.on_loss(ev, 1.0, "gap", gap=True) is EVEvent.LOSS
+        else:
+            s.on_delivered(ev, 1.0)
+    assert condemned == 0
+    s = evset()
+    for k in range(2_000):
+        ev = k % 8
+        if ev == 3 and rng.random() < 0.05:
+            if s.on_loss(ev, 1.0, "gap", gap=True) is EVEvent.LOSS:
+                break
+        else:
+            s.on_delivered(ev, 1.0)
+    assert s.by_index(3).state is B
+    assert all(e.state is G for e in s.evs if e.index != 3)
+    # and one at 20% among EVs losing 2%: its rate is judged against theirs, packet by packet
+    s = evset()
+    for k in range(4_000):
+        ev = k % 8
+        if rng.random() < (0.2 if ev == 3 else 0.02):
+            s.on_loss(ev, 1.0, "gap", gap=True)
+        else:
+            s.on_delivered(ev, 1.0)
+        if s.by_index(3).state is B:
+            break
+    assert s.by_index(3).state is B, "found"
+    assert all(e.state is G for e in s.evs if e.index != 3)
