@@ -154,27 +154,36 @@ class NetlinkVeth(MininetLink):
 
     def makeIntfPair(self, intfname1, intfname2, addr1=None, addr2=None, node1=None,
                      node2=None, deleteIntfs=True, **_kw):  # Mininet's name
-        # gso_max_segs 1: a switch port queues packets, not 64 KB TSO super-packets (which
-        # would also never fit a byte FIFO smaller than themselves); TCP then sends MTU-sized
-        # segments, as it would through a real switch. pyroute2's link("add") cannot give the
-        # peer an index, hence the message built by hand.
-        def end(port: Port, ifname: str, node: Host) -> tuple[int, list]:
-            return port.ifindex, [("IFLA_IFNAME", ifname), ("IFLA_NET_NS_PID", node.pid),
-                                  ("IFLA_ADDRESS", port.mac), ("IFLA_MTU", self._mtu),
-                                  ("IFLA_GSO_MAX_SEGS", 1)]
+        self._rtnl.nlm_request_batch([veth_message(
+            (self._ports[0], intfname1, node1.pid), (self._ports[1], intfname2, node2.pid),
+            self._mtu)])
 
-        index, attrs = end(self._ports[0], intfname1, node1)
-        peer_index, peer_attrs = end(self._ports[1], intfname2, node2)
-        msg = ifinfmsg()
-        msg["family"] = socket.AF_UNSPEC
-        msg["index"] = index
-        msg["attrs"] = attrs + [("IFLA_LINKINFO", {"attrs": [
-            ("IFLA_INFO_KIND", "veth"),
-            ("IFLA_INFO_DATA", {"attrs": [
-                ("VETH_INFO_PEER", {"index": peer_index, "attrs": peer_attrs})]})]})]
-        msg["header"]["type"] = RTM_NEWLINK
-        msg["header"]["flags"] = NLM_F_REQUEST | NLM_F_ACK | NLM_F_CREATE | NLM_F_EXCL
-        self._rtnl.nlm_request_batch([msg])
+
+def veth_message(a: tuple[Port, str, int], b: tuple[Port, str, int], mtu: int) -> ifinfmsg:
+    """One netlink message making a veth pair straight into two namespaces: each end as
+    (port, interface name, pid of a process in the namespace), with the plan's index and MAC.
+
+    gso_max_segs 1: a switch port queues packets, not 64 KB TSO super-packets (which would
+    also never fit a byte FIFO smaller than themselves); TCP then sends MTU-sized segments, as
+    it would through a real switch. pyroute2's link("add") cannot give the peer an index, hence
+    the message built by hand."""
+    def end(port: Port, ifname: str, pid: int) -> tuple[int, list]:
+        return port.ifindex, [("IFLA_IFNAME", ifname), ("IFLA_NET_NS_PID", pid),
+                              ("IFLA_ADDRESS", port.mac), ("IFLA_MTU", mtu),
+                              ("IFLA_GSO_MAX_SEGS", 1)]
+
+    index, attrs = end(*a)
+    peer_index, peer_attrs = end(*b)
+    msg = ifinfmsg()
+    msg["family"] = socket.AF_UNSPEC
+    msg["index"] = index
+    msg["attrs"] = attrs + [("IFLA_LINKINFO", {"attrs": [
+        ("IFLA_INFO_KIND", "veth"),
+        ("IFLA_INFO_DATA", {"attrs": [
+            ("VETH_INFO_PEER", {"index": peer_index, "attrs": peer_attrs})]})]})]
+    msg["header"]["type"] = RTM_NEWLINK
+    msg["header"]["flags"] = NLM_F_REQUEST | NLM_F_ACK | NLM_F_CREATE | NLM_F_EXCL
+    return msg
 
 
 def _configure_node(job: tuple) -> tuple[str, dict[str, int] | str]:
@@ -216,14 +225,18 @@ class FabricNetwork:
                                     **self.node_params(name))
             self.registry.add_node(name, node.pid, None)  # before its namespace even exists
         for name in self.progress.bar(names, len(names), "nodes"):
-            node = self.net[name]
-            node.finish_start()
-            inode = netns.netns_inode(node.pid)
-            self.inodes.add(inode)
-            self.registry.add_node(name, node.pid, inode)
-            router = self.plan.nodes[name].role != "host"
-            seed = ecmp_hash_seed(self.plan.scenario.seed, name) if router else None
-            netns.write_sysctls(node.pid, node_sysctls(router, seed))
+            self.net[name].finish_start()
+            self.node_started(name)
+
+    def node_started(self, name: str) -> None:
+        """A node's shell is up: note its namespace (what teardown empties), its sysctls."""
+        node = self.net[name]
+        inode = netns.netns_inode(node.pid)
+        self.inodes.add(inode)
+        self.registry.add_node(name, node.pid, inode)
+        router = self.plan.nodes[name].role != "host"
+        seed = ecmp_hash_seed(self.plan.scenario.seed, name) if router else None
+        netns.write_sysctls(node.pid, node_sysctls(router, seed))
 
     def node_params(self, name: str) -> dict:
         """Extra parameters of a node's Mininet host (the cluster mode's shell prefix)."""

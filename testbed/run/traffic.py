@@ -187,6 +187,7 @@ def run_agents(network: FabricNetwork, scenario: Scenario, transport: str, out: 
     """Start every rank's agent, wait for all, return what each reported. `on_start` gets the
     common start time (wall clock) as soon as it is set: the fault timeline counts from it.
     `mode` overrides the scenario's `agents.mode`."""
+    out = out.resolve()  # agents start in their own folder: a relative path would not hold
     out.mkdir(parents=True, exist_ok=True)
     configs = agent_configs(network.plan, scenario, transport, out)
     mode = mode or scenario.agents.mode
