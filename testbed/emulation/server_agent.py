@@ -18,7 +18,6 @@ nothing is left on the server.
 """
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import re
@@ -432,8 +431,12 @@ def main() -> None:
         serve(agent, sys.stdin, replies)
         agent.say("stdin ended")
     finally:
-        with contextlib.suppress(Exception):
+        for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT, signal.SIGPIPE):
+            signal.signal(sig, signal.SIG_IGN)  # a second signal must not cut the clean-up
+        try:
             agent.cleanup()
+        except Exception as exc:  # noqa: BLE001 (nobody to tell but the log)
+            agent.say(f"cleanup failed: {type(exc).__name__}: {exc}")
         agent.log.close()
         log.unlink(missing_ok=True)
 

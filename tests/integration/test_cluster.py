@@ -12,10 +12,12 @@ import time
 from pathlib import Path
 
 import pandas as pd
+import pytest
 
 from testbed import scenario as scenario_mod
 from testbed.emulation.cluster import ClusterNetwork
 from testbed.emulation.telemetry import read_net_dev
+from testbed.errors import TestbedError
 from testbed.kernel import netns, vxlan
 from testbed.run.runner import fabric
 
@@ -218,3 +220,80 @@ def test_validate_prints_the_plan_of_real_servers_without_touching_them(tmp_path
     assert "on 2 servers (round_robin placement)" in res.stdout
     assert "  8 of 16 links cross between servers (VXLAN, round_robin placement)" in res.stdout
     assert "  a<->b: 8 links, up to 200.0 Mbit/s each way" in res.stdout
+
+
+def test_the_runner_never_reaches_into_a_node_the_server_agents_do(tmp_path: Path,
+                                                                   monkeypatch):
+    """Build and verify over 2 emulated servers with this process forbidden to enter any
+    node's namespace (every netlink or probe socket, every sysctl goes through
+    netns.entered_path) or read a node's /proc/<pid>/net: all of it must happen in the
+    servers' agents, reached over ssh. Each agent's log says what it did, node by node."""
+    entered = netns.entered_path
+
+    def forbidden(path: str):
+        if path.startswith("/proc/"):
+            raise AssertionError(f"the runner entered a node's namespace ({path})")
+        return entered(path)
+
+    monkeypatch.setattr(netns, "entered_path", forbidden)
+    sc = scenario_mod.parse(QUICK + "cluster: {emulated: 2, ssh_transport: true}\n", "test")
+    with fabric(sc) as network:
+        assert isinstance(network, ClusterNetwork)
+        sessions = {s: network.sessions[s].proc for s in network.sessions}
+        for server, proc in sessions.items():  # each agent is the far end of an ssh session
+            assert proc is not None and "ssh" in proc.args, proc.args
+            assert f"root@{network.placement.underlay[server]}" in proc.args
+            assert "testbed.emulation.server_agent" in proc.args[-1]
+        counters = network.sample_servers(queues=True)
+        assert set(counters) == set(network.plan.nodes)
+        assert counters["p0s0"]["p0s0-eth1"][3] is not None  # the eBPF queue's counters
+    monkeypatch.undo()
+    for server in ("srv0", "srv1"):
+        log = network.agent_logs[server]
+        nodes = " ".join(network.placement.nodes_on(server))
+        assert f"configure 6 nodes: {nodes}, eBPF queue loaded" in log, log
+        assert "links: 6 veths, 4 VXLAN ends" in log
+        hosts = " ".join(h for h in network.placement.nodes_on(server) if h.startswith("h"))
+        assert f"probe_send 20 probes from {hosts}" in log
+        assert "cleanup: 6 processes in 6 node namespaces ended" in log
+        agent_pid = int(log.split("started, pid ")[1].split()[0])
+        assert agent_pid != os.getpid()
+
+
+def running(pid: int) -> bool:
+    """Alive, not a zombie (nodes started through nsenter are this process's children, and
+    a killed child stays in /proc until its parent reaps it)."""
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return False
+    return "\nState:\tZ" not in status
+
+
+def test_a_lost_ssh_session_makes_its_agent_clean_its_server(tmp_path: Path):
+    """Kill the ssh client of srv1's agent: the agent reads the end of its stdin, ends every
+    process in srv1's nodes (so their namespaces, links and tunnels go), deletes its log and
+    exits; srv0 is untouched. Closing the fabric then says which session was lost."""
+    sc = scenario_mod.parse(QUICK + "cluster: {emulated: 2}\n", "test")
+    seen: dict[str, object] = {}
+    with pytest.raises(TestbedError, match="server srv1: its agent's session ended"), \
+            fabric(sc) as network:
+            assert isinstance(network, ClusterNetwork)
+            session = network.sessions["srv1"]
+            agent_pid = session.hello["pid"]
+            log = Path(session.log)
+            seen["log before"] = log.exists()
+            mine = {n: network.pid(n) for n in network.placement.nodes_on("srv1")}
+            others = {n: network.pid(n) for n in network.placement.nodes_on("srv0")}
+            assert session.proc is not None
+            os.kill(session.proc.pid, 9)
+            deadline = time.monotonic() + 10
+            while time.monotonic() < deadline and (
+                    running(agent_pid) or log.exists() or any(map(running, mine.values()))):
+                time.sleep(0.05)
+            seen["agent alive"] = running(agent_pid)
+            seen["log after"] = log.exists()
+            seen["srv1 alive"] = [n for n, p in mine.items() if running(p)]
+            seen["srv0 alive"] = [n for n, p in others.items() if running(p)]
+    assert seen == {"log before": True, "agent alive": False, "log after": False,
+                    "srv1 alive": [], "srv0 alive": list(network.placement.nodes_on("srv0"))}
