@@ -9,24 +9,30 @@ The same `FabricNetwork`, with Mininet's cluster edition's split (`examples/clus
   links (a veth when both ends share the server, else one VXLAN device per end, one VNI per
   link, bound to the server's underlay address); addresses, routes, End SIDs, htb and the eBPF
   queue (loaded once per server); EV probes from the hosts on it, End SID counters, telemetry,
-  link state and queue rates; and, when its session ends for any reason, the removal of its
-  nodes. This process never reaches into a node's namespace itself;
+  nftables faults, link state and queue rates; and, when its session ends for any reason, the
+  removal of its nodes. The build and verification never reach into a node from here;
 - the servers come first and go last; their clocks and underlay are measured through the
   agents before the fabric is built.
 
+The fault injector's nftables workers run in the agents too (remote_nft.py), on the server's
+clock shifted by its measured offset.
+
 Scope today: emulated servers (testbed/emulation/servers.py), which share this machine's
-kernel. What still reaches nodes from this process (and so refuses real servers, see
-`preflight`): the fault injector's nftables and tc changes, the host agents' start and their
-results, background flows, captures, and the fidelity monitor's link-gap program.
+kernel. What still reaches nodes from this process (`NOT_THROUGH_AGENTS`, why real servers
+are refused in `preflight`): the host agents' start and their results, RoCEv2's spine probes,
+the netlink part of degrade/delay/routing faults, background flows, captures, and the
+fidelity monitor's link-gap program.
 """
 from __future__ import annotations
 
+import threading
 import time
 from ipaddress import IPv6Address, IPv6Network
 from pathlib import Path
 
 from testbed.emulation.network import FIFO_HEADROOM, FabricNetwork, NetlinkVeth
 from testbed.emulation.remote import ServerError, ServerSession, ask_all
+from testbed.emulation.remote_nft import NftPoller, RemoteNft
 from testbed.emulation.servers import EmulatedServers, UnderlayPath, require_tools
 from testbed.emulation.verify import WINDOW, ProbeJob, ProbeOutcome, arrived
 from testbed.errors import EnvironmentProblem, TestbedError
@@ -39,14 +45,20 @@ from testbed.lifecycle.progress import Progress
 from testbed.lifecycle.registry import RunRegistry
 from testbed.scenario.cluster import Cluster
 
+# What still reaches nodes from the runner's own kernel, and so cannot run on real servers yet
+NOT_THROUGH_AGENTS = ("the host agents' start and their results", "RoCEv2's spine probes",
+                      "the netlink part of degrade, delay and routing faults",
+                      "background flows", "captures", "the fidelity monitor's link-gap program")
+
 
 def preflight(cluster: Cluster) -> None:
     """What the machine needs before servers are made; the underlay is measured after."""
     if cluster.emulated is None:
         raise EnvironmentProblem(
-            "cluster.servers: real servers are not supported yet. The build (placement, VXLAN "
-            "links, node shells over ssh) is ready, but node configuration, verification, "
-            "telemetry, faults and the agents still reach nodes from this machine's kernel",
+            "cluster.servers: real servers cannot run yet. Through each server's agent over "
+            "ssh: node configuration, VXLAN links, EV verification, telemetry, nftables "
+            "faults, clocks and clean-up; still from this machine: "
+            + ", ".join(NOT_THROUGH_AGENTS),
             "use `cluster: {emulated: N}` to run the cluster mode on this machine")
     require_tools()
     missing = vxlan.probe()
@@ -87,6 +99,7 @@ class ClusterNetwork(FabricNetwork):
         self.agent_logs: dict[str, str] = {}
         self.log_dir: Path | None = None  # where close() writes each agent's log (results)
         self._started: dict[str, dict[str, int]] = {}  # server -> node -> pid of its shell
+        self.nft_poller: NftPoller | None = None
 
     @staticmethod
     def placement_lines(plan: FabricPlan) -> list[str]:
@@ -320,6 +333,14 @@ class ClusterNetwork(FabricNetwork):
             out.update(got["nodes"])
         return out
 
+    def nft_worker(self, node: str, stop: threading.Event, setup: str) -> RemoteNft:
+        """The node's nftables worker, in its server's agent (fault times in the server's
+        clock, by its measured offset)."""
+        if self.nft_poller is None:
+            self.nft_poller = NftPoller(self.sessions, {
+                s: c.offset_ns / 1e9 for s, c in self.clocks.items()})
+        return RemoteNft(node, self.placement.server_of[node], self.nft_poller, stop, setup)
+
     def set_link(self, a: str, b: str, up: bool) -> None:
         """Both ends of the link between nodes a and b up or down, each by its server."""
         for node, peer in ((a, b), (b, a)):
@@ -341,6 +362,8 @@ class ClusterNetwork(FabricNetwork):
             return 0
         self._closed = True
         killed, problems = 0, []
+        if self.nft_poller is not None:
+            self.nft_poller.close()
         for name, session in self.sessions.items():
             try:
                 killed += session.request("cleanup", timeout=30)["killed"]

@@ -253,7 +253,7 @@ class Injector:
 
     def _worker(self, node: str) -> NodeNft:
         if node not in self._workers:
-            self._workers[node] = NodeNft(node, self.network.pid(node), self._stop, SETUP)
+            self._workers[node] = self.network.nft_worker(node, self._stop, SETUP)
         return self._workers[node]
 
     def _netlink(self, node: str) -> NodeNetlink:

@@ -13,6 +13,7 @@ import pty
 import select
 import signal
 import socket
+import threading
 import time
 import zlib
 from collections.abc import Callable
@@ -26,6 +27,7 @@ from pyroute2.netlink import NLM_F_ACK, NLM_F_CREATE, NLM_F_EXCL, NLM_F_REQUEST
 from pyroute2.netlink.rtnl import RTM_NEWLINK
 from pyroute2.netlink.rtnl.ifinfmsg import ifinfmsg
 
+from testbed.emulation.nft_workers import NodeNft
 from testbed.errors import TestbedError
 from testbed.fabric.plan import FabricPlan, Link, Port
 from testbed.fabric.routes import node_configs
@@ -286,6 +288,11 @@ class FabricNetwork:
 
     def node(self, name: str) -> Host:
         return self.net[name]
+
+    def nft_worker(self, node: str, stop: threading.Event, setup: str) -> NodeNft:
+        """The node's nftables worker for the fault injector: a thread of this process in
+        the node's namespace (the cluster mode's runs in its server's agent)."""
+        return NodeNft(node, self.pid(node), stop, setup)
 
     def set_link(self, a: str, b: str, up: bool) -> None:
         """Both ends of the link between nodes a and b administratively up or down (carrier

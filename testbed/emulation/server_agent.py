@@ -41,6 +41,7 @@ from testbed.emulation.network import (
     node_sysctls,
     veth_message,
 )
+from testbed.emulation.nft_workers import NodeNft
 from testbed.emulation.telemetry import read_net_dev
 from testbed.fabric.placement import place
 from testbed.fabric.plan import FabricPlan, make_plan
@@ -77,6 +78,9 @@ class ServerAgent:
         self.queues: FabricQueues | None = None
         self.handles: dict[str, NodeNetlink] = {}
         self.prober: _Prober | None = None
+        self.nft: dict[str, tuple[NodeNft, threading.Event]] = {}
+        self.nft_lock = threading.Lock()
+        self.nft_done: list[list] = []
 
     def say(self, text: str) -> None:
         self.log.write(f"{time.time():.6f} {text}\n")
@@ -288,6 +292,51 @@ class ServerAgent:
             rtts[peer] = float(rtt.group(1)) if res.returncode == 0 and rtt else None
         return {"ifname": ifname, "mtu": mtu, "counters": counters, "rtt_ms": rtts}
 
+    def op_nft_start(self, req: dict) -> dict:
+        """A node's nftables worker (the single-machine NodeNft: a thread in the node's
+        namespace with its libnftables context), `setup` applied; waits until it is ready."""
+        node = req["node"]
+        if node not in self.nft:
+            stop = threading.Event()
+            self.nft[node] = (NodeNft(node, self.pids[node], stop, req.get("setup", "")), stop)
+            self.say(f"nft_start {node}")
+        self.nft[node][0].ready()
+        return {}
+
+    def op_nft_submit(self, req: dict) -> dict:
+        """Queue a ruleset for a time on this server's clock (the runner converted it); its
+        outcome is kept for `nft_done`, in this server's clock too."""
+        job = int(req["job"])
+
+        def done(started: float | None, finished: float | None, error: str | None) -> None:
+            with self.nft_lock:
+                self.nft_done.append([job, started, finished, error])
+
+        self.nft[req["node"]][0].submit(req["at"], req["script"], done)
+        self.say(f"nft_submit {req['node']} job {job} at {req['at']}")
+        return {}
+
+    def op_nft_done(self, req: dict) -> dict:
+        with self.nft_lock:
+            out, self.nft_done = self.nft_done, []
+        return {"done": out}
+
+    def op_nft_stop(self, req: dict) -> dict:
+        """The runner's injector stopped: jobs waiting for their time report as not applied."""
+        worker = self.nft.get(req["node"])
+        if worker is not None:
+            worker[1].set()
+        return {}
+
+    def op_nft_close(self, req: dict) -> dict:
+        """The node's worker ends: jobs still waiting for their time report as not applied."""
+        worker = self.nft.pop(req["node"], None)
+        if worker is not None:
+            worker[1].set()
+            worker[0].close()
+            self.say(f"nft_close {req['node']}")
+        return {}
+
     def op_log(self, req: dict) -> dict:
         self.log.flush()
         return {"text": self.log_path.read_text()}
@@ -304,6 +353,8 @@ class ServerAgent:
         if self.prober is not None:
             self.prober.close()
             self.prober = None
+        for node in list(self.nft):
+            self.op_nft_close({"node": node})
         for handle in self.handles.values():
             handle.close()
         self.handles.clear()

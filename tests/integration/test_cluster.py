@@ -14,10 +14,10 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from testbed import errors
 from testbed import scenario as scenario_mod
 from testbed.emulation.cluster import ClusterNetwork
 from testbed.emulation.telemetry import read_net_dev
-from testbed.errors import TestbedError
 from testbed.kernel import netns, vxlan
 from testbed.run.runner import fabric
 
@@ -159,6 +159,9 @@ cluster: {emulated: 2}
 """, tmp_path, results_dir)
     meta = json.loads((run / "meta.json").read_text())
     assert "p0l1-p0s0" in meta["cluster"]["crossing_links"]  # the fault is on a tunnel
+    for server, node in (("srv1", "p0l1"), ("srv0", "p0s0")):  # each end by its server's agent
+        log = (run / "servers" / f"{server}.agent.log").read_text()
+        assert log.count(f"nft_submit {node} job") == 2, log  # down, then up
     events = pd.read_parquet(run / "events.parquet")
     events = events[events.condition == "down"]
     down_at, up_at = events.applied.tolist()
@@ -192,7 +195,8 @@ def test_real_servers_are_refused_with_the_reason(tmp_path: Path, results_dir: P
                     "    - {name: b, ssh: root@192.0.2.2, underlay: 192.0.2.2}\n")
     res = run_cli("run", str(file), "--verify-only", results=results_dir)
     assert res.returncode == 3, res.stderr
-    assert "real servers are not supported yet" in res.stderr and "emulated: N" in res.stderr
+    assert "real servers cannot run yet" in res.stderr and "emulated: N" in res.stderr
+    assert "still from this machine: the host agents' start and their results" in res.stderr
     assert not results_dir.exists() or not any(results_dir.iterdir())
 
 
@@ -276,7 +280,7 @@ def test_a_lost_ssh_session_makes_its_agent_clean_its_server(tmp_path: Path):
     exits; srv0 is untouched. Closing the fabric then says which session was lost."""
     sc = scenario_mod.parse(QUICK + "cluster: {emulated: 2}\n", "test")
     seen: dict[str, object] = {}
-    with pytest.raises(TestbedError, match="server srv1: its agent's session ended"), \
+    with pytest.raises(errors.TestbedError, match="server srv1: its agent's session ended"), \
             fabric(sc) as network:
             assert isinstance(network, ClusterNetwork)
             session = network.sessions["srv1"]
