@@ -69,6 +69,15 @@ def test_quickstart_across_two_servers_proves_every_ev_and_rank(tmp_path: Path,
         links = pd.read_parquet(run / "links.parquet")
         crossing = links[links.link.isin(cluster["crossing_links"])]
         assert crossing.groupby("link").tx_bytes.max().gt(0).all(), "every tunnel carried data"
+        routers = links[links.node.str.contains("s|l")]  # read by the agents, eBPF counters too
+        assert routers.ecn_marked.notna().all() and routers.vq_bytes.notna().all()
+        clock = cluster["clock"]
+        assert set(clock["servers"]) == {"srv0", "srv1"} and clock["bound_us"] == 1000
+        for c in clock["servers"].values():  # one kernel, one clock: within the error
+            assert c["samples"] == 16 and 0 < c["error_us"] < 1000
+            assert abs(c["offset_us"]) <= c["error_us"], c
+        assert {p.name for p in (run / "servers").iterdir()} == {"srv0.agent.log",
+                                                                 "srv1.agent.log"}
 
 
 def test_tunnel_ends_are_vxlan_ports_like_any_other(tmp_path: Path):
