@@ -15,6 +15,7 @@ import contextlib
 import json
 import os
 import select
+import shlex
 import subprocess
 import sys
 import threading
@@ -24,6 +25,7 @@ from typing import Any
 
 from testbed.errors import TestbedError
 from testbed.fabric.clock import ClockOffset, Sample, offset_of
+from testbed.lifecycle import interrupts
 
 REPLY_TIMEOUT = 120.0  # s for one reply (configuring a few hundred nodes takes seconds)
 START_TIMEOUT = 30.0  # s for the agent's first line (ssh login, Python start, imports)
@@ -50,11 +52,12 @@ class ServerSession:
         self.proc: subprocess.Popen | None = None
         self.hello: dict[str, Any] = {}
         self._buffer = b""
+        self._sent = self._read_n = 0  # requests sent, replies read (to skip abandoned ones)
         self.lock = threading.Lock()  # one request at a time (telemetry asks from its thread)
 
     def start(self) -> dict[str, Any]:
         # `exec`: the login shell gives way to the agent, which then is the session's process
-        command = "cd / && exec " + " ".join(agent_argv(self.log))
+        command = "cd / && exec " + shlex.join(agent_argv(self.log))
         self.proc = subprocess.Popen([*self.ssh, command], stdin=subprocess.PIPE,
                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                      start_new_session=True)
@@ -66,10 +69,21 @@ class ServerSession:
         try:
             self.proc.stdin.write(json.dumps({"op": op, **args}).encode() + b"\n")
             self.proc.stdin.flush()
+            self._sent += 1
         except (BrokenPipeError, OSError):
             raise self._dead(op) from None
 
     def receive(self, op: str, timeout: float = REPLY_TIMEOUT) -> Any:
+        """The reply to the last request sent; replies to requests abandoned before (a signal
+        while waiting) are read and dropped first, so that the session stays in step."""
+        while self._read_n < self._sent - 1:
+            self._read_n += 1
+            try:
+                self._reply(timeout, op)
+            except ServerError as exc:
+                if "its agent's session ended" in str(exc):
+                    raise
+        self._read_n += 1
         return self._reply(timeout, op)
 
     def request(self, op: str, timeout: float = REPLY_TIMEOUT, **args: Any) -> Any:
@@ -81,12 +95,15 @@ class ServerSession:
         assert self.proc is not None and self.proc.stdout is not None
         fd = self.proc.stdout.fileno()
         deadline = time.monotonic() + timeout
+        main = threading.current_thread() is threading.main_thread()
         while b"\n" not in self._buffer:
+            if main:
+                interrupts.checkpoint()  # a signal stops the wait (the reply is skipped later)
             left = deadline - time.monotonic()
             if left <= 0:
                 raise ServerError(f"server {self.server}: no answer to `{op}` after "
                                   f"{timeout:g} s", "see its agent log in the results")
-            ready, _, _ = select.select([fd], [], [], min(left, 0.5))
+            ready, _, _ = select.select([fd], [], [], min(left, 0.05))
             if ready:
                 chunk = _read(fd)
                 if not chunk:
