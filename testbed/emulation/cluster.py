@@ -9,8 +9,9 @@ The same `FabricNetwork`, with Mininet's cluster edition's split (`examples/clus
   links (a veth when both ends share the server, else one VXLAN device per end, one VNI per
   link, bound to the server's underlay address); addresses, routes, End SIDs, htb and the eBPF
   queue (loaded once per server); EV probes from the hosts on it, End SID counters, telemetry,
-  nftables faults, link state and queue rates; and, when its session ends for any reason, the
-  removal of its nodes. The build and verification never reach into a node from here;
+  faults (nftables, shaper rates, delays, routing convergence), link state, queue rates; and,
+  when its session ends for any reason, the removal of its nodes. The build, verification,
+  telemetry and faults never reach into a node from here;
 - the servers come first and go last; their clocks and underlay are measured through the
   agents before the fabric is built.
 
@@ -19,9 +20,8 @@ clock shifted by its measured offset.
 
 Scope today: emulated servers (testbed/emulation/servers.py), which share this machine's
 kernel. What still reaches nodes from this process (`NOT_THROUGH_AGENTS`, why real servers
-are refused in `preflight`): the host agents' start and their results, RoCEv2's spine probes,
-the netlink part of degrade/delay/routing faults, background flows, captures, and the
-fidelity monitor's link-gap program.
+are refused in `preflight`): the host agents' start and their results, background flows,
+captures, and the fidelity monitor's link-gap program.
 """
 from __future__ import annotations
 
@@ -29,6 +29,7 @@ import threading
 import time
 from ipaddress import IPv6Address, IPv6Network
 from pathlib import Path
+from typing import Any
 
 from testbed.emulation.network import FIFO_HEADROOM, FabricNetwork, NetlinkVeth
 from testbed.emulation.remote import ServerError, ServerSession, ask_all
@@ -40,15 +41,14 @@ from testbed.fabric.clock import ClockOffset, bound_ns
 from testbed.fabric.placement import Placement, place
 from testbed.fabric.plan import FabricPlan, Link, Port
 from testbed.kernel import vxlan
-from testbed.lifecycle import interrupts
+from testbed.lifecycle import cleanup, interrupts
 from testbed.lifecycle.progress import Progress
-from testbed.lifecycle.registry import RunRegistry
+from testbed.lifecycle.registry import STATE_DIR, RunRegistry
 from testbed.scenario.cluster import Cluster
 
 # What still reaches nodes from the runner's own kernel, and so cannot run on real servers yet
-NOT_THROUGH_AGENTS = ("the host agents' start and their results", "RoCEv2's spine probes",
-                      "the netlink part of degrade, delay and routing faults",
-                      "background flows", "captures", "the fidelity monitor's link-gap program")
+NOT_THROUGH_AGENTS = ("the host agents' start and their results", "background flows",
+                      "captures", "the fidelity monitor's link-gap program")
 
 
 def preflight(cluster: Cluster) -> None:
@@ -98,6 +98,7 @@ class ClusterNetwork(FabricNetwork):
         self.clock_bound_ns = bound_ns(plan.scenario.timeout())
         self.agent_logs: dict[str, str] = {}
         self.log_dir: Path | None = None  # where close() writes each agent's log (results)
+        self.agent_dir = STATE_DIR / f"{registry.path.stem}.agents"
         self._started: dict[str, dict[str, int]] = {}  # server -> node -> pid of its shell
         self.nft_poller: NftPoller | None = None
 
@@ -137,6 +138,7 @@ class ClusterNetwork(FabricNetwork):
         """Make the emulated servers, start one agent on each over ssh, measure their clocks
         and their underlay; a summary line."""
         self.servers.create()
+        self.registry.add_dir(self.agent_dir)
         for name in self.servers.names:
             session = ServerSession(name, self.servers.ssh(name), self._agent_log(name))
             self.sessions[name] = session
@@ -153,8 +155,10 @@ class ClusterNetwork(FabricNetwork):
                 f"within {offset / 1e3:.0f} us of this one")
 
     def _agent_log(self, server: str) -> str:
-        """The agent's log on its server (removed by the agent when it exits)."""
-        return f"/tmp/mrc-server-agent-{self.registry.path.stem}-{server}.log"
+        """The agent's log on its server, in the run's own folder beside the registry (the
+        agent makes it, and removes its log and the emptied folder when it exits; here the
+        folder is recorded first, so that `clean` removes it after a crash too)."""
+        return str(self.agent_dir / f"{server}.log")
 
     def _check_clocks(self) -> None:
         """Each server's clock against this one; refuse to run when one is off by more than
@@ -341,6 +345,19 @@ class ClusterNetwork(FabricNetwork):
                 s: c.offset_ns / 1e9 for s, c in self.clocks.items()})
         return RemoteNft(node, self.placement.server_of[node], self.nft_poller, stop, setup)
 
+    def rx_packets(self, node: str, ifname: str) -> int:
+        return int(self.node_request(node, "rx_packets", ifname=ifname)["packets"])
+
+    def send_udp(self, host: str, src: str, sport: int, dst: str, dport: int,
+                 count: int) -> None:
+        self.node_request(host, "send_udp", src=src, sport=sport, dst=dst, dport=dport,
+                          count=count)
+
+    def node_request(self, node: str, op: str, **args: object) -> Any:
+        """A request about one node to its server's agent (the fault injector's netlink part:
+        `port_rate`, `port_delay`, `routes`)."""
+        return self.session_of(node).request(op, node=node, **args)
+
     def set_link(self, a: str, b: str, up: bool) -> None:
         """Both ends of the link between nodes a and b up or down, each by its server."""
         for node, peer in ((a, b), (b, a)):
@@ -372,6 +389,7 @@ class ClusterNetwork(FabricNetwork):
                 problems.append(str(exc))
             session.close()
         self._write_logs()
+        cleanup.remove_dirs([str(self.agent_dir)])
         killed += self._close_nodes()
         try:
             killed += self.servers.remove()

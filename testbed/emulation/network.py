@@ -17,6 +17,7 @@ import threading
 import time
 import zlib
 from collections.abc import Callable
+from pathlib import Path
 
 from mininet.link import Intf
 from mininet.link import Link as MininetLink
@@ -202,6 +203,26 @@ def _configure_node(job: tuple) -> tuple[str, dict[str, int] | str]:
         return cfg.name, f"configuring {cfg.name}: {type(exc).__name__}: {exc}"
 
 
+def rx_packets(pid: int, ifname: str) -> int:
+    """Packets received by a port of the namespace of `pid`."""
+    for line in Path(f"/proc/{pid}/net/dev").read_text().splitlines()[2:]:
+        name, _, counters = line.partition(":")
+        if name.strip() == ifname:
+            return int(counters.split()[1])
+    raise KeyError(ifname)
+
+
+def send_udp(pid: int, src: str, sport: int, dst: str, dport: int, count: int) -> None:
+    """`count` datagrams of 64 B from (src, sport) to (dst, dport), in the namespace of `pid`."""
+    sock = netns.socket_in(pid, socket.AF_INET6, socket.SOCK_DGRAM)
+    try:
+        sock.bind((src, sport))
+        for _ in range(count):
+            sock.sendto(b"\0" * 64, (dst, dport))
+    finally:
+        sock.close()
+
+
 class FabricNetwork:
     """Build with `build()`, always end with `close()` (idempotent, safe after partial builds)."""
 
@@ -288,6 +309,15 @@ class FabricNetwork:
 
     def node(self, name: str) -> Host:
         return self.net[name]
+
+    def rx_packets(self, node: str, ifname: str) -> int:
+        """Packets the node's port received (/proc/<pid>/net/dev)."""
+        return rx_packets(self.pid(node), ifname)
+
+    def send_udp(self, host: str, src: str, sport: int, dst: str, dport: int,
+                 count: int) -> None:
+        """`count` datagrams of 64 B from the host, one 5-tuple (RoCEv2's path probes)."""
+        send_udp(self.pid(host), src, sport, dst, dport, count)
 
     def nft_worker(self, node: str, stop: threading.Event, setup: str) -> NodeNft:
         """The node's nftables worker for the fault injector: a thread of this process in

@@ -18,6 +18,7 @@ nothing is left on the server.
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -39,6 +40,8 @@ from testbed.emulation.network import (
     _configure_node,
     ecmp_hash_seed,
     node_sysctls,
+    rx_packets,
+    send_udp,
     veth_message,
 )
 from testbed.emulation.nft_workers import NodeNft
@@ -46,9 +49,9 @@ from testbed.emulation.telemetry import read_net_dev
 from testbed.fabric.placement import place
 from testbed.fabric.plan import FabricPlan, make_plan
 from testbed.fabric.routes import node_configs
-from testbed.kernel import netns, vxlan
+from testbed.kernel import netns, shaping, vxlan
 from testbed.kernel.fabric_queue import FabricQueues, port_config, router_ports
-from testbed.kernel.rtnl import NodeNetlink
+from testbed.kernel.rtnl import RTPROT_BGP, NodeNetlink
 from testbed.lifecycle import cleanup
 from testbed.lifecycle.progress import Progress
 from testbed.lifecycle.workers import parallel_map
@@ -292,6 +295,53 @@ class ServerAgent:
             rtts[peer] = float(rtt.group(1)) if res.returncode == 0 and rtt else None
         return {"ifname": ifname, "mtu": mtu, "counters": counters, "rtt_ms": rtts}
 
+    def op_port_rate(self, req: dict) -> dict:
+        """A shaped port's line rate changed in place (the degrade fault and its undoing)."""
+        handle = self._handle(req["node"])
+        shaping.set_port_rate(handle.ipr, handle.ifindex(req["ifname"]), int(req["rate"]),
+                              self._plan().scenario.fabric.mtu)
+        self.say(f"port_rate {req['node']} {req['ifname']} {req['rate']}")
+        return {}
+
+    def op_port_delay(self, req: dict) -> dict:
+        """The FIFO behind a port's shaper replaced by a netem delay, or put back (None)."""
+        handle = self._handle(req["node"])
+        index = handle.ifindex(req["ifname"])
+        limit, delay = int(req["limit"]), req["delay"]
+        if delay is None:
+            handle.ipr.tc("replace", "bfifo", index=index, handle="10:", parent="1:10",
+                          limit=limit)
+        else:
+            packets = max(1, limit // self._plan().scenario.fabric.mtu)
+            handle.ipr.tc("replace", "netem", index=index, handle="10:", parent="1:10",
+                          delay=int(float(delay) * 1e6), limit=packets)
+        self.say(f"port_delay {req['node']} {req['ifname']} {delay}")
+        return {}
+
+    def op_routes(self, req: dict) -> dict:
+        """Plain routes withdrawn and replaced as the baseline's routing converges: `delete`
+        prefixes, `replace` [prefix, [[gateway, ifname], ...]]."""
+        handle = self._handle(req["node"])
+        for prefix in req["delete"]:
+            handle.ipr.route("del", dst=prefix)
+        for prefix, nexthops in req["replace"]:
+            hops = [{"gateway": gw, "oif": handle.ifindex(ifname)} for gw, ifname in nexthops]
+            extra = hops[0] if len(hops) == 1 else {"multipath": hops}
+            handle.ipr.route("replace", dst=prefix, proto=RTPROT_BGP, **extra)
+        self.say(f"routes {req['node']}: {len(req['delete'])} withdrawn, "
+                 f"{len(req['replace'])} replaced")
+        return {}
+
+    def op_rx_packets(self, req: dict) -> dict:
+        return {"packets": rx_packets(self.pids[req["node"]], req["ifname"])}
+
+    def op_send_udp(self, req: dict) -> dict:
+        """Datagrams of one 5-tuple from a host here (RoCEv2's path probes)."""
+        send_udp(self.pids[req["node"]], req["src"], int(req["sport"]), req["dst"],
+                 int(req["dport"]), int(req["count"]))
+        self.say(f"send_udp {req['node']} {req['count']} x {req['sport']} -> {req['dport']}")
+        return {}
+
     def op_nft_start(self, req: dict) -> dict:
         """A node's nftables worker (the single-machine NodeNft: a thread in the node's
         namespace with its libnftables context), `setup` applied; waits until it is ready."""
@@ -464,6 +514,7 @@ def main() -> None:
     # the protocol owns the real stdout; anything else printed (a library's warning, a forked
     # worker's traceback) goes to the log, never into the stream of replies
     replies = os.fdopen(os.dup(1), "w")
+    log.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
     fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
     os.dup2(fd, 1)
     os.dup2(fd, 2)
@@ -490,6 +541,8 @@ def main() -> None:
             agent.say(f"cleanup failed: {type(exc).__name__}: {exc}")
         agent.log.close()
         log.unlink(missing_ok=True)
+        with contextlib.suppress(OSError):
+            log.parent.rmdir()  # the run's folder, once every agent sharing it is gone
 
 
 if __name__ == "__main__":

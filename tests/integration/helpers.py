@@ -89,7 +89,7 @@ def server_agents() -> set:
                 continue
             if b"testbed.emulation.server_agent" in cmd:
                 procs.add(f"pid {proc.name}")
-    return procs | {str(p) for p in Path("/tmp").glob("mrc-server-agent-*.log")}
+    return procs | {str(p) for p in STATE_DIR.glob("*.agents/*")}
 
 
 def leftovers(before: dict[str, set], wait: float = 5.0) -> dict[str, set]:

@@ -17,7 +17,9 @@ import pytest
 from testbed import errors
 from testbed import scenario as scenario_mod
 from testbed.emulation.cluster import ClusterNetwork
+from testbed.emulation.injector import Injector
 from testbed.emulation.telemetry import read_net_dev
+from testbed.fabric.timeline import Action
 from testbed.kernel import netns, vxlan
 from testbed.run.runner import fabric
 
@@ -78,6 +80,12 @@ def test_quickstart_across_two_servers_proves_every_ev_and_rank(tmp_path: Path,
             assert abs(c["offset_us"]) <= c["error_us"], c
         assert {p.name for p in (run / "servers").iterdir()} == {"srv0.agent.log",
                                                                  "srv1.agent.log"}
+        if run.name.endswith("rocev2"):  # each QP's spine, probed by the agents after the run
+            qps = pd.read_parquet(run / "qps.parquet")
+            crossing_qps = qps[qps.spine.notna()]
+            assert len(crossing_qps) >= 4, qps
+            logs = "".join(p.read_text() for p in (run / "servers").iterdir())
+            assert "send_udp h" in logs
 
 
 def test_tunnel_ends_are_vxlan_ports_like_any_other(tmp_path: Path):
@@ -310,3 +318,48 @@ def test_a_lost_ssh_session_makes_its_agent_clean_its_server(tmp_path: Path):
             seen["srv0 alive"] = [n for n, p in others.items() if running(p)]
     assert seen == {"log before": True, "agent alive": False, "log after": False,
                     "srv1 alive": [], "srv0 alive": list(network.placement.nodes_on("srv0"))}
+
+
+def test_degrade_delay_and_routing_on_a_tunnel_go_through_both_servers_agents():
+    """The netlink part of faults, on the crossing link p0l1 (srv1) - p0s0 (srv0): each end's
+    shaper rate, its FIFO swapped for netem and back, and the baseline's routes converging
+    around the link and back, each done by the agent of that end's server."""
+    sc = scenario_mod.parse(QUICK + "cluster: {emulated: 2}\n", "test")
+    with fabric(sc) as network:
+        assert isinstance(network, ClusterNetwork)
+        assert network.placement.server_of["p0l1"] != network.placement.server_of["p0s0"]
+        injector = Injector(network, [], [])
+        ends = {n: network.plan.port_to(n, p).ifname
+                for n, p in (("p0l1", "p0s0"), ("p0s0", "p0l1"))}
+
+        def tc(node: str, what: str) -> str:
+            return network.node(node).cmd(f"tc {what} show dev {ends[node]}")
+
+        degrade = Action(0, True, "degrade", ("p0l1-p0s0",), 0, (("fraction", 0.25),))
+        injector.apply(degrade)
+        for node in ends:
+            assert "rate 6250Kbit" in tc(node, "class"), tc(node, "class")
+        injector.apply(Action(1, False, "degrade", ("p0l1-p0s0",), 0, degrade.params))
+        for node in ends:
+            assert "rate 25Mbit" in tc(node, "class")
+        delay = Action(0, True, "delay", ("p0l1-p0s0",), 0, (("delay", 0.005),))
+        injector.apply(delay)
+        for node in ends:
+            assert "netem" in tc(node, "qdisc") and "delay 5ms" in tc(node, "qdisc")
+        injector.apply(Action(1, False, "delay", ("p0l1-p0s0",), 0, delay.params))
+        for node in ends:
+            assert "netem" not in tc(node, "qdisc") and "bfifo" in tc(node, "qdisc")
+        leaf = network.node("p0l1")
+        before = leaf.cmd("ip -6 route show fd10::/64")
+        assert before.count("nexthop via") == 2, before
+        injector.apply(Action(0, True, "routed", ("p0l1-p0s0",), 0))
+        converged = leaf.cmd("ip -6 route show fd10::/64")
+        assert "nexthop" not in converged and "proto bgp" in converged, converged
+        injector.apply(Action(1, False, "routed", ("p0l1-p0s0",), 0))
+        assert leaf.cmd("ip -6 route show fd10::/64").count("nexthop via") == 2
+        injector.stop()
+    for server, node in (("srv1", "p0l1"), ("srv0", "p0s0")):
+        log = network.agent_logs[server]
+        assert log.count(f"port_rate {node} {ends[node]}") == 2, log
+        assert log.count(f"port_delay {node} {ends[node]}") == 2, log
+    assert "routes p0l1: " in network.agent_logs["srv1"]

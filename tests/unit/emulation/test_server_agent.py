@@ -13,7 +13,7 @@ from testbed.emulation.remote import ServerError, ServerSession
 
 @pytest.fixture
 def session(tmp_path: Path):
-    s = ServerSession("t1", ["sh", "-c"], str(tmp_path / "agent.log"))
+    s = ServerSession("t1", ["sh", "-c"], str(tmp_path / "run" / "agent.log"))
     s.start()
     yield s
     s.close()
@@ -42,7 +42,7 @@ def test_a_reply_abandoned_by_a_signal_is_skipped(session: ServerSession):
 
 
 def test_the_end_of_stdin_ends_the_agent_and_its_log(tmp_path: Path):
-    log = tmp_path / "agent.log"
+    log = tmp_path / "run" / "agent.log"  # the agent makes its folder
     s = ServerSession("t2", ["sh", "-c"], str(log))
     s.start()
     s.request("clock")
@@ -51,6 +51,7 @@ def test_the_end_of_stdin_ends_the_agent_and_its_log(tmp_path: Path):
     assert proc is not None
     s.close()
     assert proc.returncode == 0 and not log.exists()
+    assert not log.parent.exists()  # and the folder, empty
 
 
 def test_an_agent_that_cannot_start_is_one_line(tmp_path: Path):
