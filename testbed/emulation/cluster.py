@@ -1,49 +1,64 @@
 """The fabric spread over servers: Mininet's cluster mode, with VXLAN links between servers.
 
-The same `FabricNetwork`, three differences (Mininet's cluster edition, `examples/cluster.py`,
-has the same split: `RemoteMixin` nodes, `RemoteLink` tunnels, a placer):
+The same `FabricNetwork`, with Mininet's cluster edition's split (`examples/cluster.py`:
+`RemoteMixin` nodes, `RemoteLink` tunnels, a placer):
 - each node's shell starts on its server (`placement.server_of`), through the server's command
   prefix: `ssh root@server` as RemoteMixin does, or a plain namespace switch for fast tests;
-- a link whose ends share a server is a veth made on that server; every other link is a pair
-  of VXLAN devices (`VxlanLink`, one VNI per link, testbed/kernel/vxlan.py), each made on its
-  own server over netlink and bound to that server's underlay address;
-- the servers come first and go last, and their underlay is measured before the fabric is
-  built.
-Everything after the links (addresses, routes, End SIDs, htb and the eBPF queue on every port,
-the tunnels' ends included; verification, faults, telemetry, agents) is the single-machine
-code, unchanged: a tunnel end is a port like any other.
+- one server agent per server, started over ssh (testbed/emulation/server_agent.py, its
+  session in remote.py), does everything after the shells, on its own server: sysctls; the
+  links (a veth when both ends share the server, else one VXLAN device per end, one VNI per
+  link, bound to the server's underlay address); addresses, routes, End SIDs, htb and the eBPF
+  queue (loaded once per server); EV probes from the hosts on it, End SID counters, telemetry,
+  faults (nftables, shaper rates, delays, routing convergence), link state, queue rates; and,
+  when its session ends for any reason, the removal of its nodes. The build, verification,
+  telemetry and faults never reach into a node from here;
+- the servers come first and go last; their clocks and underlay are measured through the
+  agents before the fabric is built.
+
+The fault injector's nftables workers run in the agents too (remote_nft.py), on the server's
+clock shifted by its measured offset.
 
 Scope today: emulated servers (testbed/emulation/servers.py), which share this machine's
-kernel. The per-node configuration after the links, verification, telemetry, faults and the
-agents still reach nodes through their pids from this process, which only works when the
-servers share a kernel; real servers refuse to run (see `preflight`) until that work runs on
-each server.
+kernel. What still reaches nodes from this process (`NOT_THROUGH_AGENTS`, why real servers
+are refused in `preflight`): the host agents' start and their results, background flows,
+captures, and the fidelity monitor's link-gap program.
 """
 from __future__ import annotations
 
-import socket
+import threading
+import time
+from ipaddress import IPv6Address, IPv6Network
+from pathlib import Path
+from typing import Any
 
-from pyroute2 import IPRoute
-from pyroute2.netlink import NETLINK_ROUTE
-
-from testbed.emulation.network import FabricNetwork, NetlinkVeth
+from testbed.emulation.network import FIFO_HEADROOM, FabricNetwork, NetlinkVeth
+from testbed.emulation.remote import ServerError, ServerSession, ask_all
+from testbed.emulation.remote_nft import NftPoller, RemoteNft
 from testbed.emulation.servers import EmulatedServers, UnderlayPath, require_tools
-from testbed.errors import EnvironmentProblem
+from testbed.emulation.verify import WINDOW, ProbeJob, ProbeOutcome, arrived
+from testbed.errors import EnvironmentProblem, TestbedError
+from testbed.fabric.clock import ClockOffset, bound_ns
 from testbed.fabric.placement import Placement, place
 from testbed.fabric.plan import FabricPlan, Link, Port
-from testbed.kernel import netns, vxlan
+from testbed.kernel import vxlan
+from testbed.lifecycle import cleanup, interrupts
 from testbed.lifecycle.progress import Progress
-from testbed.lifecycle.registry import RunRegistry
+from testbed.lifecycle.registry import STATE_DIR, RunRegistry
 from testbed.scenario.cluster import Cluster
+
+# What still reaches nodes from the runner's own kernel, and so cannot run on real servers yet
+NOT_THROUGH_AGENTS = ("the host agents' start and their results", "background flows",
+                      "captures", "the fidelity monitor's link-gap program")
 
 
 def preflight(cluster: Cluster) -> None:
     """What the machine needs before servers are made; the underlay is measured after."""
     if cluster.emulated is None:
         raise EnvironmentProblem(
-            "cluster.servers: real servers are not supported yet. The build (placement, VXLAN "
-            "links, node shells over ssh) is ready, but node configuration, verification, "
-            "telemetry, faults and the agents still reach nodes from this machine's kernel",
+            "cluster.servers: real servers cannot run yet. Through each server's agent over "
+            "ssh: node configuration, VXLAN links, EV verification, telemetry, nftables "
+            "faults, clocks and clean-up; still from this machine: "
+            + ", ".join(NOT_THROUGH_AGENTS),
             "use `cluster: {emulated: N}` to run the cluster mode on this machine")
     require_tools()
     missing = vxlan.probe()
@@ -52,24 +67,23 @@ def preflight(cluster: Cluster) -> None:
                                  "load the vxlan module (`modprobe vxlan`)")
 
 
-class VxlanLink(NetlinkVeth):
-    """Mininet's RemoteLink for this kernel: a link between nodes on two servers, made of
-    one VXLAN device per end (each created on its own server, straight into its node)."""
-
-    def __init__(self, node1, node2, ends: tuple[vxlan.TunnelEnd, vxlan.TunnelEnd],
-                 servers: tuple[IPRoute, IPRoute], **params) -> None:
-        self._ends, self._servers = ends, servers
-        super().__init__(node1, node2, **params)
+class ServerLink(NetlinkVeth):
+    """Mininet's RemoteLink, made by the servers' agents: Mininet keeps the link and its two
+    interfaces (the CLI, `net.links`), the devices are made on the servers (`op_links`: a veth
+    when both ends share a server, else one VXLAN device per end, each on its own server)."""
 
     def makeIntfPair(self, intfname1, intfname2, addr1=None, addr2=None, node1=None,
                      node2=None, deleteIntfs=True, **_kw):  # Mininet's name
-        for end, rtnl in zip(self._ends, self._servers):
-            rtnl.nlm_request_batch([vxlan.new_link_message(end)])
-            vxlan.offloads_off(end.node_pid, end.ifname)
+        return None
 
 
 class ClusterNetwork(FabricNetwork):
-    """Build with `add_servers()` then `build()`'s usual phases; `close()` ends the servers too."""
+    """Build with `add_servers()` then `build()`'s usual phases; `close()` ends the servers too.
+
+    Everything done to a node after its shell started goes through its server's agent, over
+    ssh (testbed/emulation/server_agent.py): sysctls, links, configuration, EV probes, End SID
+    counters, telemetry, link state and queue rates. This process never opens a socket in a
+    node's namespace nor reads its /proc entries."""
 
     def __init__(self, plan: FabricPlan, registry: RunRegistry, progress: Progress) -> None:
         super().__init__(plan, registry, progress)
@@ -79,7 +93,14 @@ class ClusterNetwork(FabricNetwork):
         self.placement: Placement = place(plan, cluster)
         self.servers = EmulatedServers(cluster, plan.scenario.fabric.mtu, registry)
         self.underlay: list[UnderlayPath] = []
-        self._server_rtnl: dict[str, IPRoute] = {}
+        self.sessions: dict[str, ServerSession] = {}
+        self.clocks: dict[str, ClockOffset] = {}
+        self.clock_bound_ns = bound_ns(plan.scenario.timeout())
+        self.agent_logs: dict[str, str] = {}
+        self.log_dir: Path | None = None  # where close() writes each agent's log (results)
+        self.agent_dir = STATE_DIR / f"{registry.path.stem}.agents"
+        self._started: dict[str, dict[str, int]] = {}  # server -> node -> pid of its shell
+        self.nft_poller: NftPoller | None = None
 
     @staticmethod
     def placement_lines(plan: FabricPlan) -> list[str]:
@@ -88,29 +109,116 @@ class ClusterNetwork(FabricNetwork):
         return place(plan, plan.scenario.cluster).describe(plan)
 
     def facts(self) -> dict:
-        """The cluster as meta.json records it: servers, placement, tunnels, the underlay."""
+        """The cluster as meta.json records it: servers, placement, tunnels, the underlay, the
+        servers' clocks against the runner's."""
         pl = self.placement
         return {
             "servers": {s: {"underlay": pl.underlay[s], "namespace": self.servers.netns[s],
-                            "nodes": list(pl.nodes_on(s))} for s in pl.servers},
+                            "nodes": list(pl.nodes_on(s)),
+                            "agent_pid": self.sessions[s].hello.get("pid")
+                            if s in self.sessions else None} for s in pl.servers},
             "emulated": True, "placement": pl.policy,
             "node_start": "ssh" if self.cluster.ssh_transport else "nsenter",
+            "server_agents": "ssh",
             "underlay_mtu": self.servers.mtu, "required_mtu": self.servers.required_mtu,
             "crossing_links": {link.name: {"vni": pl.vni[link.name], "rate": link.rate}
                                for link in pl.crossing},
             "pairs": [{"servers": list(p.servers), "links": len(p.links), "rate": p.rate,
                        "underlay_rate": p.underlay_rate} for p in pl.pairs],
             "underlay_rtt_ms": {f"{p.src}->{p.dst}": p.rtt_ms for p in self.underlay},
+            "clock": {"bound_us": self.clock_bound_ns / 1e3,
+                      "servers": {s: c.to_json() for s, c in self.clocks.items()},
+                      "corrected": False,
+                      "why_not_corrected": "the host agents start from this machine, on its "
+                                           "clock: their timestamps need no correction"},
         }
 
+    # ---- the servers ----
+    def add_servers(self) -> str:
+        """Make the emulated servers, start one agent on each over ssh, measure their clocks
+        and their underlay; a summary line."""
+        self.servers.create()
+        self.registry.add_dir(self.agent_dir)
+        for name in self.servers.names:
+            session = ServerSession(name, self.servers.ssh(name), self._agent_log(name))
+            self.sessions[name] = session
+            session.start()
+            session.request("plan", scenario=self.plan.scenario.model_dump(mode="json"),
+                            server=name)
+        self._check_clocks()
+        self.underlay = self._check_underlay()
+        worst = max(p.rtt_ms for p in self.underlay)
+        offset = max(c.worst_ns() for c in self.clocks.values())
+        return (f"{len(self.servers.names)} emulated servers (namespace + sshd + agent over "
+                f"ssh), underlay MTU {self.servers.mtu} carries a {self.servers.required_mtu} B "
+                f"tunnel packet unfragmented between every pair, RTT <= {worst:.3f} ms, clocks "
+                f"within {offset / 1e3:.0f} us of this one")
+
+    def _agent_log(self, server: str) -> str:
+        """The agent's log on its server, in the run's own folder beside the registry (the
+        agent makes it, and removes its log and the emptied folder when it exits; here the
+        folder is recorded first, so that `clean` removes it after a crash too)."""
+        return str(self.agent_dir / f"{server}.log")
+
+    def _check_clocks(self) -> None:
+        """Each server's clock against this one; refuse to run when one is off by more than
+        the bound (its offset's error included: a measurement too coarse to tell is refused
+        too)."""
+        for name, session in self.sessions.items():
+            self.clocks[name] = session.clock()
+        off = {n: c for n, c in self.clocks.items() if c.worst_ns() > self.clock_bound_ns}
+        if off:
+            worst = max(off, key=lambda n: off[n].worst_ns())
+            c = off[worst]
+            raise EnvironmentProblem(
+                f"the clock of server {worst} is {c.offset_ns / 1e3:+.0f} us from this "
+                f"machine's (+-{c.error_ns / 1e3:.0f} us, RTT {c.rtt_ns / 1e3:.0f} us); a run "
+                f"needs every server within {self.clock_bound_ns / 1e3:.0f} us (a tenth of the "
+                f"ACK timeout, at most 1 ms)",
+                "synchronise the servers' clocks (chrony against one local server, or PTP: "
+                "`chronyc tracking` should show an offset of tens of microseconds)")
+
+    def _check_underlay(self) -> list[UnderlayPath]:
+        """Preflight of the underlay, done by the agents: every server's underlay device
+        carries a full fabric frame in VXLAN, and a packet of exactly that size crosses to
+        every other server unfragmented (DF set). EnvironmentProblem with the number to set."""
+        required = self.servers.required_mtu
+        address = self.placement.underlay
+        size = required - 20 - 8  # ICMP payload of an IPv4 packet of that size
+        found = ask_all(self.sessions.values(), "underlay", per_server={
+            s: {"address": address[s], "size": size,
+                "peers": {p: address[p] for p in self.servers.names if p != s}}
+            for s in self.servers.names})
+        for name, got in found.items():
+            if got["mtu"] < required:
+                raise EnvironmentProblem(
+                    f"the underlay of server {name} has MTU {got['mtu']}: a fabric frame of MTU "
+                    f"{self.servers.fabric_mtu} in VXLAN needs {required} "
+                    f"({self.cluster.overhead} B of outer headers)",
+                    f"raise the underlay MTU to at least {required} (cluster.underlay_mtu), "
+                    f"or lower fabric.mtu to {got['mtu'] - self.cluster.overhead}")
+        paths = []
+        for src, got in found.items():
+            for dst, rtt in got["rtt_ms"].items():
+                if rtt is None:
+                    raise EnvironmentProblem(
+                        f"a {required} B packet (a full fabric frame in VXLAN) did not cross "
+                        f"the underlay from {src} to {dst} unfragmented",
+                        f"every device between the servers needs MTU >= {required}")
+                paths.append(UnderlayPath(src, dst, got["mtu"], rtt))
+        return paths
+
     def underlay_counters(self) -> dict[str, tuple[int, ...]]:
-        return self.servers.underlay_counters()
+        """Per server, its underlay device's counters (/proc/net/dev order), read by its agent."""
+        got = ask_all(self.sessions.values(), "underlay", per_server={
+            s: {"address": self.placement.underlay[s]} for s in self.sessions})
+        return {s: tuple(g["counters"]) for s, g in got.items()}
 
     @staticmethod
     def underlay_traffic(before: dict[str, tuple[int, ...]], after: dict[str, tuple[int, ...]],
                          seconds: float) -> dict[str, dict]:
         """What each server sent and received on the underlay between two counter reads:
-        the VXLAN tunnels' packets (and, here, nothing else: sshd idles during a run)."""
+        the VXLAN tunnels' packets, and the agents' ssh sessions (a few kB)."""
         out = {}
         for server, now in after.items():
             then = before[server]
@@ -120,75 +228,183 @@ class ClusterNetwork(FabricNetwork):
                            "tx_mbit_s": round(d[4] * 8 / seconds / 1e6, 3) if seconds else None}
         return out
 
-    def add_servers(self) -> str:
-        """Make the emulated servers and measure their underlay; a summary line."""
-        self.servers.create()
-        self.underlay = self.servers.check_underlay()
-        worst = max(p.rtt_ms for p in self.underlay)
-        return (f"{len(self.servers.names)} emulated servers (namespace + sshd), underlay MTU "
-                f"{self.servers.mtu} carries a {self.servers.required_mtu} B tunnel packet "
-                f"unfragmented between every pair, RTT <= {worst:.3f} ms")
-
+    # ---- the build ----
     def node_params(self, name: str) -> dict:
         server = self.placement.server_of[name]
         prefix = self.servers.ssh(server, tty=True) if self.cluster.ssh_transport \
             else self.servers.prefix(server)
         return {"shell_prefix": prefix, "server": server}
 
-    def _rtnl(self, server: str) -> IPRoute:
-        """A netlink socket on the server (in its namespace): what is made there goes there."""
-        if server not in self._server_rtnl:
-            sock = netns.socket_at(self.servers.path(server), socket.AF_NETLINK,
-                                   socket.SOCK_DGRAM, NETLINK_ROUTE)
-            self._server_rtnl[server] = IPRoute(fileno=sock.detach())
-        return self._server_rtnl[server]
+    def add_nodes(self) -> None:
+        super().add_nodes()
+        found = ask_all(self.sessions.values(), "nodes", per_server={
+            s: {"pids": pids} for s, pids in self._started.items()})
+        for server, inodes in found.items():
+            for name, inode in inodes.items():
+                # emulated servers share this kernel: `clean` here can end what a crashed run
+                # left. A real server's agent cleans its own when its session dies.
+                self.registry.add_node(name, self._started[server][name], inode)
 
-    def _end(self, port: Port, peer: Port, vni: int) -> vxlan.TunnelEnd:
-        server = self.placement.server_of[port.node]
-        remote = self.placement.server_of[peer.node]
-        return vxlan.TunnelEnd(port.ifname, port.ifindex, port.mac, self.pid(port.node), vni,
-                               self.placement.underlay[server], self.placement.underlay[remote],
-                               self.cluster.vxlan_port, self.plan.scenario.fabric.mtu)
+    def node_started(self, name: str) -> None:
+        """Noted, for its server's agent (which checks it, notes its namespace, sets sysctls)."""
+        server = self.placement.server_of[name]
+        self._started.setdefault(server, {})[name] = self.net[name].pid
 
     def add_links(self) -> None:
         mtu = self.plan.scenario.fabric.mtu
-        try:
-            for link in self.progress.bar(self.plan.links, len(self.plan.links), "links"):
-                self._add_link(link, mtu)
-        finally:
-            for rtnl in self._server_rtnl.values():
-                rtnl.close()
-            self._server_rtnl.clear()
-
-    def _add_link(self, link: Link, mtu: int) -> None:
-        a, b = link.lower, link.upper
-        server_a = self.placement.server_of[a.node]
-        server_b = self.placement.server_of[b.node]
-        if server_a == server_b:
-            self.net.addLink(self.net[a.node], self.net[b.node], cls=NetlinkVeth,
-                             rtnl=self._rtnl(server_a), mtu=mtu, ports=(a, b),
+        for link in self.progress.bar(self.plan.links, len(self.plan.links), "links"):
+            a, b = link.lower, link.upper
+            self.net.addLink(self.net[a.node], self.net[b.node], cls=ServerLink,
+                             rtnl=None, mtu=mtu, ports=(a, b),
                              intfName1=a.ifname, intfName2=b.ifname)
-            return
-        vni = self.placement.vni[link.name]
-        self.net.addLink(self.net[a.node], self.net[b.node], cls=VxlanLink,
-                         ends=(self._end(a, b, vni), self._end(b, a, vni)),
-                         servers=(self._rtnl(server_a), self._rtnl(server_b)),
-                         rtnl=None, mtu=mtu, ports=(a, b),
-                         intfName1=a.ifname, intfName2=b.ifname)
+        ask_all(self.sessions.values(), "links")
 
+    def configure(self) -> None:
+        """`FabricNetwork.configure`, each server's agent doing its own nodes (its cores, its
+        copy of the eBPF program), all servers at once."""
+        links = self.plan.link_by_ports
+        fifo = {s: {f"{n}/{p.ifname}": self.fifo_limit(p, links[(n, p.ifname)])
+                    for n in self.placement.nodes_on(s) for p in self.plan.ports(n)}
+                for s in self.sessions}
+        got = ask_all(self.sessions.values(), "configure",
+                      per_server={s: {"fifo": f} for s, f in fifo.items()})
+        for ifindexes in got.values():
+            self.ifindex.update(ifindexes)
+
+    def fifo_limit(self, port: Port, link: Link) -> int:
+        """As on one machine; the program runs on the servers, not here."""
+        if self.plan.scenario.switch.enabled and self.plan.nodes[port.node].role != "host":
+            return link.buffer * FIFO_HEADROOM
+        return link.buffer
+
+    # ---- what runs through the agents ----
+    def session_of(self, node: str) -> ServerSession:
+        return self.sessions[self.placement.server_of[node]]
+
+    def end_sid_counters(self) -> dict[tuple[str, IPv6Network], int]:
+        """Packets through every router's End SIDs, each server reading its own routers."""
+        out: dict[tuple[str, IPv6Network], int] = {}
+        for routers in ask_all(self.sessions.values(), "end_sids").values():
+            for router, sids in routers.items():
+                out.update({(router, IPv6Network(sid)): n for sid, n in sids.items()})
+        return out
+
+    def probe_through_servers(self, job: ProbeJob) -> ProbeOutcome:
+        """Every EV probed by the agent of its source's server; every server reports what
+        its hosts received; judged here as on one machine. Lost probes are resent for
+        `job.retries` more rounds."""
+        nonce = int(time.monotonic_ns() & 0xFFFFFFFF)
+        out = ProbeOutcome()
+        rate = min(link.rate for link in self.plan.links)
+        pause = WINDOW * 128 * 8 / rate  # a window of probes (<= 128 B each) at the slowest link
+        ask_all(self.sessions.values(), "probe_open", nonce=nonce)
+        try:
+            pending = list(range(len(job.evs)))
+            for _round in range(job.retries + 1):
+                share: dict[str, list] = {s: [] for s in self.sessions}
+                for i in pending:
+                    ev = job.evs[i]
+                    share[self.placement.server_of[ev.src]].append([i, ev.src, str(ev.address)])
+                    out.sent[i] += 1
+                ask_all(self.sessions.values(), "probe_send", window=WINDOW, pause=pause,
+                        per_server={s: {"probes": p} for s, p in share.items()})
+                deadline = time.monotonic() + job.timeout
+                while True:
+                    interrupts.checkpoint()
+                    got = ask_all(self.sessions.values(), "probe_collect")
+                    for arrivals in got.values():
+                        for index, host, address, ifindex in arrivals["arrivals"]:
+                            if not 0 <= index < len(job.evs):
+                                continue
+                            out.received[index] += 1
+                            out.datagrams += 1
+                            arrived(job, out, index, host,
+                                    IPv6Address(address) if address else None, ifindex)
+                    if all(i in out.seen for i in pending) or time.monotonic() > deadline:
+                        break
+                    time.sleep(0.02)
+                pending = [i for i in pending if i not in out.seen]
+                if not pending:
+                    break
+        finally:
+            ask_all(self.sessions.values(), "probe_close")
+        return out
+
+    def sample_servers(self, queues: bool) -> dict[str, dict[str, list]]:
+        """Every node's port counters, each server's agent reading its own (telemetry)."""
+        out: dict[str, dict[str, list]] = {}
+        for got in ask_all(self.sessions.values(), "sample", queues=queues).values():
+            out.update(got["nodes"])
+        return out
+
+    def nft_worker(self, node: str, stop: threading.Event, setup: str) -> RemoteNft:
+        """The node's nftables worker, in its server's agent (fault times in the server's
+        clock, by its measured offset)."""
+        if self.nft_poller is None:
+            self.nft_poller = NftPoller(self.sessions, {
+                s: c.offset_ns / 1e9 for s, c in self.clocks.items()})
+        return RemoteNft(node, self.placement.server_of[node], self.nft_poller, stop, setup)
+
+    def rx_packets(self, node: str, ifname: str) -> int:
+        return int(self.node_request(node, "rx_packets", ifname=ifname)["packets"])
+
+    def send_udp(self, host: str, src: str, sport: int, dst: str, dport: int,
+                 count: int) -> None:
+        self.node_request(host, "send_udp", src=src, sport=sport, dst=dst, dport=dport,
+                          count=count)
+
+    def node_request(self, node: str, op: str, **args: object) -> Any:
+        """A request about one node to its server's agent (the fault injector's netlink part:
+        `port_rate`, `port_delay`, `routes`)."""
+        return self.session_of(node).request(op, node=node, **args)
+
+    def set_link(self, a: str, b: str, up: bool) -> None:
+        """Both ends of the link between nodes a and b up or down, each by its server."""
+        for node, peer in ((a, b), (b, a)):
+            port = self.plan.port_to(node, peer)
+            self.session_of(node).request("link", node=node, ifname=port.ifname, up=up)
+
+    def set_queue_rate(self, port: Port, link: Link, rate_bps: int) -> None:
+        if self.link_gaps is not None:
+            self.link_gaps.set_rate(port.ifindex, rate_bps)
+        if self.plan.scenario.switch.enabled and self.plan.nodes[port.node].role != "host":
+            self.session_of(port.node).request("queue_rate", node=port.node,
+                                               ifname=port.ifname, rate=rate_bps)
+
+    # ---- the end ----
     def close(self, on_step=None) -> int:
-        """Nodes first (their tunnels go with their namespaces), then the servers."""
+        """Each server's agent ends its nodes (and says what it did: its log, kept), the
+        sessions end (the agents exit and delete their logs), then the servers go."""
         if self._closed:
             return 0
         self._closed = True
-        for rtnl in self._server_rtnl.values():
-            rtnl.close()
-        killed = self._close_nodes()
+        killed, problems = 0, []
+        if self.nft_poller is not None:
+            self.nft_poller.close()
+        for name, session in self.sessions.items():
+            try:
+                killed += session.request("cleanup", timeout=30)["killed"]
+                self.agent_logs[name] = session.request("log")["text"]
+            except ServerError as exc:
+                problems.append(str(exc))
+            session.close()
+        self._write_logs()
+        cleanup.remove_dirs([str(self.agent_dir)])
+        killed += self._close_nodes()
         try:
             killed += self.servers.remove()
         finally:
             self.registry.close()
+        if problems:
+            raise TestbedError("; ".join(problems))
         return killed
+
+    def _write_logs(self) -> None:
+        if self.log_dir is None or not self.agent_logs:
+            return
+        self.log_dir.mkdir(parents=True, exist_ok=True)
+        for name, text in self.agent_logs.items():
+            (self.log_dir / f"{name}.agent.log").write_text(text)
 
 
 def make_network(plan: FabricPlan, registry: RunRegistry,

@@ -253,7 +253,7 @@ class Injector:
 
     def _worker(self, node: str) -> NodeNft:
         if node not in self._workers:
-            self._workers[node] = NodeNft(node, self.network.pid(node), self._stop, SETUP)
+            self._workers[node] = self.network.nft_worker(node, self._stop, SETUP)
         return self._workers[node]
 
     def _netlink(self, node: str) -> NodeNetlink:
@@ -312,6 +312,13 @@ class Injector:
             wanted = _plain(node_config(self.network.plan, name, failed))
             if wanted == current:
                 continue
+            remote = getattr(self.network, "node_request", None)  # cluster mode: its agent
+            if remote is not None:
+                remote(name, "routes", delete=[str(p) for p in current.keys() - wanted.keys()],
+                       replace=[[str(p), [[str(h.gateway), h.ifname] for h in r.nexthops]]
+                                for p, r in wanted.items() if current.get(p) != r])
+                self._plain[name] = wanted
+                continue
             handle = self._netlink(name)
             for prefix in current.keys() - wanted.keys():
                 handle.ipr.route("del", dst=str(prefix))
@@ -325,12 +332,21 @@ class Injector:
 
     def _set_rate(self, port: Port, link: Link, rate: int) -> None:
         """The shaper's rate, and the rate the port's eBPF virtual queue drains at."""
-        handle = self._netlink(port.node)
-        shaping.set_port_rate(handle.ipr, handle.ifindex(port.ifname), rate,
-                              self.network.plan.scenario.fabric.mtu)
+        remote = getattr(self.network, "node_request", None)  # cluster mode: its agent
+        if remote is not None:
+            remote(port.node, "port_rate", ifname=port.ifname, rate=rate)
+        else:
+            handle = self._netlink(port.node)
+            shaping.set_port_rate(handle.ipr, handle.ifindex(port.ifname), rate,
+                                  self.network.plan.scenario.fabric.mtu)
         self.network.set_queue_rate(port, link, rate)
 
     def _set_delay(self, port: Port, link: Link, delay: float | None) -> None:
+        remote = getattr(self.network, "node_request", None)  # cluster mode: its agent
+        if remote is not None:
+            remote(port.node, "port_delay", ifname=port.ifname,
+                   limit=self.network.fifo_limit(port, link), delay=delay)
+            return
         handle = self._netlink(port.node)
         index = handle.ifindex(port.ifname)
         limit = self.network.fifo_limit(port, link)

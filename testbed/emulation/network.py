@@ -13,9 +13,11 @@ import pty
 import select
 import signal
 import socket
+import threading
 import time
 import zlib
 from collections.abc import Callable
+from pathlib import Path
 
 from mininet.link import Intf
 from mininet.link import Link as MininetLink
@@ -26,6 +28,7 @@ from pyroute2.netlink import NLM_F_ACK, NLM_F_CREATE, NLM_F_EXCL, NLM_F_REQUEST
 from pyroute2.netlink.rtnl import RTM_NEWLINK
 from pyroute2.netlink.rtnl.ifinfmsg import ifinfmsg
 
+from testbed.emulation.nft_workers import NodeNft
 from testbed.errors import TestbedError
 from testbed.fabric.plan import FabricPlan, Link, Port
 from testbed.fabric.routes import node_configs
@@ -154,27 +157,36 @@ class NetlinkVeth(MininetLink):
 
     def makeIntfPair(self, intfname1, intfname2, addr1=None, addr2=None, node1=None,
                      node2=None, deleteIntfs=True, **_kw):  # Mininet's name
-        # gso_max_segs 1: a switch port queues packets, not 64 KB TSO super-packets (which
-        # would also never fit a byte FIFO smaller than themselves); TCP then sends MTU-sized
-        # segments, as it would through a real switch. pyroute2's link("add") cannot give the
-        # peer an index, hence the message built by hand.
-        def end(port: Port, ifname: str, node: Host) -> tuple[int, list]:
-            return port.ifindex, [("IFLA_IFNAME", ifname), ("IFLA_NET_NS_PID", node.pid),
-                                  ("IFLA_ADDRESS", port.mac), ("IFLA_MTU", self._mtu),
-                                  ("IFLA_GSO_MAX_SEGS", 1)]
+        self._rtnl.nlm_request_batch([veth_message(
+            (self._ports[0], intfname1, node1.pid), (self._ports[1], intfname2, node2.pid),
+            self._mtu)])
 
-        index, attrs = end(self._ports[0], intfname1, node1)
-        peer_index, peer_attrs = end(self._ports[1], intfname2, node2)
-        msg = ifinfmsg()
-        msg["family"] = socket.AF_UNSPEC
-        msg["index"] = index
-        msg["attrs"] = attrs + [("IFLA_LINKINFO", {"attrs": [
-            ("IFLA_INFO_KIND", "veth"),
-            ("IFLA_INFO_DATA", {"attrs": [
-                ("VETH_INFO_PEER", {"index": peer_index, "attrs": peer_attrs})]})]})]
-        msg["header"]["type"] = RTM_NEWLINK
-        msg["header"]["flags"] = NLM_F_REQUEST | NLM_F_ACK | NLM_F_CREATE | NLM_F_EXCL
-        self._rtnl.nlm_request_batch([msg])
+
+def veth_message(a: tuple[Port, str, int], b: tuple[Port, str, int], mtu: int) -> ifinfmsg:
+    """One netlink message making a veth pair straight into two namespaces: each end as
+    (port, interface name, pid of a process in the namespace), with the plan's index and MAC.
+
+    gso_max_segs 1: a switch port queues packets, not 64 KB TSO super-packets (which would
+    also never fit a byte FIFO smaller than themselves); TCP then sends MTU-sized segments, as
+    it would through a real switch. pyroute2's link("add") cannot give the peer an index, hence
+    the message built by hand."""
+    def end(port: Port, ifname: str, pid: int) -> tuple[int, list]:
+        return port.ifindex, [("IFLA_IFNAME", ifname), ("IFLA_NET_NS_PID", pid),
+                              ("IFLA_ADDRESS", port.mac), ("IFLA_MTU", mtu),
+                              ("IFLA_GSO_MAX_SEGS", 1)]
+
+    index, attrs = end(*a)
+    peer_index, peer_attrs = end(*b)
+    msg = ifinfmsg()
+    msg["family"] = socket.AF_UNSPEC
+    msg["index"] = index
+    msg["attrs"] = attrs + [("IFLA_LINKINFO", {"attrs": [
+        ("IFLA_INFO_KIND", "veth"),
+        ("IFLA_INFO_DATA", {"attrs": [
+            ("VETH_INFO_PEER", {"index": peer_index, "attrs": peer_attrs})]})]})]
+    msg["header"]["type"] = RTM_NEWLINK
+    msg["header"]["flags"] = NLM_F_REQUEST | NLM_F_ACK | NLM_F_CREATE | NLM_F_EXCL
+    return msg
 
 
 def _configure_node(job: tuple) -> tuple[str, dict[str, int] | str]:
@@ -189,6 +201,26 @@ def _configure_node(job: tuple) -> tuple[str, dict[str, int] | str]:
             handle.close()
     except Exception as exc:  # noqa: BLE001 (sent back to the runner with the node's name)
         return cfg.name, f"configuring {cfg.name}: {type(exc).__name__}: {exc}"
+
+
+def rx_packets(pid: int, ifname: str) -> int:
+    """Packets received by a port of the namespace of `pid`."""
+    for line in Path(f"/proc/{pid}/net/dev").read_text().splitlines()[2:]:
+        name, _, counters = line.partition(":")
+        if name.strip() == ifname:
+            return int(counters.split()[1])
+    raise KeyError(ifname)
+
+
+def send_udp(pid: int, src: str, sport: int, dst: str, dport: int, count: int) -> None:
+    """`count` datagrams of 64 B from (src, sport) to (dst, dport), in the namespace of `pid`."""
+    sock = netns.socket_in(pid, socket.AF_INET6, socket.SOCK_DGRAM)
+    try:
+        sock.bind((src, sport))
+        for _ in range(count):
+            sock.sendto(b"\0" * 64, (dst, dport))
+    finally:
+        sock.close()
 
 
 class FabricNetwork:
@@ -216,14 +248,18 @@ class FabricNetwork:
                                     **self.node_params(name))
             self.registry.add_node(name, node.pid, None)  # before its namespace even exists
         for name in self.progress.bar(names, len(names), "nodes"):
-            node = self.net[name]
-            node.finish_start()
-            inode = netns.netns_inode(node.pid)
-            self.inodes.add(inode)
-            self.registry.add_node(name, node.pid, inode)
-            router = self.plan.nodes[name].role != "host"
-            seed = ecmp_hash_seed(self.plan.scenario.seed, name) if router else None
-            netns.write_sysctls(node.pid, node_sysctls(router, seed))
+            self.net[name].finish_start()
+            self.node_started(name)
+
+    def node_started(self, name: str) -> None:
+        """A node's shell is up: note its namespace (what teardown empties), its sysctls."""
+        node = self.net[name]
+        inode = netns.netns_inode(node.pid)
+        self.inodes.add(inode)
+        self.registry.add_node(name, node.pid, inode)
+        router = self.plan.nodes[name].role != "host"
+        seed = ecmp_hash_seed(self.plan.scenario.seed, name) if router else None
+        netns.write_sysctls(node.pid, node_sysctls(router, seed))
 
     def node_params(self, name: str) -> dict:
         """Extra parameters of a node's Mininet host (the cluster mode's shell prefix)."""
@@ -273,6 +309,20 @@ class FabricNetwork:
 
     def node(self, name: str) -> Host:
         return self.net[name]
+
+    def rx_packets(self, node: str, ifname: str) -> int:
+        """Packets the node's port received (/proc/<pid>/net/dev)."""
+        return rx_packets(self.pid(node), ifname)
+
+    def send_udp(self, host: str, src: str, sport: int, dst: str, dport: int,
+                 count: int) -> None:
+        """`count` datagrams of 64 B from the host, one 5-tuple (RoCEv2's path probes)."""
+        send_udp(self.pid(host), src, sport, dst, dport, count)
+
+    def nft_worker(self, node: str, stop: threading.Event, setup: str) -> NodeNft:
+        """The node's nftables worker for the fault injector: a thread of this process in
+        the node's namespace (the cluster mode's runs in its server's agent)."""
+        return NodeNft(node, self.pid(node), stop, setup)
 
     def set_link(self, a: str, b: str, up: bool) -> None:
         """Both ends of the link between nodes a and b administratively up or down (carrier

@@ -10,28 +10,24 @@ Every namespace and the key folder are written to the run's registry before they
 so `mrc-testbed clean` removes them after a crash; nothing lives in the root namespace.
 
 What stands in for what on real servers:
+- the server's sshd for the server's: the server agents (server_agent.py) always start through
+  it, and with `cluster.ssh_transport: true` so do the nodes' shells, as Mininet's RemoteMixin
+  does;
 - `ip netns exec SERVER` (here `nsenter --net`, which leaves the mount namespace alone) for
-  `ssh SERVER`: the fast prefix. `cluster.ssh_transport: true` starts every node through the
-  server's sshd instead, as Mininet's RemoteMixin does;
-- netlink in the server's namespace for netlink on the server.
+  `ssh SERVER` when starting node shells the fast way (the default): only the shells' start
+  takes this shortcut; everything done to a node after it goes through the agent.
 """
 from __future__ import annotations
 
 import hashlib
 import os
-import re
 import shutil
-import socket
 import subprocess
 import time
 from dataclasses import dataclass
 from ipaddress import IPv6Address, ip_address
 from pathlib import Path
 
-from pyroute2 import IPRoute
-from pyroute2.netlink import NETLINK_ROUTE
-
-from testbed.emulation.telemetry import read_net_dev
 from testbed.errors import EnvironmentProblem
 from testbed.kernel import netns
 from testbed.lifecycle import cleanup
@@ -72,7 +68,8 @@ def require_tools() -> None:
 
 
 class EmulatedServers:
-    """Create with `create()`, measure with `check_underlay()`, always end with `remove()`."""
+    """Create with `create()`, always end with `remove()`. The underlay is measured by the
+    server agents (ClusterNetwork), as on real servers."""
 
     def __init__(self, cluster: Cluster, fabric_mtu: int, registry: RunRegistry) -> None:
         assert cluster.emulated is not None
@@ -170,46 +167,6 @@ class EmulatedServers:
                                        f"{res.stderr.strip()} {log_text}")
                 time.sleep(0.05)
 
-    def check_underlay(self) -> list[UnderlayPath]:
-        """Preflight of the underlay: every server's device MTU carries a full fabric frame in
-        VXLAN, and a packet of exactly that size crosses to every other server unfragmented
-        (DF set). Raises EnvironmentProblem with the number to set."""
-        for name in self.names:
-            mtu = _device_mtu(self.path(name), UNDERLAY_IF)
-            if mtu < self.required_mtu:
-                raise EnvironmentProblem(
-                    f"the underlay of server {name} has MTU {mtu}: a fabric frame of MTU "
-                    f"{self.fabric_mtu} in VXLAN needs {self.required_mtu} "
-                    f"({self.cluster.overhead} B of outer headers)",
-                    f"raise the underlay MTU to at least {self.required_mtu} "
-                    f"(cluster.underlay_mtu), or lower fabric.mtu to "
-                    f"{mtu - self.cluster.overhead}")
-        size = self.required_mtu - 20 - 8  # ICMP payload of an IPv4 packet of that size
-        self.paths = []
-        for src in self.names:
-            for dst in self.names:
-                if src == dst:
-                    continue
-                res = subprocess.run(
-                    [*self.prefix(src), "ping", "-n", "-q", "-c", "3", "-i", "0.05", "-W", "1",
-                     "-M", "do", "-s", str(size), self.address[dst]],
-                    capture_output=True, text=True, timeout=20)
-                rtt = re.search(r"= [\d.]+/([\d.]+)/", res.stdout)
-                if res.returncode != 0 or rtt is None:
-                    raise EnvironmentProblem(
-                        f"a {self.required_mtu} B packet (a full fabric frame in VXLAN) did not "
-                        f"cross the underlay from {src} to {dst} unfragmented: "
-                        f"{(res.stdout + res.stderr).strip().splitlines()[-1:]}",
-                        f"every device between the servers needs MTU >= {self.required_mtu}")
-                self.paths.append(UnderlayPath(src, dst, self.mtu, float(rtt.group(1))))
-        return self.paths
-
-    def underlay_counters(self) -> dict[str, tuple[int, ...]]:
-        """Per server, its underlay device's counters (/proc/net/dev order: rx bytes, packets,
-        errors, drops, then tx the same), read in its sshd's namespace."""
-        return {name: read_net_dev(self.sshd[name].pid, {UNDERLAY_IF})[UNDERLAY_IF]
-                for name in self.names}
-
     # ---- the end ----
     def remove(self) -> int:
         """End every sshd (and what it serves), delete the namespaces and the keys; processes
@@ -223,12 +180,3 @@ class EmulatedServers:
         cleanup.remove_dirs([str(self.keydir)])
         return killed
 
-
-def _device_mtu(namespace: str, ifname: str) -> int:
-    """MTU of a device in the namespace at `namespace`, over netlink."""
-    sock = netns.socket_at(namespace, socket.AF_NETLINK, socket.SOCK_DGRAM, NETLINK_ROUTE)
-    with IPRoute(fileno=sock.detach()) as ipr:
-        index = ipr.link_lookup(ifname=ifname)
-        if not index:
-            raise RuntimeError(f"no device {ifname}")
-        return int(ipr.get_links(index[0])[0].get_attr("IFLA_MTU"))

@@ -1,5 +1,6 @@
 """Telemetry of every port while the workload runs: counters sampled on a fixed period.
 
+In the cluster mode each server's agent reads its own nodes the same way (`sample_servers`).
 Interface counters come from /proc/<pid>/net/dev, which shows the namespace of the node's
 shell: no netlink, no namespace switch, about 50 microseconds a node. Queue drops and backlog
 (the byte FIFO behind each port's shaper, where congestion losses happen) come from a netlink
@@ -74,7 +75,8 @@ class Sampler:
         handles: dict[str, NodeNetlink] = {}
         t_cpu = time.thread_time()
         try:
-            for name in self._ports:  # netlink sockets belong to the thread that made them
+            remote = getattr(self.network, "sample_servers", None)  # cluster mode: agents
+            for name in self._ports if remote is None else ():  # sockets are per thread
                 handles[name] = NodeNetlink(self.network.pid(name),
                                             self.network.ifindex.get(name))
             next_at = time.monotonic()
@@ -94,29 +96,42 @@ class Sampler:
         now = time.time()
         with_queues = self.samples % self.queue_every == 0 or self._stop.is_set()
         t0 = time.thread_time()
-        for name, ports in self._ports.items():
+        remote = getattr(self.network, "sample_servers", None)
+        if remote is not None:  # each server's agent reads its nodes, all servers at once
+            for name, ports in remote(with_queues).items():
+                for ifname, (c, backlog, drops, bpf) in ports.items():
+                    self._row(now, name, ifname, c, (backlog, drops), _bpf_fields(bpf))
+        for name, ports in self._ports.items() if remote is None else ():
             counters = read_net_dev(self.network.pid(name), set(ports))
             queues = handles[name].queue_stats() if with_queues else {}
-            for ifname, link in ports.items():
+            for ifname in ports:
                 c = counters.get(ifname)
                 if c is None:
                     continue
                 q = queues.get(handles[name].ifindex(ifname), (None, None))
-                self.rows.append({"time": now, "node": name, "ifname": ifname,
-                                  "link": link.name, "kind": link.kind, "plane": link.plane,
-                                  **dict(zip(_FIELDS, c, strict=True)),
-                                  "queue_backlog": q[0], "queue_drops": q[1],
-                                  **self._queue_counters(name, ifname)})
+                self._row(now, name, ifname, c, q, self._queue_counters(name, ifname))
         if with_queues:
             cost = time.thread_time() - t0
             self.queue_every = max(1, math.ceil(cost / (QUEUE_BUDGET * self.period)))
         self.samples += 1
 
+    def _row(self, now: float, name: str, ifname: str, c, q, bpf: dict) -> None:
+        link = self._ports[name][ifname]
+        self.rows.append({"time": now, "node": name, "ifname": ifname,
+                          "link": link.name, "kind": link.kind, "plane": link.plane,
+                          **dict(zip(_FIELDS, c, strict=True)),
+                          "queue_backlog": q[0], "queue_drops": q[1], **bpf})
+
     def _queue_counters(self, node: str, ifname: str) -> dict[str, int | None]:
         state = None
         if self.network.queues is not None:
             state = self.network.queues.counters(self._ifindex[(node, ifname)])
-        if state is None:
-            return dict.fromkeys(_QUEUE_FIELDS)
-        return {"ecn_marked": state["marked"], "trimmed": state["trimmed"],
-                "bpf_dropped": state["dropped"], "vq_bytes": state["queue"]}
+        return _bpf_fields(state)
+
+
+def _bpf_fields(state: dict[str, int] | None) -> dict[str, int | None]:
+    """The eBPF queue's counters as telemetry columns (empty where the program is not)."""
+    if state is None:
+        return dict.fromkeys(_QUEUE_FIELDS)
+    return {"ecn_marked": state["marked"], "trimmed": state["trimmed"],
+            "bpf_dropped": state["dropped"], "vq_bytes": state["queue"]}

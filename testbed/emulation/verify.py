@@ -8,7 +8,9 @@ It counts as proven only if
   crossed), and
 - the End SID packet counters of every router moved by exactly the number of probes planned
   through it (bounded by probes received and probes sent when some had to be resent).
-All probing runs from this one process: sockets are created inside the hosts' namespaces.
+On one machine all probing runs from this one process: sockets are created inside the hosts'
+namespaces. Over servers, each server's agent sends the probes whose source is on it and
+reports what its hosts received; the judging below is the same (`arrived`).
 """
 from __future__ import annotations
 
@@ -190,7 +192,7 @@ class Prober:
 
     def _receive(self, timeout: float, nonce: int, out: ProbeOutcome) -> int:
         """Drain arrivals for up to `timeout`; returns datagrams read."""
-        evs, plan = self.job.evs, self.job.plan
+        evs = self.job.evs
         got = 0
         for key, _ in self.selector.select(timeout):
             sock, host = key.fileobj, key.data
@@ -206,21 +208,12 @@ class Prober:
                     continue
                 got += 1
                 out.received[index] += 1
-                ev = evs[index]
                 address, ifindex = None, None
                 for level, kind, value in ancdata:
                     if level == socket.IPPROTO_IPV6 and kind == socket.IPV6_PKTINFO:
                         raw, ifindex = _PKTINFO.unpack(value[:_PKTINFO.size])
                         address = IPv6Address(raw)
-                problem = None
-                if host != ev.dst:
-                    problem = f"arrived at {host}, not {ev.dst}"
-                elif address != plan.srv6_address(ev.dst, ev.plane):
-                    problem = f"arrived with destination {address} (uSIDs not all consumed)"
-                elif ifindex != self.job.ifindex[(ev.dst, ev.plane)]:
-                    problem = "arrived on the port of another plane"
-                if index not in out.seen or out.seen[index] is not None:
-                    out.seen[index] = problem
+                arrived(self.job, out, index, host, address, ifindex)
         out.datagrams += got
         return got
 
@@ -250,6 +243,22 @@ class Prober:
             if not pending:
                 break
         return out
+
+
+def arrived(job: ProbeJob, out: ProbeOutcome, index: int, host: str,
+            address: IPv6Address | None, ifindex: int | None) -> None:
+    """Judge one probe's arrival (where, with which destination, on which port) into `out`:
+    a later good copy of a probe overrides an earlier bad one."""
+    ev = job.evs[index]
+    problem = None
+    if host != ev.dst:
+        problem = f"arrived at {host}, not {ev.dst}"
+    elif address != job.plan.srv6_address(ev.dst, ev.plane):
+        problem = f"arrived with destination {address} (uSIDs not all consumed)"
+    elif ifindex != job.ifindex[(ev.dst, ev.plane)]:
+        problem = "arrived on the port of another plane"
+    if index not in out.seen or out.seen[index] is not None:
+        out.seen[index] = problem
 
 
 _JOB: ProbeJob | None = None  # set by verify() just before forking the probing workers
@@ -324,9 +333,13 @@ def verify(network: FabricNetwork, progress: Progress) -> VerifyReport:
                for h in plan.hosts for p in range(plan.planes)}
     job = ProbeJob(plan, {h: network.pid(h) for h in plan.hosts}, ifindex, evs,
                    cfg.timeout, cfg.retries)
-    before = read_counters(network, progress)
-    outcome = probe_all(job, progress)
-    after = read_counters(network, progress)
+    # the cluster mode's network probes through its servers' agents (cluster.py)
+    remote = getattr(network, "probe_through_servers", None)
+    counters = getattr(network, "end_sid_counters", None) or (lambda: read_counters(network,
+                                                                                     progress))
+    before = counters()
+    outcome = remote(job) if remote is not None else probe_all(job, progress)
+    after = counters()
 
     report = VerifyReport(scope, len(evs), sum(outcome.sent.values()), outcome.datagrams, 0.0,
                           routers_checked=len(plan.routers))

@@ -220,6 +220,7 @@ def _build_and_use(network: FabricNetwork, results: RunResults, options: RunOpti
     plan = network.plan
     if isinstance(network, ClusterNetwork):
         with progress.phase("servers") as info:
+            network.log_dir = results.dir / "servers"  # each server agent's log, at the end
             info["done"] = network.add_servers()
         results.meta["cluster"] = network.facts()
         results.save()
@@ -235,7 +236,7 @@ def _build_and_use(network: FabricNetwork, results: RunResults, options: RunOpti
     with progress.phase("routes") as info:
         network.configure()
         info["done"] = "addresses, neighbours, routes, End SIDs, htb shapers" + (
-            ", ECN/trimming at router ports" if network.queues is not None else "")
+            ", ECN/trimming at router ports" if plan.scenario.switch.enabled else "")
     with progress.phase("verify") as info:
         report = verify(network, progress)
         results.write_json("verify.json", report.to_json())

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -32,7 +31,6 @@ from testbed.emulation.telemetry import default_period
 from testbed.errors import TestbedError
 from testbed.fabric import paths
 from testbed.fabric.plan import FabricPlan
-from testbed.kernel import netns
 from testbed.lifecycle import interrupts
 from testbed.run.waiting import stop, wait_for_agents
 from testbed.scenario import Scenario
@@ -187,6 +185,7 @@ def run_agents(network: FabricNetwork, scenario: Scenario, transport: str, out: 
     """Start every rank's agent, wait for all, return what each reported. `on_start` gets the
     common start time (wall clock) as soon as it is set: the fault timeline counts from it.
     `mode` overrides the scenario's `agents.mode`."""
+    out = out.resolve()  # agents start in their own folder: a relative path would not hold
     out.mkdir(parents=True, exist_ok=True)
     configs = agent_configs(network.plan, scenario, transport, out)
     mode = mode or scenario.agents.mode
@@ -244,14 +243,6 @@ def run_agents(network: FabricNetwork, scenario: Scenario, transport: str, out: 
 PATH_PROBES = 8  # datagrams sent to find the spine a RoCEv2 QP's 5-tuple hashes to
 
 
-def _rx_packets(pid: int, ifname: str) -> int:
-    for line in Path(f"/proc/{pid}/net/dev").read_text().splitlines()[2:]:
-        name, _, counters = line.partition(":")
-        if name.strip() == ifname:
-            return int(counters.split()[1])
-    raise KeyError(ifname)
-
-
 def roce_spine(network: FabricNetwork, host: str, peer: str, plane: int, sport: int) -> int | None:
     """The spine a RoCEv2 flow (UDP from `sport` to port 4791) takes in `plane`, read from the
     counters: PATH_PROBES datagrams of the same 5-tuple, sent once the agents are done, and
@@ -263,18 +254,13 @@ def roce_spine(network: FabricNetwork, host: str, peer: str, plane: int, sport: 
     if leaf == plan.leaf_of(peer, plane):
         return None
     facing = {sp: plan.port_to(sp, leaf).ifname for sp in plan.spines[plane]}
-    before = {sp: _rx_packets(network.pid(sp), ifname) for sp, ifname in facing.items()}
-    sock = netns.socket_in(network.pid(host), socket.AF_INET6, socket.SOCK_DGRAM)
-    try:
-        sock.bind((str(plan.plain_address(host, plane)), sport))
-        for _ in range(PATH_PROBES):
-            sock.sendto(b"\0" * 64, (str(plan.plain_address(peer, plane)), ROCE_PORT))
-    finally:
-        sock.close()
+    before = {sp: network.rx_packets(sp, ifname) for sp, ifname in facing.items()}
+    network.send_udp(host, str(plan.plain_address(host, plane)), sport,
+                     str(plan.plain_address(peer, plane)), ROCE_PORT, PATH_PROBES)
     deadline = time.time() + 1.0
     while True:
         moved = [sp for sp, ifname in facing.items()
-                 if _rx_packets(network.pid(sp), ifname) - before[sp] >= PATH_PROBES]
+                 if network.rx_packets(sp, ifname) - before[sp] >= PATH_PROBES]
         if moved or time.time() > deadline:
             break
         time.sleep(0.005)

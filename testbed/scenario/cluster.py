@@ -3,8 +3,9 @@
 Absent, the fabric is built on this machine as always. Present, it names the servers and how
 nodes are placed on them; links between nodes on two servers become VXLAN tunnels over the
 servers' underlay network (testbed/fabric/placement.py plans which, testbed/emulation/cluster.py
-builds them). For tests and demos, `emulated: N` makes N servers on this machine, each a
-network namespace with its own sshd, joined by a veth underlay.
+builds them, one server agent per server, over ssh, doing each server's share). For tests
+and demos, `emulated: N` makes N servers on this machine, each a network namespace with its
+own sshd, joined by a veth underlay.
 
 What needs the fabric (enough pods for the servers, VNIs for every crossing link, an underlay
 MTU that carries the fabric's frames) is checked in `check`, called from the scenario's own
@@ -84,8 +85,9 @@ class Cluster(_Strict):
                           description="VNI of the first crossing link; one VNI per link")
     vxlan_port: int = Field(4789, ge=1, le=65535, description="UDP port of the tunnels")
     ssh_transport: bool = Field(
-        False, description="emulated servers only: start nodes through each server's sshd "
-                           "(as on real servers) instead of `ip netns exec`")
+        False, description="emulated servers only: start node shells through each server's "
+                           "sshd (as on real servers) instead of `ip netns exec`; the server "
+                           "agents always start over ssh")
 
     @model_validator(mode="after")
     def _one_kind(self) -> Cluster:

@@ -74,7 +74,22 @@ def sshd_processes() -> set[int]:
 def snapshot() -> dict[str, set]:
     return {"mininet processes": mininet_processes(), "namespaces": net_namespaces(),
             "root-namespace links": root_links(), "registry entries": registry_entries(),
-            "named namespaces": named_namespaces(), "sshd processes": sshd_processes()}
+            "named namespaces": named_namespaces(), "sshd processes": sshd_processes(),
+            "server agents": server_agents()}
+
+
+def server_agents() -> set:
+    """Server agents' processes and their logs on the (emulated) servers."""
+    procs = set()
+    for proc in Path("/proc").iterdir():
+        if proc.name.isdigit():
+            try:
+                cmd = (proc / "cmdline").read_bytes().split(b"\0")
+            except OSError:
+                continue
+            if b"testbed.emulation.server_agent" in cmd:
+                procs.add(f"pid {proc.name}")
+    return procs | {str(p) for p in STATE_DIR.glob("*.agents/*")}
 
 
 def leftovers(before: dict[str, set], wait: float = 5.0) -> dict[str, set]:

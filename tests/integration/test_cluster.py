@@ -12,10 +12,14 @@ import time
 from pathlib import Path
 
 import pandas as pd
+import pytest
 
+from testbed import errors
 from testbed import scenario as scenario_mod
 from testbed.emulation.cluster import ClusterNetwork
+from testbed.emulation.injector import Injector
 from testbed.emulation.telemetry import read_net_dev
+from testbed.fabric.timeline import Action
 from testbed.kernel import netns, vxlan
 from testbed.run.runner import fabric
 
@@ -67,6 +71,21 @@ def test_quickstart_across_two_servers_proves_every_ev_and_rank(tmp_path: Path,
         links = pd.read_parquet(run / "links.parquet")
         crossing = links[links.link.isin(cluster["crossing_links"])]
         assert crossing.groupby("link").tx_bytes.max().gt(0).all(), "every tunnel carried data"
+        routers = links[links.node.str.contains("s|l")]  # read by the agents, eBPF counters too
+        assert routers.ecn_marked.notna().all() and routers.vq_bytes.notna().all()
+        clock = cluster["clock"]
+        assert set(clock["servers"]) == {"srv0", "srv1"} and clock["bound_us"] == 1000
+        for c in clock["servers"].values():  # one kernel, one clock: within the error
+            assert c["samples"] == 16 and 0 < c["error_us"] < 1000
+            assert abs(c["offset_us"]) <= c["error_us"], c
+        assert {p.name for p in (run / "servers").iterdir()} == {"srv0.agent.log",
+                                                                 "srv1.agent.log"}
+        if run.name.endswith("rocev2"):  # each QP's spine, probed by the agents after the run
+            qps = pd.read_parquet(run / "qps.parquet")
+            crossing_qps = qps[qps.spine.notna()]
+            assert len(crossing_qps) >= 4, qps
+            logs = "".join(p.read_text() for p in (run / "servers").iterdir())
+            assert "send_udp h" in logs
 
 
 def test_tunnel_ends_are_vxlan_ports_like_any_other(tmp_path: Path):
@@ -157,6 +176,9 @@ cluster: {emulated: 2}
 """, tmp_path, results_dir)
     meta = json.loads((run / "meta.json").read_text())
     assert "p0l1-p0s0" in meta["cluster"]["crossing_links"]  # the fault is on a tunnel
+    for server, node in (("srv1", "p0l1"), ("srv0", "p0s0")):  # each end by its server's agent
+        log = (run / "servers" / f"{server}.agent.log").read_text()
+        assert log.count(f"nft_submit {node} job") == 2, log  # down, then up
     events = pd.read_parquet(run / "events.parquet")
     events = events[events.condition == "down"]
     down_at, up_at = events.applied.tolist()
@@ -190,7 +212,8 @@ def test_real_servers_are_refused_with_the_reason(tmp_path: Path, results_dir: P
                     "    - {name: b, ssh: root@192.0.2.2, underlay: 192.0.2.2}\n")
     res = run_cli("run", str(file), "--verify-only", results=results_dir)
     assert res.returncode == 3, res.stderr
-    assert "real servers are not supported yet" in res.stderr and "emulated: N" in res.stderr
+    assert "real servers cannot run yet" in res.stderr and "emulated: N" in res.stderr
+    assert "still from this machine: the host agents' start and their results" in res.stderr
     assert not results_dir.exists() or not any(results_dir.iterdir())
 
 
@@ -218,3 +241,125 @@ def test_validate_prints_the_plan_of_real_servers_without_touching_them(tmp_path
     assert "on 2 servers (round_robin placement)" in res.stdout
     assert "  8 of 16 links cross between servers (VXLAN, round_robin placement)" in res.stdout
     assert "  a<->b: 8 links, up to 200.0 Mbit/s each way" in res.stdout
+
+
+def test_the_runner_never_reaches_into_a_node_the_server_agents_do(tmp_path: Path,
+                                                                   monkeypatch):
+    """Build and verify over 2 emulated servers with this process forbidden to enter any
+    node's namespace (every netlink or probe socket, every sysctl goes through
+    netns.entered_path) or read a node's /proc/<pid>/net: all of it must happen in the
+    servers' agents, reached over ssh. Each agent's log says what it did, node by node."""
+    entered = netns.entered_path
+
+    def forbidden(path: str):
+        if path.startswith("/proc/"):
+            raise AssertionError(f"the runner entered a node's namespace ({path})")
+        return entered(path)
+
+    monkeypatch.setattr(netns, "entered_path", forbidden)
+    sc = scenario_mod.parse(QUICK + "cluster: {emulated: 2, ssh_transport: true}\n", "test")
+    with fabric(sc) as network:
+        assert isinstance(network, ClusterNetwork)
+        sessions = {s: network.sessions[s].proc for s in network.sessions}
+        for server, proc in sessions.items():  # each agent is the far end of an ssh session
+            assert proc is not None and "ssh" in proc.args, proc.args
+            assert f"root@{network.placement.underlay[server]}" in proc.args
+            assert "testbed.emulation.server_agent" in proc.args[-1]
+        counters = network.sample_servers(queues=True)
+        assert set(counters) == set(network.plan.nodes)
+        assert counters["p0s0"]["p0s0-eth1"][3] is not None  # the eBPF queue's counters
+    monkeypatch.undo()
+    for server in ("srv0", "srv1"):
+        log = network.agent_logs[server]
+        nodes = " ".join(network.placement.nodes_on(server))
+        assert f"configure 6 nodes: {nodes}, eBPF queue loaded" in log, log
+        assert "links: 6 veths, 4 VXLAN ends" in log
+        hosts = " ".join(h for h in network.placement.nodes_on(server) if h.startswith("h"))
+        assert f"probe_send 20 probes from {hosts}" in log
+        assert "cleanup: 6 processes in 6 node namespaces ended" in log
+        agent_pid = int(log.split("started, pid ")[1].split()[0])
+        assert agent_pid != os.getpid()
+
+
+def running(pid: int) -> bool:
+    """Alive, not a zombie (nodes started through nsenter are this process's children, and
+    a killed child stays in /proc until its parent reaps it)."""
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return False
+    return "\nState:\tZ" not in status
+
+
+def test_a_lost_ssh_session_makes_its_agent_clean_its_server(tmp_path: Path):
+    """Kill the ssh client of srv1's agent: the agent reads the end of its stdin, ends every
+    process in srv1's nodes (so their namespaces, links and tunnels go), deletes its log and
+    exits; srv0 is untouched. Closing the fabric then says which session was lost."""
+    sc = scenario_mod.parse(QUICK + "cluster: {emulated: 2}\n", "test")
+    seen: dict[str, object] = {}
+    with pytest.raises(errors.TestbedError, match="server srv1: its agent's session ended"), \
+            fabric(sc) as network:
+            assert isinstance(network, ClusterNetwork)
+            session = network.sessions["srv1"]
+            agent_pid = session.hello["pid"]
+            log = Path(session.log)
+            seen["log before"] = log.exists()
+            mine = {n: network.pid(n) for n in network.placement.nodes_on("srv1")}
+            others = {n: network.pid(n) for n in network.placement.nodes_on("srv0")}
+            assert session.proc is not None
+            os.kill(session.proc.pid, 9)
+            deadline = time.monotonic() + 10
+            while time.monotonic() < deadline and (
+                    running(agent_pid) or log.exists() or any(map(running, mine.values()))):
+                time.sleep(0.05)
+            seen["agent alive"] = running(agent_pid)
+            seen["log after"] = log.exists()
+            seen["srv1 alive"] = [n for n, p in mine.items() if running(p)]
+            seen["srv0 alive"] = [n for n, p in others.items() if running(p)]
+    assert seen == {"log before": True, "agent alive": False, "log after": False,
+                    "srv1 alive": [], "srv0 alive": list(network.placement.nodes_on("srv0"))}
+
+
+def test_degrade_delay_and_routing_on_a_tunnel_go_through_both_servers_agents():
+    """The netlink part of faults, on the crossing link p0l1 (srv1) - p0s0 (srv0): each end's
+    shaper rate, its FIFO swapped for netem and back, and the baseline's routes converging
+    around the link and back, each done by the agent of that end's server."""
+    sc = scenario_mod.parse(QUICK + "cluster: {emulated: 2}\n", "test")
+    with fabric(sc) as network:
+        assert isinstance(network, ClusterNetwork)
+        assert network.placement.server_of["p0l1"] != network.placement.server_of["p0s0"]
+        injector = Injector(network, [], [])
+        ends = {n: network.plan.port_to(n, p).ifname
+                for n, p in (("p0l1", "p0s0"), ("p0s0", "p0l1"))}
+
+        def tc(node: str, what: str) -> str:
+            return network.node(node).cmd(f"tc {what} show dev {ends[node]}")
+
+        degrade = Action(0, True, "degrade", ("p0l1-p0s0",), 0, (("fraction", 0.25),))
+        injector.apply(degrade)
+        for node in ends:
+            assert "rate 6250Kbit" in tc(node, "class"), tc(node, "class")
+        injector.apply(Action(1, False, "degrade", ("p0l1-p0s0",), 0, degrade.params))
+        for node in ends:
+            assert "rate 25Mbit" in tc(node, "class")
+        delay = Action(0, True, "delay", ("p0l1-p0s0",), 0, (("delay", 0.005),))
+        injector.apply(delay)
+        for node in ends:
+            assert "netem" in tc(node, "qdisc") and "delay 5ms" in tc(node, "qdisc")
+        injector.apply(Action(1, False, "delay", ("p0l1-p0s0",), 0, delay.params))
+        for node in ends:
+            assert "netem" not in tc(node, "qdisc") and "bfifo" in tc(node, "qdisc")
+        leaf = network.node("p0l1")
+        before = leaf.cmd("ip -6 route show fd10::/64")
+        assert before.count("nexthop via") == 2, before
+        injector.apply(Action(0, True, "routed", ("p0l1-p0s0",), 0))
+        converged = leaf.cmd("ip -6 route show fd10::/64")
+        assert "nexthop" not in converged and "proto bgp" in converged, converged
+        injector.apply(Action(1, False, "routed", ("p0l1-p0s0",), 0))
+        assert leaf.cmd("ip -6 route show fd10::/64").count("nexthop via") == 2
+        injector.stop()
+    for server, node in (("srv1", "p0l1"), ("srv0", "p0s0")):
+        log = network.agent_logs[server]
+        assert log.count(f"port_rate {node} {ends[node]}") == 2, log
+        assert log.count(f"port_delay {node} {ends[node]}") == 2, log
+    assert "routes p0l1: " in network.agent_logs["srv1"]

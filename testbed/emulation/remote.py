@@ -1,0 +1,190 @@
+"""The runner's end of the server agents: one ssh session per server, JSON lines over it.
+
+A `ServerSession` starts `testbed.emulation.server_agent` over ssh (the same command for a
+real server and an emulated one: only the ssh prefix differs) and sends one request at a time.
+`send` and `receive` are split so that the runner can ask every server at once and then read
+the answers (`ask_all`). An error reply, a dead session or a reply that is not JSON raises
+`ServerError`, one line naming the server.
+
+The session is the agent's life line: closing its stdin (the runner ending, killed or not:
+the kernel closes the pipe) ends the agent, which first cleans its server up.
+"""
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import select
+import shlex
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterable
+from typing import Any
+
+from testbed.errors import TestbedError
+from testbed.fabric.clock import ClockOffset, Sample, offset_of
+from testbed.lifecycle import interrupts
+
+REPLY_TIMEOUT = 120.0  # s for one reply (configuring a few hundred nodes takes seconds)
+START_TIMEOUT = 30.0  # s for the agent's first line (ssh login, Python start, imports)
+CLOCK_SAMPLES = 16
+
+
+class ServerError(TestbedError):
+    """A server agent failed a request, or its session ended: the message names the server."""
+
+
+def agent_argv(log: str) -> list[str]:
+    """The command the server runs (the repository and venv at the same path as here; `-P`:
+    root must not import from whatever folder the session starts in)."""
+    return [sys.executable, "-P", "-m", "testbed.emulation.server_agent", log]
+
+
+class ServerSession:
+    """Start with `start()` (waits for the agent's hello), then `request()`; `close()` ends it."""
+
+    def __init__(self, server: str, ssh: list[str], log: str) -> None:
+        self.server = server
+        self.ssh = ssh
+        self.log = log
+        self.proc: subprocess.Popen | None = None
+        self.hello: dict[str, Any] = {}
+        self._buffer = b""
+        self._sent = self._read_n = 0  # requests sent, replies read (to skip abandoned ones)
+        self.lock = threading.Lock()  # one request at a time (telemetry asks from its thread)
+
+    def start(self) -> dict[str, Any]:
+        # `exec`: the login shell gives way to the agent, which then is the session's process
+        command = "cd / && exec " + shlex.join(agent_argv(self.log))
+        self.proc = subprocess.Popen([*self.ssh, command], stdin=subprocess.PIPE,
+                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                     start_new_session=True)
+        self.hello = self._reply(START_TIMEOUT, "starting")
+        return self.hello
+
+    def send(self, op: str, **args: Any) -> None:
+        assert self.proc is not None and self.proc.stdin is not None
+        try:
+            self.proc.stdin.write(json.dumps({"op": op, **args}).encode() + b"\n")
+            self.proc.stdin.flush()
+            self._sent += 1
+        except (BrokenPipeError, OSError):
+            raise self._dead(op) from None
+
+    def receive(self, op: str, timeout: float = REPLY_TIMEOUT) -> Any:
+        """The reply to the last request sent; replies to requests abandoned before (a signal
+        while waiting) are read and dropped first, so that the session stays in step."""
+        while self._read_n < self._sent - 1:
+            self._read_n += 1
+            try:
+                self._reply(timeout, op)
+            except ServerError as exc:
+                if "its agent's session ended" in str(exc):
+                    raise
+        self._read_n += 1
+        return self._reply(timeout, op)
+
+    def request(self, op: str, timeout: float = REPLY_TIMEOUT, **args: Any) -> Any:
+        with self.lock:
+            self.send(op, **args)
+            return self.receive(op, timeout)
+
+    def _reply(self, timeout: float, op: str) -> Any:
+        assert self.proc is not None and self.proc.stdout is not None
+        fd = self.proc.stdout.fileno()
+        deadline = time.monotonic() + timeout
+        main = threading.current_thread() is threading.main_thread()
+        while b"\n" not in self._buffer:
+            if main:
+                interrupts.checkpoint()  # a signal stops the wait (the reply is skipped later)
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise ServerError(f"server {self.server}: no answer to `{op}` after "
+                                  f"{timeout:g} s", "see its agent log in the results")
+            ready, _, _ = select.select([fd], [], [], min(left, 0.05))
+            if ready:
+                chunk = _read(fd)
+                if not chunk:
+                    raise self._dead(op)
+                self._buffer += chunk
+        line, _, self._buffer = self._buffer.partition(b"\n")
+        try:
+            reply = json.loads(line)
+        except ValueError:
+            raise ServerError(f"server {self.server}: `{op}` got a line that is not JSON: "
+                              f"{line[:200]!r}") from None
+        if not reply.get("ok"):
+            raise ServerError(f"server {self.server}: {op}: {reply.get('error')}")
+        return reply.get("result")
+
+    def _dead(self, op: str) -> ServerError:
+        assert self.proc is not None
+        try:
+            self.proc.wait(timeout=2)
+            err = self.proc.stderr.read().decode(errors="replace").strip() \
+                if self.proc.stderr else ""
+        except subprocess.TimeoutExpired:
+            err = ""
+        last = err.splitlines()[-1] if err else f"exit status {self.proc.returncode}"
+        return ServerError(f"server {self.server}: its agent's session ended during `{op}`: "
+                           f"{last}", "check `ssh` to it and that the repository and its "
+                           ".venv are at the same path there (scripts/install.sh)")
+
+    def clock(self, samples: int = CLOCK_SAMPLES) -> ClockOffset:
+        """This server's clock against ours, NTP-style, from the least-delayed of `samples`
+        exchanges."""
+        out: list[Sample] = []
+        for _ in range(samples):
+            with self.lock:
+                t1 = time.time_ns()
+                self.send("clock")
+                reply = self.receive("clock")
+                t4 = time.time_ns()
+            out.append((t1, int(reply["t2"]), int(reply["t3"]), t4))
+        return offset_of(out)
+
+    def close(self, timeout: float = 15.0) -> None:
+        """End of stdin: the agent cleans up and exits. Waited for, killed if it hangs."""
+        if self.proc is None:
+            return
+        proc, self.proc = self.proc, None
+        try:
+            if proc.stdin is not None:
+                proc.stdin.close()
+        except OSError:
+            pass
+        try:
+            proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        for stream in (proc.stdout, proc.stderr):
+            if stream is not None:
+                stream.close()
+
+
+def _read(fd: int) -> bytes:
+    return os.read(fd, 1 << 20)
+
+
+def ask_all(sessions: Iterable[ServerSession], op: str, per_server: dict[str, dict] | None = None,
+            timeout: float = REPLY_TIMEOUT, **args: Any) -> dict[str, Any]:
+    """The same request to every server at once (each with its own `per_server` arguments),
+    then every answer: servers work in parallel, the runner waits for the slowest."""
+    sessions = sorted(sessions, key=lambda s: s.server)  # locks always taken in one order
+    with contextlib.ExitStack() as held:
+        for s in sessions:
+            held.enter_context(s.lock)
+        for s in sessions:
+            s.send(op, **args, **(per_server or {}).get(s.server, {}))
+        out, errors = {}, []
+        for s in sessions:  # every answer read, so that no session is left out of step
+            try:
+                out[s.server] = s.receive(op, timeout)
+            except ServerError as exc:
+                errors.append(exc)
+        if errors:
+            raise errors[0]
+        return out

@@ -1,0 +1,62 @@
+"""The server agent's protocol, with the agent started locally through `sh -c` (what ssh does
+with the command on a server): JSON lines, errors as one line naming the server, abandoned
+replies skipped, and the end of stdin ending the agent and its log."""
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+
+from testbed.emulation.remote import ServerError, ServerSession
+
+
+@pytest.fixture
+def session(tmp_path: Path):
+    s = ServerSession("t1", ["sh", "-c"], str(tmp_path / "run" / "agent.log"))
+    s.start()
+    yield s
+    s.close()
+
+
+def test_hello_and_clock(session: ServerSession):
+    assert session.hello["pid"] > 0 and session.hello["python"]
+    reply = session.request("clock")
+    assert reply["t2"] <= reply["t3"] <= time.time_ns()
+    offset = session.clock(samples=4)
+    assert offset.samples == 4 and 0 < offset.rtt_ns < 1e9
+    assert abs(offset.offset_ns) <= offset.error_ns  # one machine, one clock
+
+
+def test_errors_come_back_as_one_line_naming_the_server(session: ServerSession):
+    with pytest.raises(ServerError, match=r"^server t1: nope: AgentError: unknown request 'nope'$"):
+        session.request("nope")
+    with pytest.raises(ServerError, match="server t1: configure: AgentError: no plan yet"):
+        session.request("configure", fifo={})
+    assert session.request("clock")["t3"] > 0  # the session is still in step
+
+
+def test_a_reply_abandoned_by_a_signal_is_skipped(session: ServerSession):
+    session.send("hello")  # as if a signal had stopped the wait for its reply
+    assert "t2" in session.request("clock")
+
+
+def test_the_end_of_stdin_ends_the_agent_and_its_log(tmp_path: Path):
+    log = tmp_path / "run" / "agent.log"  # the agent makes its folder
+    s = ServerSession("t2", ["sh", "-c"], str(log))
+    s.start()
+    s.request("clock")
+    assert log.exists() and "started" in log.read_text()
+    proc = s.proc
+    assert proc is not None
+    s.close()
+    assert proc.returncode == 0 and not log.exists()
+    assert not log.parent.exists()  # and the folder, empty
+
+
+def test_an_agent_that_cannot_start_is_one_line(tmp_path: Path):
+    s = ServerSession("t3", ["sh", "-c", "exit 7; "], str(tmp_path / "agent.log"))
+    with pytest.raises(ServerError, match="server t3: its agent's session ended during "
+                                          "`starting`: exit status 7"):
+        s.start()
+    s.close()
