@@ -10,10 +10,8 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import sys
 import time
-from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -37,6 +35,7 @@ from testbed.lifecycle import cleanup, interrupts, registry
 from testbed.lifecycle.progress import Progress
 from testbed.lifecycle.registry import RunRegistry
 from testbed.run import fidelity
+from testbed.run.build import fabric  # noqa: F401 (scripts and tests import it from here)
 from testbed.run.collect import collect
 from testbed.run.results import RunResults
 from testbed.run.traffic import nic_limits, run_agents
@@ -52,6 +51,7 @@ class RunOptions:
     hold: float = 0.0
     cli: bool = False
     capture: tuple[str, ...] = ()  # interface names to capture during the workload
+    calibrate: bool = False  # measure this machine's packet budget again (rate: auto)
 
 
 def preflight(progress: Progress, stack: contextlib.ExitStack) -> dict:
@@ -96,15 +96,23 @@ def run(scenario: Scenario, scenario_text: str, options: RunOptions,
                 FabricQueues().close()  # built and accepted by this kernel, or a clear error
                 found["fabric_queue"] = True
                 done += ", eBPF ECN/trimming"
-            plan = make_plan(scenario)
             if scenario.cluster is not None:
                 cluster_preflight(scenario.cluster)
-                for line in ClusterNetwork.placement_lines(plan):
-                    progress.say(f"  {line}")
                 done += ", cluster tools (sshd, ssh, nsenter, ethtool)"
-            for ifname in options.capture:
-                port_of(plan, ifname)  # a typo fails now, not after the build
             info["done"] = done
+        rate_auto = None
+        if scenario.auto_links() or options.calibrate:
+            from testbed.run import calibrate  # builds a fabric of its own: only when asked
+            if scenario.auto_links():
+                scenario, rate_auto = calibrate.choose(scenario, progress, options.calibrate)
+            else:
+                calibrate.calibrate(progress)
+        plan = make_plan(scenario)
+        if scenario.cluster is not None:
+            for line in ClusterNetwork.placement_lines(plan):
+                progress.say(f"  {line}")
+        for ifname in options.capture:
+            port_of(plan, ifname)  # a typo fails now, not after the build
         only_fabric = options.verify_only or options.cli or options.hold > 0
         transports: list[str | None] = [None] if only_fabric else list(scenario.transport)
         dirs = []
@@ -112,12 +120,12 @@ def run(scenario: Scenario, scenario_text: str, options: RunOptions,
             if transport is not None:
                 progress.say(f"transport {transport}:")
             dirs.append(_run_once(scenario, scenario_text, options, progress, plan, found,
-                                  transport))
+                                  transport, rate_auto))
     return dirs
 
 
 def _run_once(scenario: Scenario, scenario_text: str, options: RunOptions, progress: Progress,
-              plan, found: dict, transport: str | None) -> Path:
+              plan, found: dict, transport: str | None, rate_auto: dict | None = None) -> Path:
     results = registry = network = None
     status, error, phase = "failed", None, None
     original: BaseException | None = None
@@ -125,6 +133,8 @@ def _run_once(scenario: Scenario, scenario_text: str, options: RunOptions, progr
         results = RunResults(options.results_base, scenario, scenario_text,
                              scenario.seed, transport)
         results.meta["features"] = found
+        if rate_auto is not None:  # the rate `auto` chose, the arithmetic and the calibration
+            results.meta["rate_auto"] = rate_auto
         results.save()
         progress.say(f"  results   {results.dir}")
         registry = RunRegistry(results.run_id, results.dir, scenario.name)
@@ -146,30 +156,6 @@ def _run_once(scenario: Scenario, scenario_text: str, options: RunOptions, progr
             _end(network, registry, plan, progress, results, status, error, phase, original)
     assert results is not None
     return results.dir
-
-
-@contextlib.contextmanager
-def fabric(scenario: Scenario, progress: Progress | None = None,
-           run_id: str | None = None) -> Iterator[FabricNetwork]:
-    """A built and verified fabric for scripts (benchmarks, tests), always torn down after.
-    Registered like a run, so `mrc-testbed clean` finds it should the script be killed."""
-    progress = progress or Progress(quiet=True)
-    plan = make_plan(scenario)
-    registry = RunRegistry(run_id or f"script-{os.getpid()}-{time.monotonic_ns()}",
-                           Path("."), scenario.name)
-    network = make_network(plan, registry, progress)
-    try:
-        if isinstance(network, ClusterNetwork):
-            network.add_servers()
-        network.add_nodes()
-        network.add_links()
-        network.configure()
-        report = verify(network, progress)
-        if not report.ok:
-            raise VerificationFailed(report.table())
-        yield network
-    finally:
-        network.close()
 
 
 def _end(network: FabricNetwork | None, registry: RunRegistry | None, plan, progress: Progress,
