@@ -26,6 +26,7 @@ from testbed.emulation.network import FabricNetwork
 from testbed.emulation.telemetry import Sampler, default_period
 from testbed.emulation.verify import verify
 from testbed.errors import EnvironmentProblem, TestbedError, VerificationFailed
+from testbed.fabric import budget
 from testbed.fabric.plan import make_plan
 from testbed.fabric.timeline import schedule
 from testbed.kernel import features
@@ -41,7 +42,7 @@ from testbed.run.results import RunResults
 from testbed.run.traffic import nic_limits, run_agents
 from testbed.scenario import Scenario, describe
 from testbed.scenario.background import flows
-from testbed.scenario.units import format_size
+from testbed.scenario.units import format_rate, format_size
 
 
 @dataclass
@@ -303,6 +304,21 @@ def _judge(monitor: FidelityMonitor, sampler: Sampler, lags: list[fidelity.Agent
     return fidelity.judge(observed, bounds)
 
 
+def _dilation_line(scenario: Scenario, iterations) -> str:
+    """With fabric.real_rate: the time-dilation factor and the timed iterations' mean time as
+    emulated and at the real rate (the report's summary scales the CCT tail too)."""
+    factor = budget.dilation(scenario)
+    if factor is None:
+        return ""
+    timed = iterations[~iterations["warmup"].astype(bool) & iterations["start"].notna()]
+    per = timed.groupby("iteration").agg(start=("start", "min"), end=("end", "max"))
+    mean = float((per["end"] - per["start"]).mean()) if len(per) else float("nan")
+    return (f"# Time dilation: {factor:,.0f}x (fabric.real_rate "
+            f"{format_rate(scenario.fabric.real_rate or 0)} / host links "
+            f"{format_rate(scenario.fabric.host_link.rate)}): mean time {mean * 1e6:.0f} us "
+            f"emulated = {mean / factor * 1e6:.3g} us at the real rate\n")
+
+
 def write_fidelity_tables(results_dir: Path, monitor: FidelityMonitor) -> None:
     """link_gaps.parquet (every port's histogram) and cpu.parquet (busy share over time)."""
     import pandas as pd  # only once there are results
@@ -369,7 +385,7 @@ def _run_workload(network: FabricNetwork, results: RunResults, progress: Progres
         verdict = _judge(monitor, sampler, lags, scenario, period)
         results.meta["fidelity"] = verdict.to_json()
         write_fidelity_tables(results.dir, monitor)
-        table += verdict.line() + "\n"
+        table += verdict.line() + "\n" + _dilation_line(scenario, iterations)
         results.save()
         results.write_text("summary.txt", table + "\n")
         info["done"] = ("iterations, messages, paths, ev_states, qps, links .parquet; "
