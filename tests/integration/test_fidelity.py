@@ -127,3 +127,45 @@ def _agent_pid(config: Path) -> int:
             except OSError:
                 continue
     raise AssertionError(f"no agent process with {config}")
+
+
+AUTO = """name: auto-4
+fabric: {host_link: {rate: auto}, fabric_link: {rate: auto}, mtu: 4200, real_rate: 400Gbit}
+qp: {mss: 4096}
+transport: [mrc]
+workload: {collective: all_reduce, size: 256KiB, iterations: 2, warmup: 0}
+"""
+
+
+def test_rate_auto_calibrates_once_chooses_and_records(tmp_path: Path, results_dir: Path):
+    """No cache: `validate` (no root needed) says run will calibrate; `run` measures on a small
+    fabric, caches it, picks the rung the arithmetic gives and runs at it; then `validate`
+    shows the same choice from the cache."""
+    import os
+
+    from testbed.fabric import budget
+    from testbed.scenario import limits, parse
+    file = tmp_path / "auto.yaml"
+    file.write_text(AUTO)
+    env = os.environ | {"MRC_TESTBED_CACHE": str(tmp_path / "cache")}
+    res = run_cli("validate", str(file), env=env)
+    assert res.returncode == 0 and "`run` will first measure" in res.stdout, res.stdout
+    res = run_cli("run", str(file), "--no-report", results=results_dir, timeout=300, env=env)
+    assert res.returncode == 0, res.stdout[-3000:] + res.stderr
+    out = res.stdout + res.stderr
+    assert "measuring this machine's packet budget" in out and "rate auto: " in out
+    (cache,) = (tmp_path / "cache").glob("calibration-*.json")
+    cal = json.loads(cache.read_text())
+    assert cal["method"] and cal["measured"] and cal["agent_s"] > 0 and cal["packets"] > 1000
+    (run,) = results_dir.iterdir()
+    m = meta(run)
+    chosen = m["rate_auto"]["choice"]
+    # the rung from the cached numbers, computed here again by the pure arithmetic
+    cost = budget.PacketCost(cal["agent_s"], cal["kernel_s_per_link"], cal["cores"])
+    want = budget.choose_rate(parse(AUTO, "t"), cost)
+    assert chosen["rate"] == want.rate in limits.AUTO_RATE_LADDER
+    assert m["facts"]["link_rates"] == {"host": want.rate, "fabric": want.rate}
+    assert m["facts"]["real_rate"] == 400e9
+    assert "Time dilation" in (run / "summary.txt").read_text()
+    res = run_cli("validate", str(file), env=env)
+    assert res.returncode == 0 and f"rate auto: {want.lines()[0].split(': ')[1]}" in res.stdout
