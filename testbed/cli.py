@@ -135,7 +135,7 @@ def _auto_rate_preview(sc: scenario.Scenario) -> scenario.Scenario:
     found, why = calibration.cached()
     if found is None:
         print(f"  rate auto: {why}; `run` will first measure this machine's packet budget "
-              f"(`mrc-testbed calibrate`, as root, about 15 s), then choose the rate")
+              f"(`mrc-testbed calibrate`, as root, about 10 s), then choose the rate")
         return sc
     print(f"  calibrate: {why}: {found.line()}")
     choice = budget.choose_rate(sc, found.cost())

@@ -63,7 +63,7 @@ def measure(progress: Progress) -> calibration.Calibration:
 def calibrate(progress: Progress, why: str = "asked for") -> calibration.Calibration:
     """Measure and cache; say where."""
     progress.say(f"  calibrate: {why}: measuring this machine's packet budget on a 4-host "
-                 f"fabric (about 15 s)")
+                 f"fabric (about 10 s)")
     found = measure(progress)
     path = calibration.save(found)
     progress.say(f"  calibrate: cached in {path}")

@@ -224,6 +224,7 @@ def run_agents(network: FabricNetwork, scenario: Scenario, transport: str, out: 
     """Start every rank's agent, wait for all, return what each reported. `on_start` gets the
     common start time (wall clock) as soon as it is set: the fault timeline counts from it.
     `mode` overrides the scenario's `agents.mode`."""
+    out = out.absolute()  # agents start in their own folders: a relative path would miss
     out.mkdir(parents=True, exist_ok=True)
     configs = agent_configs(network.plan, scenario, transport, out)
     mode = mode or scenario.agents.mode
