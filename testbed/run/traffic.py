@@ -149,10 +149,23 @@ class IterationWatch:
                 counts.append(0)
         return min(counts, default=0)
 
+    def failed(self) -> str | None:
+        """A host that has reported failure while its process lives on (pooled: the process
+        serves other hosts, so its exit status cannot say it): the collective cannot complete."""
+        for d in self.dirs:
+            try:
+                result = json.loads((d / "result.json").read_text())
+            except (OSError, ValueError):
+                continue
+            if result.get("status") == "failed":
+                return (f"the agent of {d.name} failed ({result.get('error')}): its peers "
+                        f"cannot complete without it")
+        return None
+
     def __call__(self, now: float) -> str | None:
         done = self.done()
         self.completions += [now] * (done - len(self.completions))
-        return self.rule.stalled(self.start, self.completions, now)
+        return self.failed() or self.rule.stalled(self.start, self.completions, now)
 
 
 def _start_together(out: Path, configs: dict[str, AgentConfig],

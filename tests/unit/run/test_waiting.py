@@ -99,3 +99,17 @@ def test_a_stalled_run_is_stopped_with_the_watchs_reason(monkeypatch):
                                   watch=lambda now: "stuck" if now - t0 > 0.3 else None)
     assert time.time() - t0 < 10, "not the 60 s cap"
     assert out.why == "stuck" and set(out.stopped) == {"h0", "h1"}
+
+
+def test_iteration_watch_ends_the_wait_for_a_host_that_failed_in_a_pooled_process(tmp_path):
+    """A pooled process lives on after one of its hosts failed: its result.json says so."""
+    from testbed.run.traffic import IterationWatch
+    dirs = [tmp_path / "h0", tmp_path / "h1"]
+    for d in dirs:
+        d.mkdir()
+    watch = IterationWatch(dirs, waiting.ProgressRule(first_s=100.0), start=0.0)
+    (dirs[0] / "result.json").write_text('{"status": "ok"}')
+    assert watch(1.0) is None
+    (dirs[1] / "result.json").write_text('{"status": "failed", "error": "transport failed"}')
+    assert watch(2.0) == ("the agent of h1 failed (transport failed): its peers cannot "
+                          "complete without it")
