@@ -158,6 +158,40 @@ def fidelity(views: list[RunView]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _duration(seconds: float) -> str:
+    """A short time in the unit that suits it (scaled times run from ns to s)."""
+    if math.isnan(seconds):
+        return "-"
+    for unit, scale in (("s", 1.0), ("ms", 1e-3), ("us", 1e-6)):
+        if seconds >= scale:
+            return f"{seconds / scale:.3g} {unit}"
+    return f"{seconds / 1e-9:.3g} ns"
+
+
+def dilation(views: list[RunView]) -> str:
+    """With the scenario's fabric.real_rate: the time-dilation factor, and each run's times
+    as emulated and as scaled to the real fabric (what scales and what does not: README,
+    "Time dilation")."""
+    lines = []
+    for v in views:
+        factor = v.run.facts.dilation()
+        if factor is None:
+            continue
+        if not lines:
+            real, host = v.run.facts.real_rate or 0.0, v.run.facts.link_rates["host"]
+            lines.append(f"# time dilation {factor:,.0f}x (real {real / 1e9:g} Gbit/s over the "
+                         f"emulated {host / 1e6:g} Mbit/s host links); emulated -> at the real "
+                         f"rate (serialization and queueing scale; kernel, htb and agent timers, "
+                         f"RTOs and fault times do not):")
+        nccl_row = metrics.nccl_rows(v.run.iterations)[0]
+        cells = [f"time {_duration(nccl_row.time_us * 1e-6)} -> "
+                 f"{_duration(nccl_row.time_us * 1e-6 / factor)}"]
+        cells += [f"CCT p{p.q:g} {_duration(p.value)} -> {_duration(p.value / factor)}"
+                  for p in v.percentiles()]
+        lines.append(f"#   {v.label}: {', '.join(cells)}")
+    return "\n".join(lines) + ("\n" if lines else "")
+
+
 def text(views: list[RunView]) -> str:
-    return (table(views) + fidelity(views) + writes(views) + recoveries(views)
-            + fault_timing(views))
+    return (table(views) + dilation(views) + fidelity(views) + writes(views)
+            + recoveries(views) + fault_timing(views))

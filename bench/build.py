@@ -40,7 +40,8 @@ def bare(file: str) -> dict:
     from testbed.fabric.plan import make_plan
 
     setLogLevel("error")
-    plan = make_plan(scenario.load(file)[0])
+    sc = scenario.load(file)[0]
+    plan = make_plan(sc.with_rate(10**8))  # bare Mininet shapes nothing: `rate: auto` moot
     t0 = time.monotonic()
     net = Mininet(controller=None, build=False, autoSetMacs=False, autoStaticArp=False)
     for name in plan.nodes:

@@ -6,6 +6,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from testbed.emulation.calibration import agents_cpu  # noqa: F401 (the benches' import)
+
 _TICK = os.sysconf("SC_CLK_TCK")
 
 
@@ -19,19 +21,6 @@ def machine() -> dict[str, float]:
 
 def delta(before: dict[str, float], after: dict[str, float]) -> dict[str, float]:
     return {k: after[k] - before[k] for k in before}
-
-
-def agents_cpu(results: list[dict]) -> float:
-    """CPU seconds the agents' processes spent from the workload's start to their end (start-up
-    left out): per process, its last report minus its first start (a pooled process reports
-    once per host it served, each time its whole CPU so far)."""
-    end: dict[int, float] = {}
-    start: dict[int, float] = {}
-    for r in results:
-        if r.get("cpu_start_s") is not None:
-            end[r["pid"]] = max(end.get(r["pid"], 0.0), r["cpu_s"])
-            start[r["pid"]] = min(start.get(r["pid"], r["cpu_start_s"]), r["cpu_start_s"])
-    return sum(end[p] - start[p] for p in end)
 
 
 def children() -> tuple[float, float]:

@@ -148,6 +148,24 @@ async def sample_ev_load(peers: QPsByPeer, period: float, wall_offset: float,
         await asyncio.sleep(period)
 
 
+PROGRESS_FILE = "progress"  # how many iterations this host has completed, for the runner
+
+
+class ProgressRecords(list[IterationRecord]):
+    """Iteration records that also tell the runner how many have completed: `path` holds the
+    count, rewritten (atomically) at each; the runner's deadline follows the slowest rank's."""
+
+    def __init__(self, path: Path) -> None:
+        super().__init__()
+        self.path = path
+
+    def append(self, record: IterationRecord) -> None:
+        super().append(record)
+        tmp = self.path.with_name(self.path.name + ".tmp")
+        tmp.write_text(str(len(self)))
+        tmp.replace(self.path)
+
+
 LINGER_MAX = 30.0  # s an agent waits for its peers to finish before it closes anyway
 
 
@@ -171,7 +189,7 @@ async def run(cfg: AgentConfig, out: Path, ns: str | None = None) -> dict[str, A
     drv = driver.Driver(cfg.rank, cfg.world, listen, peers, gso=cfg.gso, nic=nic)
     messages: list[MessageRecord] = []
     # filled as iterations complete: a timeout keeps those that did
-    records: list[IterationRecord] = []
+    records: list[IterationRecord] = ProgressRecords(out / PROGRESS_FILE)
     ev_load: list[dict[str, Any]] = []
     sampler: asyncio.Task[None] | None = None
     cpu_at_start = None

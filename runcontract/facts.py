@@ -36,6 +36,14 @@ class RunFacts:
     ideal_planes: int
     packet_bits: int  # a full data packet on the wire (payload, headers, framing)
     background: tuple[BackgroundWindow, ...] = field(default=())
+    real_rate: float | None = None  # bits/s of the real link the host link stands for
+
+    def dilation(self) -> float | None:
+        """How many times slower than the real fabric this one ran: real_rate over the host
+        link's emulated rate (None when the scenario named no real_rate). A time measured
+        here, divided by it, is the time at the real rate, for what scales with the rate."""
+        host = self.link_rates.get("host")
+        return None if self.real_rate is None or not host else self.real_rate / host
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)

@@ -63,6 +63,9 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument("--require-faithful", action="store_true",
                    help="exit with code 7 when a run's fidelity verdict is not `faithful` "
                         "(its numbers may measure the CPU, not the network); results are kept")
+    r.add_argument("--calibrate", action="store_true",
+                   help="measure this machine's packet budget again before the run (what "
+                        "`rate: auto` chooses from; otherwise the cached one is used)")
     r.add_argument("--quiet", action="store_true", help="only errors")
     r.add_argument("--no-report", action="store_true",
                    help="skip the report (HTML and figures) and the summary at the end")
@@ -88,6 +91,8 @@ def _parser() -> argparse.ArgumentParser:
                     help="run nothing: judge again the runs an earlier `drill` left in this "
                          "folder (results/<utc>-drills), with the drill files' objectives")
 
+    sub.add_parser("calibrate", help="measure this machine's packet budget (agents' and "
+                                     "kernel's CPU per packet) for `rate: auto`, and cache it")
     sub.add_parser("clean", help="remove what crashed runs left (their namespaces, processes)")
     ls = sub.add_parser("list", help="runs in the results folder, and runs still active")
     ls.add_argument("--results", type=Path, default=results.DEFAULT_BASE)
@@ -108,11 +113,50 @@ def _cmd_validate(args) -> int:
             status = max(status, exc.exit_code)
             continue
         print(f"ok: {file}: {scenario.describe(sc)}")
-        if sc.cluster is not None:  # the plan of a cluster, before any server is touched
+        if sc.auto_links():
+            try:
+                sc = _auto_rate_preview(sc)
+            except TestbedError as exc:
+                print(f"error: {exc}", file=sys.stderr)
+                status = max(status, exc.exit_code)
+                continue
+        if sc.cluster is not None and not sc.auto_links():  # before any server is touched
             plan = make_plan(sc)
             for line in place(plan, sc.cluster).describe(plan):
                 print(f"  {line}")
     return status
+
+
+def _auto_rate_preview(sc: scenario.Scenario) -> scenario.Scenario:
+    """What `run` will do with `rate: auto`, without root: the rate the cached calibration
+    gives (and the scenario at it), or that run will calibrate first."""
+    from testbed.emulation import calibration
+    from testbed.fabric import budget
+    found, why = calibration.cached()
+    if found is None:
+        print(f"  rate auto: {why}; `run` will first measure this machine's packet budget "
+              f"(`mrc-testbed calibrate`, as root, about 10 s), then choose the rate")
+        return sc
+    print(f"  calibrate: {why}: {found.line()}")
+    choice = budget.choose_rate(sc, found.cost())
+    for line in choice.lines():
+        print(f"  {line}")
+    return sc.with_rate(choice.rate, sc.name)
+
+
+def _cmd_calibrate(args) -> int:
+    features.require_root()
+    import contextlib
+
+    from testbed.run.calibrate import calibrate
+    from testbed.run.runner import preflight
+    progress = Progress()
+    with contextlib.ExitStack() as held:
+        with progress.phase("preflight", "root, Mininet, the run lock, kernel features"):
+            preflight(progress, held)
+        found = calibrate(progress)
+    print(f"calibration: {found.line()}")
+    return 0
 
 
 def _cmd_run(args) -> int:
@@ -122,7 +166,7 @@ def _cmd_run(args) -> int:
     timeline.check(sc, args.file or "quickstart")
     progress = Progress(quiet=args.quiet)
     options = RunOptions(args.results, args.verify_only, args.hold, args.cli,
-                         tuple(args.capture))
+                         tuple(args.capture), calibrate=args.calibrate)
     dirs = run(sc, text, options, progress)
     for d in dirs:
         progress.say(f"done: {d}")
@@ -276,7 +320,8 @@ def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     handler = {"validate": _cmd_validate, "run": _cmd_run, "report": _cmd_report,
                "compare": _cmd_compare, "clean": _cmd_clean, "list": _cmd_list,
-               "schema": _cmd_schema, "drill": _cmd_drill}[args.command]
+               "schema": _cmd_schema, "drill": _cmd_drill,
+               "calibrate": _cmd_calibrate}[args.command]
     try:
         return handler(args)
     except UserError as exc:  # the testbed's errors and the analysis's

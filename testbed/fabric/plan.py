@@ -21,6 +21,7 @@ from functools import cache, cached_property, lru_cache
 from ipaddress import IPv6Address, IPv6Interface, IPv6Network
 from typing import Literal
 
+from testbed.errors import ScenarioError
 from testbed.scenario import Scenario
 
 HOST_USID_BASE = 0x0100
@@ -169,6 +170,11 @@ class FabricPlan:
 
 
 def make_plan(scenario: Scenario) -> FabricPlan:
+    if scenario.auto_links():  # every build plans first: none runs at the placeholder rate
+        raise ScenarioError(
+            f"{scenario.name}: {', '.join(scenario.auto_links())} rate is auto and has not been "
+            f"chosen yet", "run it with `mrc-testbed run` (which chooses it), or give the "
+                           "scenario's with_rate(budget.choose_rate(...).rate) to scripts")
     f, naming = scenario.fabric, scenario.naming
     nodes: dict[str, Node] = {}
     hosts = tuple(naming.host_name(i) for i in range(f.host_count))

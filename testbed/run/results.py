@@ -57,6 +57,7 @@ def facts(scenario: Scenario, transport: str) -> RunFacts:
         link_rates={"host": f.host_link.rate, "fabric": f.fabric_link.rate},
         node_tiers=tiers, ideal_busbw=ideal, ideal_planes=planes,
         packet_bits=8 * (scenario.qp.mss + HEADER_SIZE + FRAME_OVERHEAD),
+        real_rate=f.real_rate,
         background=tuple(BackgroundWindow(b.pattern, b.protocol, b.plane, b.at,
                                           b.at + b.duration) for b in scenario.background))
 

@@ -10,10 +10,8 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import sys
 import time
-from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -28,6 +26,7 @@ from testbed.emulation.network import FabricNetwork
 from testbed.emulation.telemetry import Sampler, default_period
 from testbed.emulation.verify import verify
 from testbed.errors import EnvironmentProblem, TestbedError, VerificationFailed
+from testbed.fabric import budget
 from testbed.fabric.plan import make_plan
 from testbed.fabric.timeline import schedule
 from testbed.kernel import features
@@ -37,12 +36,13 @@ from testbed.lifecycle import cleanup, interrupts, registry
 from testbed.lifecycle.progress import Progress
 from testbed.lifecycle.registry import RunRegistry
 from testbed.run import fidelity
+from testbed.run.build import fabric  # noqa: F401 (scripts and tests import it from here)
 from testbed.run.collect import collect
 from testbed.run.results import RunResults
 from testbed.run.traffic import nic_limits, run_agents
 from testbed.scenario import Scenario, describe
 from testbed.scenario.background import flows
-from testbed.scenario.units import format_size
+from testbed.scenario.units import format_rate, format_size
 
 
 @dataclass
@@ -52,6 +52,7 @@ class RunOptions:
     hold: float = 0.0
     cli: bool = False
     capture: tuple[str, ...] = ()  # interface names to capture during the workload
+    calibrate: bool = False  # measure this machine's packet budget again (rate: auto)
 
 
 def preflight(progress: Progress, stack: contextlib.ExitStack) -> dict:
@@ -96,15 +97,23 @@ def run(scenario: Scenario, scenario_text: str, options: RunOptions,
                 FabricQueues().close()  # built and accepted by this kernel, or a clear error
                 found["fabric_queue"] = True
                 done += ", eBPF ECN/trimming"
-            plan = make_plan(scenario)
             if scenario.cluster is not None:
                 cluster_preflight(scenario.cluster)
-                for line in ClusterNetwork.placement_lines(plan):
-                    progress.say(f"  {line}")
                 done += ", cluster tools (sshd, ssh, nsenter, ethtool)"
-            for ifname in options.capture:
-                port_of(plan, ifname)  # a typo fails now, not after the build
             info["done"] = done
+        rate_auto = None
+        if scenario.auto_links() or options.calibrate:
+            from testbed.run import calibrate  # builds a fabric of its own: only when asked
+            if scenario.auto_links():
+                scenario, rate_auto = calibrate.choose(scenario, progress, options.calibrate)
+            else:
+                calibrate.calibrate(progress)
+        plan = make_plan(scenario)
+        if scenario.cluster is not None:
+            for line in ClusterNetwork.placement_lines(plan):
+                progress.say(f"  {line}")
+        for ifname in options.capture:
+            port_of(plan, ifname)  # a typo fails now, not after the build
         only_fabric = options.verify_only or options.cli or options.hold > 0
         transports: list[str | None] = [None] if only_fabric else list(scenario.transport)
         dirs = []
@@ -112,12 +121,12 @@ def run(scenario: Scenario, scenario_text: str, options: RunOptions,
             if transport is not None:
                 progress.say(f"transport {transport}:")
             dirs.append(_run_once(scenario, scenario_text, options, progress, plan, found,
-                                  transport))
+                                  transport, rate_auto))
     return dirs
 
 
 def _run_once(scenario: Scenario, scenario_text: str, options: RunOptions, progress: Progress,
-              plan, found: dict, transport: str | None) -> Path:
+              plan, found: dict, transport: str | None, rate_auto: dict | None = None) -> Path:
     results = registry = network = None
     status, error, phase = "failed", None, None
     original: BaseException | None = None
@@ -125,6 +134,8 @@ def _run_once(scenario: Scenario, scenario_text: str, options: RunOptions, progr
         results = RunResults(options.results_base, scenario, scenario_text,
                              scenario.seed, transport)
         results.meta["features"] = found
+        if rate_auto is not None:  # the rate `auto` chose, the arithmetic and the calibration
+            results.meta["rate_auto"] = rate_auto
         results.save()
         progress.say(f"  results   {results.dir}")
         registry = RunRegistry(results.run_id, results.dir, scenario.name)
@@ -146,30 +157,6 @@ def _run_once(scenario: Scenario, scenario_text: str, options: RunOptions, progr
             _end(network, registry, plan, progress, results, status, error, phase, original)
     assert results is not None
     return results.dir
-
-
-@contextlib.contextmanager
-def fabric(scenario: Scenario, progress: Progress | None = None,
-           run_id: str | None = None) -> Iterator[FabricNetwork]:
-    """A built and verified fabric for scripts (benchmarks, tests), always torn down after.
-    Registered like a run, so `mrc-testbed clean` finds it should the script be killed."""
-    progress = progress or Progress(quiet=True)
-    plan = make_plan(scenario)
-    registry = RunRegistry(run_id or f"script-{os.getpid()}-{time.monotonic_ns()}",
-                           Path("."), scenario.name)
-    network = make_network(plan, registry, progress)
-    try:
-        if isinstance(network, ClusterNetwork):
-            network.add_servers()
-        network.add_nodes()
-        network.add_links()
-        network.configure()
-        report = verify(network, progress)
-        if not report.ok:
-            raise VerificationFailed(report.table())
-        yield network
-    finally:
-        network.close()
 
 
 def _end(network: FabricNetwork | None, registry: RunRegistry | None, plan, progress: Progress,
@@ -318,6 +305,21 @@ def _judge(monitor: FidelityMonitor, sampler: Sampler, lags: list[fidelity.Agent
     return fidelity.judge(observed, bounds)
 
 
+def _dilation_line(scenario: Scenario, iterations) -> str:
+    """With fabric.real_rate: the time-dilation factor and the timed iterations' mean time as
+    emulated and at the real rate (the report's summary scales the CCT tail too)."""
+    factor = budget.dilation(scenario)
+    if factor is None:
+        return ""
+    timed = iterations[~iterations["warmup"].astype(bool) & iterations["start"].notna()]
+    per = timed.groupby("iteration").agg(start=("start", "min"), end=("end", "max"))
+    mean = float((per["end"] - per["start"]).mean()) if len(per) else float("nan")
+    return (f"# Time dilation: {factor:,.0f}x (fabric.real_rate "
+            f"{format_rate(scenario.fabric.real_rate or 0)} / host links "
+            f"{format_rate(scenario.fabric.host_link.rate)}): mean time {mean * 1e6:.0f} us "
+            f"emulated = {mean / factor * 1e6:.3g} us at the real rate\n")
+
+
 def write_fidelity_tables(results_dir: Path, monitor: FidelityMonitor) -> None:
     """link_gaps.parquet (every port's histogram) and cpu.parquet (busy share over time)."""
     import pandas as pd  # only once there are results
@@ -384,7 +386,7 @@ def _run_workload(network: FabricNetwork, results: RunResults, progress: Progres
         verdict = _judge(monitor, sampler, lags, scenario, period)
         results.meta["fidelity"] = verdict.to_json()
         write_fidelity_tables(results.dir, monitor)
-        table += verdict.line() + "\n"
+        table += verdict.line() + "\n" + _dilation_line(scenario, iterations)
         results.save()
         results.write_text("summary.txt", table + "\n")
         info["done"] = ("iterations, messages, paths, ev_states, qps, links .parquet; "

@@ -21,6 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from hostagent.agent import PROGRESS_FILE
 from hostagent.config import AgentConfig, PeerConfig
 from hostagent.driver import PORT as ROCE_PORT
 from hostagent.nic import FRAME_OVERHEAD
@@ -32,7 +33,7 @@ from testbed.errors import TestbedError
 from testbed.fabric import paths
 from testbed.fabric.plan import FabricPlan
 from testbed.lifecycle import interrupts
-from testbed.run.waiting import stop, wait_for_agents
+from testbed.run.waiting import ProgressRule, stop, wait_for_agents
 from testbed.scenario import Scenario
 
 START_DELAY = 0.2  # seconds between the last agent being ready and the common start
@@ -105,15 +106,64 @@ def nic_limits(scenario: Scenario) -> dict:
     return {"rate_bps": link.rate, "limit": limit}
 
 
-def deadline_for(scenario: Scenario) -> float:
-    """Seconds the whole workload may take before it counts as hung: generous (every byte at a
-    tenth of the host link rate, plus every iteration's gap, plus the time a QP's retries take
-    to fail it; with retries forever (exp_cnt 25), 10 minutes)."""
+FIRST_ALLOWANCE = 60.0  # s beyond the first iteration's bytes at a tenth of the line rate
+
+
+def progress_rule(scenario: Scenario) -> ProgressRule:
+    """How long the run may go without an iteration completing (waiting.ProgressRule). The
+    first iteration, before anything is measured: its bytes (4 x size covers every collective's
+    per-rank traffic) at a tenth of the host link rate, the compute gap, and a minute for the
+    agents to make and check their buffers; then multiples of what the run measures. Both
+    allow a QP's whole retry schedule (with retries forever, 10 minutes)."""
     w, f, q = scenario.workload, scenario.fabric, scenario.qp
     per_iter = 4 * w.size * 8 / (f.host_link.rate * 0.1) + w.compute_gap
-    retries = time_to_fail(QPConfig(timeout=scenario.timeout(), linear_cnt=q.retry.linear_cnt,
-                                    exp_cnt=q.retry.exp_cnt))
-    return 30.0 + (w.iterations + w.warmup) * per_iter + min(retries, FOREVER_DEADLINE)
+    retries = min(FOREVER_DEADLINE, time_to_fail(QPConfig(
+        timeout=scenario.timeout(), linear_cnt=q.retry.linear_cnt, exp_cnt=q.retry.exp_cnt)))
+    return ProgressRule(first_s=FIRST_ALLOWANCE + per_iter + retries, slack_s=retries)
+
+
+def deadline_for(scenario: Scenario) -> float:
+    """Seconds the whole workload may take at most, however it progresses: every iteration as
+    long as the first may take (the agents' own bound too; the progress rule normally ends a
+    hung run far sooner)."""
+    w = scenario.workload
+    return (w.iterations + w.warmup) * progress_rule(scenario).first_s
+
+
+class IterationWatch:
+    """The progress rule over the agents' `progress` files: an iteration counts as completed
+    when every rank has completed it (the collective needs them all)."""
+
+    def __init__(self, dirs: list[Path], rule: ProgressRule, start: float) -> None:
+        self.dirs, self.rule, self.start = dirs, rule, start
+        self.completions: list[float] = []
+
+    def done(self) -> int:
+        counts = []
+        for d in self.dirs:
+            try:
+                counts.append(int((d / PROGRESS_FILE).read_text() or 0))
+            except (OSError, ValueError):
+                counts.append(0)
+        return min(counts, default=0)
+
+    def failed(self) -> str | None:
+        """A host that has reported failure while its process lives on (pooled: the process
+        serves other hosts, so its exit status cannot say it): the collective cannot complete."""
+        for d in self.dirs:
+            try:
+                result = json.loads((d / "result.json").read_text())
+            except (OSError, ValueError):
+                continue
+            if result.get("status") == "failed":
+                return (f"the agent of {d.name} failed ({result.get('error')}): its peers "
+                        f"cannot complete without it")
+        return None
+
+    def __call__(self, now: float) -> str | None:
+        done = self.done()
+        self.completions += [now] * (done - len(self.completions))
+        return self.failed() or self.rule.stalled(self.start, self.completions, now)
 
 
 def _start_together(out: Path, configs: dict[str, AgentConfig],
@@ -185,7 +235,7 @@ def run_agents(network: FabricNetwork, scenario: Scenario, transport: str, out: 
     """Start every rank's agent, wait for all, return what each reported. `on_start` gets the
     common start time (wall clock) as soon as it is set: the fault timeline counts from it.
     `mode` overrides the scenario's `agents.mode`."""
-    out = out.resolve()  # agents start in their own folder: a relative path would not hold
+    out = out.absolute()  # agents start in their own folders: a relative path would miss
     out.mkdir(parents=True, exist_ok=True)
     configs = agent_configs(network.plan, scenario, transport, out)
     mode = mode or scenario.agents.mode
@@ -210,7 +260,9 @@ def run_agents(network: FabricNetwork, scenario: Scenario, transport: str, out: 
         start_at = _start_together(out, configs, procs)
         if on_start is not None:
             on_start(start_at)
-        waited = wait_for_agents(procs, time.time() + deadline_for(scenario) + 10)
+        watch = IterationWatch([Path(c.out_dir) for c in configs.values()],
+                               progress_rule(scenario), start_at)
+        waited = wait_for_agents(procs, time.time() + deadline_for(scenario) + 10, watch=watch)
     finally:
         stop(procs)  # an error or a signal: no agent outlives the wait
     outcomes = []

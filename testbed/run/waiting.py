@@ -6,13 +6,19 @@ were finishing may finish). At the deadline, or then, the agents still running g
 each writes what it completed and ends its log with why it stopped (hostagent/agent.py); one
 that does not within `TERM_GRACE` is killed. Nothing here raises for a slow or failed agent:
 the outcomes say who stopped and why, and the runner collects what completed before failing.
+
+The deadline follows progress (`ProgressRule`): a run is hung when no iteration has completed
+(on every rank) for a while, and that while is set by the iterations measured so far, so a run
+slowed by the machine (64 hosts: 25 s an iteration, verification between them included) goes
+on while it completes iterations, and a stuck one ends in a few of its own iteration times. A
+fixed cap (`deadline`) remains, as a bound on the whole.
 """
 from __future__ import annotations
 
 import signal
 import subprocess
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from testbed.lifecycle import interrupts
@@ -20,6 +26,46 @@ from testbed.lifecycle import interrupts
 CRASH_GRACE = 2.0  # s the others may still finish after an agent failed
 TERM_GRACE = 5.0  # s an agent has to write its results after SIGTERM
 POLL = 0.05
+WATCH_EVERY = 1.0  # s between two looks at the agents' progress
+
+
+@dataclass(frozen=True)
+class ProgressRule:
+    """How long the agents may go without completing an iteration (pure).
+
+    Before the first completion: `first_s` (an estimate that needs no measurement). After:
+    `factor` times the longest interval between two completions seen so far (the first counted
+    from the start; each interval holds the gap between iterations, where ranks make and check
+    buffers, and the collective at the rate the run actually reaches), at least `floor_s`, plus
+    `slack_s` (a QP's retries before it fails, which a recovering run may spend in one step).
+    """
+
+    first_s: float
+    factor: float = 3.0
+    floor_s: float = 40.0  # an agent lingers up to 30 s for its peers once it is done
+    slack_s: float = 0.0
+
+    def limit(self, start: float, completions: Sequence[float]) -> float:
+        """Seconds allowed after the last completion (or the start, before any)."""
+        if not completions:
+            return self.first_s
+        times = [start, *completions]
+        longest = max(b - a for a, b in zip(times, times[1:], strict=False))
+        return max(self.floor_s, self.factor * longest) + self.slack_s
+
+    def stalled(self, start: float, completions: Sequence[float], now: float) -> str | None:
+        """Why the run counts as hung at `now`, or None."""
+        limit = self.limit(start, completions)
+        last = completions[-1] if completions else start
+        if now - last <= limit:
+            return None
+        if not completions:
+            return (f"no iteration completed on every rank within {limit:.0f} s of the start "
+                    f"(the first iteration's allowance)")
+        return (f"no iteration completed on every rank for {now - last:.0f} s after "
+                f"{len(completions)} did (limit {limit:.0f} s: {self.factor:g} x the longest "
+                f"interval between completions, at least {self.floor_s:g} s, + "
+                f"{self.slack_s:.0f} s of retries)")
 
 
 @dataclass
@@ -31,14 +77,23 @@ class WaitOutcome:
 
 
 def wait_for_agents(procs: dict[str, subprocess.Popen], deadline: float,
-                    clock: Callable[[], float] = time.time) -> WaitOutcome:
-    """Wait for every process; stop the rest at `deadline` (clock time) or `CRASH_GRACE` after
-    the first one that exits non-zero."""
+                    clock: Callable[[], float] = time.time,
+                    watch: Callable[[float], str | None] | None = None) -> WaitOutcome:
+    """Wait for every process; stop the rest at `deadline` (clock time), when `watch` (called
+    every WATCH_EVERY s with the time) says why the run is hung, or `CRASH_GRACE` after the
+    first one that exits non-zero."""
     why: str | None = None
     end = deadline
+    next_watch = clock()
     while any(p.poll() is None for p in procs.values()):
         interrupts.checkpoint()
         now = clock()
+        if watch is not None and now >= next_watch:
+            next_watch = now + WATCH_EVERY
+            stalled = watch(now)
+            if stalled is not None and why is None:
+                why = stalled
+                break
         failed = [h for h, p in procs.items() if p.poll() not in (None, 0)]
         if failed and why is None:
             why = (f"the agent of {failed[0]} failed (exit {procs[failed[0]].returncode}): "

@@ -40,3 +40,12 @@ MAX_TIME = 86_400  # s: when a fault or flow may start, how long it may last
 MIN_MSS = 64  # payload bytes of a packet: smaller makes headers most of every packet
 MAX_WINDOW = 64 * 2**20  # bytes in flight per QP
 MAX_DERIVED_TIMER = 10.0  # s: the ACK timeout and target_delay, given or derived from the buffers
+
+# `rate: auto` (testbed/fabric/budget.py) picks the highest of these link rates, bit/s, that
+# this machine's measured packet budget carries: a 1-2-5 series, as instruments' ranges are,
+# from 200 kbit/s (below it a 100 KB buffer drains in over 4 s and the default ACK timeout
+# passes MAX_DERIVED_TIMER) to 1 Gbit/s (the agents' whole rate on one path of this machine).
+AUTO_RATE_LADDER = tuple(int(m * 10**6) for m in (0.2, 0.5, 1, 2, 5, 10, 25, 50, 100, 200, 500,
+                                                   1000))
+AUTO_RATE = "auto"
+MAX_REAL_RATE = 10**13  # 10 Tbit/s: fabric.real_rate, the real link an emulated one stands for

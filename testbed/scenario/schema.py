@@ -15,6 +15,7 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    PrivateAttr,
     ValidationError,
     field_validator,
     model_validator,
@@ -98,6 +99,10 @@ class Fabric(StrictModel):
     host_link: LinkClass = Field(default_factory=LinkClass)
     fabric_link: LinkClass = Field(default_factory=LinkClass)
     mtu: int = Field(1500, ge=limits.MIN_MTU, le=limits.MAX_MTU)
+    real_rate: Annotated[int, RateIn(limits.MIN_RATE, limits.MAX_REAL_RATE)] | None = Field(
+        None, description="the line rate of the real fabric this one stands for, e.g. "
+                          "'400Gbit': results also show times scaled by real_rate / the host "
+                          "link's emulated rate (the time-dilation factor)")
 
     @property
     def host_count(self) -> int:
@@ -335,6 +340,12 @@ class Agents(StrictModel):
 class Scenario(StrictModel):
     """One experiment. Everything but the name has a default; the name defaults to the file's."""
 
+    # `rate: auto` link classes ("host_link", "fabric_link"): validated at AUTO_PLACEHOLDER
+    # until `with_rate` gives them the rate this machine carries (testbed/fabric/budget.py);
+    # `_data` is the document as written, to validate again with that rate.
+    _auto_links: frozenset[str] = PrivateAttr(default=frozenset())
+    _data: dict[str, Any] = PrivateAttr(default_factory=dict)
+
     name: str = Field(pattern=SAFE_NAME_PATTERN,
                       description="letters, digits, '_', '.', '-'; used in result folder names")
     description: str = Field("", max_length=limits.MAX_DESCRIPTION_CHARS)
@@ -405,6 +416,28 @@ class Scenario(StrictModel):
                              f"transport) exceed fabric.mtu {self.fabric.mtu}; lower qp.mss "
                              f"to {self.fabric.mtu - overhead} or raise the MTU")
         return self
+
+    def auto_links(self) -> tuple[str, ...]:
+        """The link classes written `rate: auto`, whose rate is still to be chosen (empty once
+        `with_rate` chose it, and for scenarios with fixed rates)."""
+        return tuple(sorted(self._auto_links))
+
+    def with_rate(self, rate: int, source: str = "scenario") -> Scenario:
+        """This scenario with every `rate: auto` link class at `rate` (bit/s), validated again
+        at that rate: a check that depends on the rate (the default ACK timeout's bound) is
+        made with the rate that will run."""
+        if not self._auto_links:
+            return self
+        data = _copy(self._data)
+        for name in self._auto_links:
+            data["fabric"][name]["rate"] = rate
+        try:
+            resolved = Scenario.model_validate(data)
+        except ValidationError as exc:
+            raise ScenarioError(format_errors(exc, f"{source} (at rate: auto = "
+                                                   f"{format_rate(rate)})")) from None
+        resolved._data = data
+        return resolved
 
     def qps_per_peer(self, transport: Transport) -> int:
         """QPs between two ranks: as set, else 1 for MRC (one QP sprays every plane) and one
@@ -510,10 +543,56 @@ def parse(text: str, source: str, default_name: str | None = None) -> Scenario:
                             f"got {type(data).__name__}")
     if "name" not in data and default_name is not None:
         data["name"] = default_name
+    data = _copy(data)
+    auto = _take_auto_rates(data)
     try:
-        return Scenario.model_validate(data)
+        scenario = Scenario.model_validate(data)
     except ValidationError as exc:
         raise ScenarioError(format_errors(exc, source)) from None
+    _check_auto_degrades(scenario, auto, source)
+    scenario._auto_links, scenario._data = frozenset(auto), data
+    return scenario
+
+
+AUTO_PLACEHOLDER = limits.AUTO_RATE_LADDER[-1]  # what an `auto` rate is validated at
+
+
+def _copy(data: Any) -> Any:
+    """A deep copy of plain YAML data (dicts, lists, scalars)."""
+    if isinstance(data, dict):
+        return {k: _copy(v) for k, v in data.items()}
+    if isinstance(data, list):
+        return [_copy(v) for v in data]
+    return data
+
+
+def _take_auto_rates(data: dict[str, Any]) -> list[str]:
+    """The link classes written `rate: auto`, each set to AUTO_PLACEHOLDER in `data` (which is
+    the caller's copy) so that the rest of the file is validated as usual."""
+    fabric = data.get("fabric")
+    auto = []
+    for name in ("host_link", "fabric_link"):
+        cls = fabric.get(name) if isinstance(fabric, dict) else None
+        if not isinstance(cls, dict):
+            continue
+        rate = cls.get("rate")
+        if isinstance(rate, str) and rate.strip().lower() == limits.AUTO_RATE:
+            cls["rate"] = AUTO_PLACEHOLDER
+            auto.append(name)
+    return auto
+
+
+def _check_auto_degrades(scenario: Scenario, auto: list[str], source: str) -> None:
+    """A `degrade` to an absolute rate cannot be checked against a rate not yet chosen."""
+    for k, fault in enumerate(scenario.faults):
+        if fault.kind != "degrade" or fault.rate is None:
+            continue
+        name = "fabric_link" if fault.target.shape == "link" else "host_link"
+        if name in auto:
+            raise ScenarioError(
+                f"{source}: faults.{k}: a degrade to {format_rate(fault.rate)} on a link whose "
+                f"rate is auto (fabric.{name}.rate) may not be below the rate chosen; give it "
+                f"as a fraction (e.g. fraction: 0.25)")
 
 
 def load(path: str | Path | None) -> tuple[Scenario, str]:
@@ -604,6 +683,10 @@ def _model_in(annotation: Any) -> type[BaseModel] | None:
 
 def json_schema() -> dict[str, Any]:
     schema = Scenario.model_json_schema()
+    rate = schema["$defs"]["LinkClass"]["properties"]["rate"]
+    rate["anyOf"].append({"type": "string", "enum": [limits.AUTO_RATE],
+                          "description": "the highest rate this machine's measured packet "
+                                         "budget carries (mrc-testbed calibrate)"})
     schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
     schema["title"] = "mrc-testbed scenario"
     return schema
@@ -611,10 +694,14 @@ def json_schema() -> dict[str, Any]:
 
 def describe(s: Scenario) -> str:
     f = s.fabric
+    auto = s.auto_links()
+
+    def rate(name: str) -> str:
+        return limits.AUTO_RATE if name in auto else format_rate(getattr(f, name).rate)
     return (f"{s.name}: {f.planes} planes x ({f.leaves_per_plane} leaves + "
             f"{f.spines_per_plane} spines), {f.host_count} hosts, {f.node_count} nodes, "
-            f"{f.link_count} links, host links {format_rate(f.host_link.rate)}, "
-            f"fabric links {format_rate(f.fabric_link.rate)}, MTU {f.mtu}"
+            f"{f.link_count} links, host links {rate('host_link')}, "
+            f"fabric links {rate('fabric_link')}, MTU {f.mtu}"
             + (f", on {len(s.cluster.server_names())} "
                f"{'emulated ' if s.cluster.emulated else ''}servers ({s.cluster.placement} "
                f"placement)" if s.cluster is not None else ""))

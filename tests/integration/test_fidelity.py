@@ -42,9 +42,10 @@ def test_quickstart_is_faithful(results_dir: Path):
         assert f["verdict"] == "faithful", f
         if f["links"]["backlogged_gaps"] >= 200:
             assert f["links"]["within_one_packet"] >= 0.99, f
-        else:  # DCQCN paces RoCEv2 below the line rate: its ports may never stay backlogged,
-            # and the link invariant is then not judged (said so), never passed blindly
-            assert run.name.endswith("rocev2") and "not judged" in f["links"]["note"], f
+        else:  # DCQCN paces RoCEv2 below the line rate, and MRC's NIC pacing keeps a host
+            # queue at a few packets (measured: 38 to 2,500 backlogged gaps between runs): the
+            # link invariant is then not judged (said so), never passed blindly
+            assert "not judged" in f["links"]["note"], f
         assert f["agents"]["agents"] == 4 and f["cpu"]["run_total"] < 0.8
         gaps = pd.read_parquet(run / "link_gaps.parquet")
         assert gaps.groupby(["node", "ifname"]).ngroups == 32, "every port of 16 links"
@@ -66,7 +67,10 @@ def test_an_overloaded_run_is_not_faithful(tmp_path: Path, results_dir: Path):
     m = meta(run)
     assert m["status"] == "complete", "the run itself completed; only its verdict fails"
     assert m["fidelity"]["verdict"] == "not faithful"
-    assert any("the run itself used" in r for r in m["fidelity"]["reasons"])
+    # the CPU's symptoms: the run's own CPU over its bound, or (when others' work on the
+    # machine starves the agents first, as in the README's scale table) their timers late
+    assert any(r.startswith(("the run itself used", "agents' timers late", "agent timers late"))
+               for r in m["fidelity"]["reasons"]), m["fidelity"]["reasons"]
     assert "fidelity: NOT FAITHFUL" in res.stdout + res.stderr
 
 
@@ -127,3 +131,45 @@ def _agent_pid(config: Path) -> int:
             except OSError:
                 continue
     raise AssertionError(f"no agent process with {config}")
+
+
+AUTO = """name: auto-4
+fabric: {host_link: {rate: auto}, fabric_link: {rate: auto}, mtu: 4200, real_rate: 400Gbit}
+qp: {mss: 4096}
+transport: [mrc]
+workload: {collective: all_reduce, size: 256KiB, iterations: 2, warmup: 0}
+"""
+
+
+def test_rate_auto_calibrates_once_chooses_and_records(tmp_path: Path, results_dir: Path):
+    """No cache: `validate` (no root needed) says run will calibrate; `run` measures on a small
+    fabric, caches it, picks the rung the arithmetic gives and runs at it; then `validate`
+    shows the same choice from the cache."""
+    import os
+
+    from testbed.fabric import budget
+    from testbed.scenario import limits, parse
+    file = tmp_path / "auto.yaml"
+    file.write_text(AUTO)
+    env = os.environ | {"MRC_TESTBED_CACHE": str(tmp_path / "cache")}
+    res = run_cli("validate", str(file), env=env)
+    assert res.returncode == 0 and "`run` will first measure" in res.stdout, res.stdout
+    res = run_cli("run", str(file), "--no-report", results=results_dir, timeout=300, env=env)
+    assert res.returncode == 0, res.stdout[-3000:] + res.stderr
+    out = res.stdout + res.stderr
+    assert "measuring this machine's packet budget" in out and "rate auto: " in out
+    (cache,) = (tmp_path / "cache").glob("calibration-*.json")
+    cal = json.loads(cache.read_text())
+    assert cal["method"] and cal["measured"] and cal["agent_s"] > 0 and cal["packets"] > 1000
+    (run,) = results_dir.iterdir()
+    m = meta(run)
+    chosen = m["rate_auto"]["choice"]
+    # the rung from the cached numbers, computed here again by the pure arithmetic
+    cost = budget.PacketCost(cal["agent_s"], cal["kernel_s_per_link"], cal["cores"])
+    want = budget.choose_rate(parse(AUTO, "t"), cost)
+    assert chosen["rate"] == want.rate in limits.AUTO_RATE_LADDER
+    assert m["facts"]["link_rates"] == {"host": want.rate, "fabric": want.rate}
+    assert m["facts"]["real_rate"] == 400e9
+    assert "Time dilation" in (run / "summary.txt").read_text()
+    res = run_cli("validate", str(file), env=env)
+    assert res.returncode == 0 and f"rate auto: {want.lines()[0].split(': ')[1]}" in res.stdout

@@ -87,3 +87,25 @@ def test_a_failure_while_ending_never_hides_the_runs_own_error(capsys):
     with pytest.raises(OSError):  # with no error before, the failure is the error
         runner._end(None, None, None, Progress(quiet=True), _Results(), "complete", None,
                     None, None)
+
+
+def test_validate_with_rate_auto_needs_no_root_and_says_what_run_will_do(tmp_path: Path, capsys,
+                                                                          monkeypatch):
+    from testbed.emulation import calibration
+    monkeypatch.setattr(calibration, "CACHE_DIR", tmp_path / "cache")
+    f = tmp_path / "auto.yaml"
+    f.write_text("name: auto\nfabric: {host_link: {rate: auto}, fabric_link: {rate: auto}, "
+                 "mtu: 4200}\nqp: {mss: 4096}\n")
+    assert cli.main(["validate", str(f)]) == 0
+    out = capsys.readouterr().out
+    assert "host links auto" in out and "`run` will first measure" in out
+    # 100 us + 5 us per link; quickstart's shape: 4 ranks x 2 planes, 3 links a packet:
+    # R = 0.8 x cores x 33,584 / (8 x 115e-6)
+    calibration.save(calibration.from_measurement(1.0, 0.15, 10_000, 5.0, 3.0))
+    assert cli.main(["validate", str(f)]) == 0
+    out = capsys.readouterr().out
+    cores = calibration.cached()[0].cores
+    want = 0.8 * cores * 33_584 / (8 * 115e-6)
+    rung = max(r for r in (200e3, 500e3, 1e6, 2e6, 5e6, 10e6, 25e6, 50e6, 100e6, 200e6)
+               if r <= want)
+    assert f"rate auto: {rung / 1e6:.3g} Mbit/s" in out, out

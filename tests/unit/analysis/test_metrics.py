@@ -235,3 +235,23 @@ def test_a_link_up_closes_its_link_down_as_one_disturbance():
     d = M.disturbances(ev, (), t0=100.0)
     assert d[["label", "start", "end"]].values.tolist() == [
         ["link_down h0 port of plane 0", 0.5, 2.0]]
+
+
+def test_dilation_scales_times_by_the_real_over_the_emulated_rate():
+    """400 Gbit/s over 10 Mbit/s: 40,000x; a 2 s iteration is 50 us at the real rate."""
+    from types import SimpleNamespace
+
+    from analysis import summary
+    f = facts(parse("name: d\nfabric: {host_link: {rate: 10Mbit}, real_rate: 400Gbit}\n", "t"),
+              "mrc")
+    assert f.dilation() == 40_000
+    assert facts(parse("name: d\n", "t"), "mrc").dilation() is None
+    it = _iterations([9.0, 1.0, 3.0])  # timed: 1 s and 3 s, mean 2 s
+    view = SimpleNamespace(run=SimpleNamespace(facts=f, iterations=it), label="mrc",
+                           percentiles=lambda: M.percentiles(np.array([1.0, 3.0])))
+    text = summary.dilation([view])
+    assert "time dilation 40,000x" in text
+    assert "time 2 s -> 50 us" in text
+    assert "CCT p50 2 s -> 50 us" in text
+    no_real = SimpleNamespace(run=SimpleNamespace(facts=facts(parse("name: d\n", "t"), "mrc")))
+    assert summary.dilation([no_real]) == ""

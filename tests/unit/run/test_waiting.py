@@ -53,3 +53,63 @@ def test_an_agent_ignoring_sigterm_is_killed(monkeypatch):
     time.sleep(0.3)
     waiting.stop({"h0": proc})
     assert proc.returncode == -9
+
+
+def test_progress_rule_by_hand():
+    rule = waiting.ProgressRule(first_s=100.0, factor=3.0, floor_s=40.0, slack_s=2.0)
+    # before any completion: the first iteration's allowance, from the start
+    assert rule.limit(0.0, []) == 100.0
+    assert rule.stalled(0.0, [], 100.0) is None
+    assert "within 100 s of the start" in rule.stalled(0.0, [], 100.5)
+    # 64 hosts as measured: 25 s a step plus 30 s of verification -> completions 55 s apart;
+    # the limit is 3 x 55 + 2 = 167 s after the last one, not a fixed 69 s for the whole run
+    assert rule.limit(0.0, [55.0, 110.0]) == 167.0
+    assert rule.stalled(0.0, [55.0, 110.0], 277.0) is None
+    why = rule.stalled(0.0, [55.0, 110.0], 277.5)
+    assert why is not None and "after 2 did" in why and "limit 167 s" in why
+    # quick iterations: the floor (an agent lingers up to 30 s for its peers) + slack
+    assert rule.limit(0.0, [5.0, 6.0, 7.0]) == 42.0
+    # the longest interval counts, not the last: one slow (faulted) step widens the limit
+    assert rule.limit(0.0, [5.0, 25.0, 26.0]) == 3 * 20.0 + 2.0
+
+
+def test_iteration_watch_counts_iterations_every_rank_completed(tmp_path: Path):
+    from testbed.run.traffic import IterationWatch
+    dirs = [tmp_path / "h0", tmp_path / "h1"]
+    for d in dirs:
+        d.mkdir()
+    watch = IterationWatch(dirs, waiting.ProgressRule(first_s=10.0, floor_s=5.0), start=0.0)
+    (dirs[0] / "progress").write_text("2")  # h1 has written nothing yet: none on every rank
+    assert watch(1.0) is None and watch.completions == []
+    (dirs[1] / "progress").write_text("1")
+    assert watch(4.0) is None and watch.completions == [4.0]
+    (dirs[1] / "progress").write_text("3")
+    (dirs[0] / "progress").write_text("3")
+    assert watch(6.0) is None and watch.completions == [4.0, 6.0, 6.0]
+    # longest interval 4 s -> 3 x 4 = 12 s after the last completion
+    assert watch(18.0) is None
+    assert "after 3 did" in (watch(18.5) or "")
+
+
+def test_a_stalled_run_is_stopped_with_the_watchs_reason(monkeypatch):
+    monkeypatch.setattr(waiting, "WATCH_EVERY", 0.05)
+    procs = {"h0": sleeper(60), "h1": sleeper(60)}
+    t0 = time.time()
+    out = waiting.wait_for_agents(procs, t0 + 60,
+                                  watch=lambda now: "stuck" if now - t0 > 0.3 else None)
+    assert time.time() - t0 < 10, "not the 60 s cap"
+    assert out.why == "stuck" and set(out.stopped) == {"h0", "h1"}
+
+
+def test_iteration_watch_ends_the_wait_for_a_host_that_failed_in_a_pooled_process(tmp_path):
+    """A pooled process lives on after one of its hosts failed: its result.json says so."""
+    from testbed.run.traffic import IterationWatch
+    dirs = [tmp_path / "h0", tmp_path / "h1"]
+    for d in dirs:
+        d.mkdir()
+    watch = IterationWatch(dirs, waiting.ProgressRule(first_s=100.0), start=0.0)
+    (dirs[0] / "result.json").write_text('{"status": "ok"}')
+    assert watch(1.0) is None
+    (dirs[1] / "result.json").write_text('{"status": "failed", "error": "transport failed"}')
+    assert watch(2.0) == ("the agent of h1 failed (transport failed): its peers cannot "
+                          "complete without it")

@@ -1,0 +1,51 @@
+"""The packet budget's cache: per machine, kernel and agent code; stale or unreadable caches
+are measured again, each with the reason said."""
+from __future__ import annotations
+
+from dataclasses import asdict
+from pathlib import Path
+
+import pytest
+
+from testbed.emulation import calibration
+
+
+@pytest.fixture
+def cache(tmp_path: Path, monkeypatch) -> Path:
+    monkeypatch.setattr(calibration, "CACHE_DIR", tmp_path)
+    return tmp_path
+
+
+def test_numbers_of_a_measurement():
+    # 2.0 s of agent CPU and 0.3 s of softirq for 20,000 packets over 3 links each:
+    # 100 us and 15 us / 3 = 5 us per link
+    c = calibration.from_measurement(2.0, 0.3, 20_000, 5.0, 3.0)
+    assert c.agent_s == pytest.approx(100e-6)
+    assert c.kernel_s_per_link == pytest.approx(5e-6)
+    assert c.cost().agent_s == c.agent_s and c.method == calibration.METHOD
+    with pytest.raises(ValueError, match="nothing to measure"):
+        calibration.from_measurement(1.0, 0.1, 0, 5.0, 3.0)
+
+
+def test_cache_round_trip_and_staleness(cache: Path, monkeypatch):
+    found, why = calibration.cached()
+    assert found is None and "no calibration of this machine and kernel" in why
+    c = calibration.from_measurement(2.0, 0.3, 20_000, 5.0, 3.0)
+    path = calibration.save(c)
+    assert path.parent == cache and calibration.machine_id() in path.name
+    again, why = calibration.cached()
+    assert again == c and str(path) in why
+    monkeypatch.setattr(calibration, "agent_code", lambda: "other")
+    stale, why = calibration.cached()
+    assert stale is None and "other agent code" in why
+    path.write_text("{not json")
+    broken, why = calibration.cached()
+    assert broken is None and "unreadable" in why
+
+
+def test_agents_cpu_counts_a_pooled_process_once():
+    results = [{"pid": 1, "cpu_start_s": 1.0, "cpu_s": 3.0},   # pooled process 1, host a
+               {"pid": 1, "cpu_start_s": 1.5, "cpu_s": 4.0},   # the same process, host b
+               {"pid": 2, "cpu_start_s": 0.5, "cpu_s": 1.5}]
+    assert calibration.agents_cpu(results) == pytest.approx((4.0 - 1.0) + (1.5 - 0.5))
+    assert asdict(calibration.from_measurement(1, 0, 1, 1, 1))["agent_code"]
