@@ -37,6 +37,11 @@ ev_states.py (the spec's GOOD / ASSUMED_BAD / DENIED):
   row). If the EV has delivered a packet sent after the one that timed out, the path works
   and the loss is random: it is judged like a gap, against the QP's other EVs. Only a silent
   EV (nothing sent after the packet came back) is condemned at once, as the spec says;
+- congestion delivers: a queue delays packets, it does not swallow all of them. An EV with
+  `SILENT_TIMEOUTS` timeouts in a row and no delivery between them is dead whatever the delay
+  says, and is condemned (measured: a path to nowhere, beside two working ones on a loaded
+  machine, took 15 timeouts as congestion and was never condemned, because its queueing
+  delay was the QP's, which the load had raised);
 - a burst of timeouts on more than half the QP's active EVs within one timeout is a stall of
   the host or the receiver (both emulated hosts share two cores), not evidence against any
   path: no EV is condemned for it, and EVs condemned by a timeout earlier in the burst are
@@ -65,6 +70,7 @@ MARK_FLOOR = 0.02  # below this share the other EVs count as unmarked (no 2x of 
 LOSS_WINDOW = 64  # packets: an EV's loss counts decay by 1/LOSS_WINDOW per packet judged
 LOSS_MIN = 3  # an EV stands out with at least this many recent losses...
 LOSS_SIGMAS = 5.0  # ...and this many standard deviations above the others' rate predicts
+SILENT_TIMEOUTS = 3  # timeouts in a row, nothing delivered: dead, whatever the delay says
 LOSS_RATE_FLOOR = 0.005  # the others' loss rate taken as at least this (no test against 0)
 FLAP_MEMORY = 1.0  # s: a condemnation this soon after re-admission doubles the probe run
 MAX_PROBE_RUN = 256  # the longest run of answered probes an EV can be asked for
@@ -92,6 +98,7 @@ class EV:
     last_timeout: float = -1.0  # when a packet on it last timed out
     timeout_condemned: float = -1.0  # when a timeout last condemned it
     delivered_sent: float = -1.0  # send time of the newest packet on it known to have arrived
+    silent_timeouts: int = 0  # timeouts in a row with nothing delivered on it between them
     srtt: float | None = None  # its own smoothed RTT (RFC 6298), from the ACKs' echoed times
     rttvar: float = 0.0
     condemned: int = 0  # times it went GOOD -> ASSUMED_BAD
@@ -333,6 +340,7 @@ class EVSet:
             return
         if sent_at > ev.delivered_sent:
             ev.delivered_sent = sent_at
+        ev.silent_timeouts = 0
         if packet:
             self._judged(ev, lost=False)
 
@@ -367,14 +375,21 @@ class EVSet:
                     self._apply(e, EVEvent.STALL, now, f"{len(recent)} of {len(active)} "
                                 "active EVs timed out within one timeout: a host stall")
             return True
+        silent = {i for i, sent_at, _ in timed_out
+                  if i in self._by_index and self._by_index[i].delivered_sent <= sent_at}
+        for index in silent:  # once per EV and call: one burst is one timeout in a row
+            self._by_index[index].silent_timeouts += 1
         for index, sent_at, reason in timed_out:
             ev = self.by_index(index)
             if ev is None:
                 continue
             works = ev.delivered_sent > sent_at
+            dead = not works and ev.silent_timeouts >= SILENT_TIMEOUTS
             event = self.on_loss(index, now, reason + (" (random: the path delivered later "
-                                                       "packets)" if works else ""),
-                                 rtt=rtt, delay_high=delay_high, gap=works)
+                                                       "packets)" if works else "") +
+                                 (f" ({ev.silent_timeouts} timeouts in a row, nothing "
+                                  "delivered: dead, not congested)" if dead else ""),
+                                 rtt=rtt, delay_high=delay_high and not dead, gap=works)
             if event is EVEvent.LOSS:
                 ev.timeout_condemned = now
         return False

@@ -9,7 +9,7 @@ from collections import Counter
 import pytest
 
 from hostagent.ev_states import TRANSITIONS, EVEvent, EVState
-from hostagent.evs import FLAP_MEMORY, EVPolicy, EVSet
+from hostagent.evs import FLAP_MEMORY, SILENT_TIMEOUTS, EVPolicy, EVSet
 
 G, B, D = EVState.GOOD, EVState.ASSUMED_BAD, EVState.DENIED
 TABLE = [(i, i // 4) for i in range(8)]  # 8 EVs: 2 planes x 4 spines
@@ -270,3 +270,24 @@ def test_random_loss_makes_no_ev_stand_out_but_a_lossy_one_does():
             break
     assert s.by_index(3).state is B, "found"
     assert all(e.state is G for e in s.evs if e.index != 3)
+
+
+def test_a_silent_path_is_dead_whatever_the_delay_says():
+    """Congestion delays packets; it does not swallow every one. Timeouts on an EV while the
+    QP's delay is high are congestion, until SILENT_TIMEOUTS of them come in a row with nothing
+    delivered between: then the path is dead and condemned. A delivery in between starts the
+    count again (a congested path still delivers)."""
+    s = evset()
+    for k in range(1, SILENT_TIMEOUTS):
+        s.on_timeouts([(0, k - 0.5, "t"), (0, k - 0.4, "t")], float(k), window=0.1,
+                      delay_high=True)  # two packets of one burst: one timeout in a row
+        assert s.by_index(0).state is G, f"timeout {k}: congestion, held off"
+    s.on_delivered(0, SILENT_TIMEOUTS - 0.9)  # it delivered: the count starts again
+    for k in range(SILENT_TIMEOUTS, 2 * SILENT_TIMEOUTS - 1):
+        s.on_timeouts([(0, k - 0.5, "t")], float(k), window=0.1, delay_high=True)
+        assert s.by_index(0).state is G
+    k = 2 * SILENT_TIMEOUTS - 1
+    s.on_timeouts([(0, k - 0.5, "t")], float(k), window=0.1, delay_high=True)
+    ev = s.by_index(0)
+    # held off per packet: 2 packets in each of the first bursts, 1 in each of the next
+    assert ev.state is B and ev.congestion_losses == 3 * (SILENT_TIMEOUTS - 1)
