@@ -320,10 +320,11 @@ def test_a_lost_ssh_session_makes_its_agent_clean_its_server(tmp_path: Path):
                     "srv1 alive": [], "srv0 alive": list(network.placement.nodes_on("srv0"))}
 
 
-def test_degrade_delay_and_routing_on_a_tunnel_go_through_both_servers_agents():
+def test_degrade_and_routing_on_a_tunnel_go_through_both_servers_agents():
     """The netlink part of faults, on the crossing link p0l1 (srv1) - p0s0 (srv0): each end's
-    shaper rate, its FIFO swapped for netem and back, and the baseline's routes converging
-    around the link and back, each done by the agent of that end's server."""
+    shaper rate, and the baseline's routes converging around the link and back, each done by
+    the agent of that end's server. (Delay, the third, needs netem, which this kernel lacks:
+    a delay scenario is refused before the build.)"""
     sc = scenario_mod.parse(QUICK + "cluster: {emulated: 2}\n", "test")
     with fabric(sc) as network:
         assert isinstance(network, ClusterNetwork)
@@ -342,13 +343,6 @@ def test_degrade_delay_and_routing_on_a_tunnel_go_through_both_servers_agents():
         injector.apply(Action(1, False, "degrade", ("p0l1-p0s0",), 0, degrade.params))
         for node in ends:
             assert "rate 25Mbit" in tc(node, "class")
-        delay = Action(0, True, "delay", ("p0l1-p0s0",), 0, (("delay", 0.005),))
-        injector.apply(delay)
-        for node in ends:
-            assert "netem" in tc(node, "qdisc") and "delay 5ms" in tc(node, "qdisc")
-        injector.apply(Action(1, False, "delay", ("p0l1-p0s0",), 0, delay.params))
-        for node in ends:
-            assert "netem" not in tc(node, "qdisc") and "bfifo" in tc(node, "qdisc")
         leaf = network.node("p0l1")
         before = leaf.cmd("ip -6 route show fd10::/64")
         assert before.count("nexthop via") == 2, before
@@ -361,5 +355,4 @@ def test_degrade_delay_and_routing_on_a_tunnel_go_through_both_servers_agents():
     for server, node in (("srv1", "p0l1"), ("srv0", "p0s0")):
         log = network.agent_logs[server]
         assert log.count(f"port_rate {node} {ends[node]}") == 2, log
-        assert log.count(f"port_delay {node} {ends[node]}") == 2, log
     assert "routes p0l1: " in network.agent_logs["srv1"]
