@@ -33,6 +33,10 @@ class Pending:
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _done: threading.Event = field(default_factory=threading.Event)
 
+    def __post_init__(self) -> None:
+        if self.nodes <= 0:  # an action with nothing for nftables (rates, routing): done now
+            self._done.set()
+
     def report(self, started: float | None, finished: float | None, error: str | None) -> None:
         with self._lock:
             if started is None or finished is None:
