@@ -38,14 +38,27 @@ ev_states.py (the spec's GOOD / ASSUMED_BAD / DENIED):
   and the loss is random: it is judged like a gap, against the QP's other EVs. Only a silent
   EV (nothing sent after the packet came back) is condemned at once, as the spec says;
 - congestion delivers: a queue delays packets, it does not swallow all of them. An EV with
-  `SILENT_TIMEOUTS` timeouts in a row and no delivery between them is dead whatever the delay
-  says, and is condemned (measured: a path to nowhere, beside two working ones on a loaded
-  machine, took 15 timeouts as congestion and was never condemned, because its queueing
-  delay was the QP's, which the load had raised);
-- a burst of timeouts on more than half the QP's active EVs within one timeout is a stall of
-  the host or the receiver (both emulated hosts share two cores), not evidence against any
-  path: no EV is condemned for it, and EVs condemned by a timeout earlier in the burst are
-  GOOD again (event STALL). The QP backs off its window instead (mrc.py);
+  `SILENT_LOSSES` losses in a row (timeouts, or losses RACK found: a later packet arrived on
+  another EV) and no delivery between them is dead whatever the delay or the other EVs'
+  losses say, and is condemned. Each timer pass or RACK pass counts once per EV (one burst
+  is one event). Measured: a path to nowhere, beside two working ones on a loaded machine,
+  took 15 timeouts as congestion and was never condemned, because its queueing delay was the
+  QP's, which the load had raised; and with a plane or a leaf down (drills plane-down,
+  leaf-down), half a QP's EVs went silent at once, RACK's losses on each were judged against
+  a pool holding the other dead ones, none stood out, and each took 10-30 losses and 0.1-0.5
+  s to condemn, while the QP sprayed half its packets into the void (MRC at 24-34% of its
+  steady goodput in the fault window, against the 50% the remaining ports carry);
+- a resend passes over EVs whose last loss was silent (they may be dead: a write waits for
+  its resends), and a spare that takes a condemned EV's place starts from that EV's RTT, so
+  RACK judges its packets at once rather than after the ACK timeout (a spare of a dead plane
+  is as dead as the EV it replaces);
+- a burst of timeouts on more than half the QP's active EVs within one timeout, with the
+  receiver silent (no EV delivered a packet sent after them), is a stall of the host or the
+  receiver (both emulated hosts share two cores), not evidence against any path: no EV is
+  condemned for it, and EVs condemned by a timeout earlier in the burst are GOOD again
+  (event STALL). The QP backs off its window instead (mrc.py). Half the EVs silent while the
+  other half deliver is a plane or a leaf gone, not a stall: a spare that timed out too
+  could tip the count past half;
 - DENIED EVs (the scenario or a controller) are never used.
 
 Spraying (bug 7 of issue 9): a packet first picks a plane, in turn over the planes that have a
@@ -70,7 +83,7 @@ MARK_FLOOR = 0.02  # below this share the other EVs count as unmarked (no 2x of 
 LOSS_WINDOW = 64  # packets: an EV's loss counts decay by 1/LOSS_WINDOW per packet judged
 LOSS_MIN = 3  # an EV stands out with at least this many recent losses...
 LOSS_SIGMAS = 5.0  # ...and this many standard deviations above the others' rate predicts
-SILENT_TIMEOUTS = 3  # timeouts in a row, nothing delivered: dead, whatever the delay says
+SILENT_LOSSES = 3  # losses in a row, nothing delivered: dead, whatever the delay says
 LOSS_RATE_FLOOR = 0.005  # the others' loss rate taken as at least this (no test against 0)
 FLAP_MEMORY = 1.0  # s: a condemnation this soon after re-admission doubles the probe run
 MAX_PROBE_RUN = 256  # the longest run of answered probes an EV can be asked for
@@ -98,7 +111,7 @@ class EV:
     last_timeout: float = -1.0  # when a packet on it last timed out
     timeout_condemned: float = -1.0  # when a timeout last condemned it
     delivered_sent: float = -1.0  # send time of the newest packet on it known to have arrived
-    silent_timeouts: int = 0  # timeouts in a row with nothing delivered on it between them
+    silent_losses: int = 0  # losses (timeouts, RACK) in a row, nothing delivered between
     srtt: float | None = None  # its own smoothed RTT (RFC 6298), from the ACKs' echoed times
     rttvar: float = 0.0
     condemned: int = 0  # times it went GOOD -> ASSUMED_BAD
@@ -173,15 +186,21 @@ class EVSet:
         n = len(self._planes[plane])
         return n if want is None else min(want, n)
 
-    def _fill_plane(self, plane: int) -> None:
+    def _fill_plane(self, plane: int, replacing: EV | None = None) -> None:
         """Activate GOOD spares until the plane has its target of active EVs (a seeded pick,
-        so that QPs sharing a leaf do not all leave the same spine idle)."""
+        so that QPs sharing a leaf do not all leave the same spine idle). A spare that takes
+        the place of `replacing` and has no RTT of its own starts from that EV's: RACK then
+        judges its packets by it, where an EV with no RTT waits for the ACK timeout (mrc.py).
+        Measured on the simnet with a plane gone: the spare took the dead plane's whole share
+        into the void for a full ACK timeout, and the QP's goodput fell to a tenth."""
         in_plane = self._planes[plane]
         missing = self._per_plane_target(plane) - sum(e.active for e in in_plane)
         spares = [e for e in in_plane if not e.active and e.state is EVState.GOOD]
         if missing > 0 and spares:
             for e in self.rng.sample(spares, min(missing, len(spares))):
                 e.active = True
+                if e.srtt is None and replacing is not None and replacing.srtt is not None:
+                    e.srtt, e.rttvar = replacing.srtt, replacing.rttvar
 
     def _refresh(self) -> None:
         self._usable = {}
@@ -215,20 +234,27 @@ class EVSet:
             ev.outstanding.clear()
             ev.recent_packets = ev.recent_losses = 0.0  # the losses that condemned it are
             # judged: counting them again would condemn it at its next random loss
+            ev.silent_losses = 0  # so is its silence: the probes were answered
         else:  # DENIED
             ev.active = False
-        self._fill_plane(ev.plane)
+        self._fill_plane(ev.plane, replacing=None if new is EVState.GOOD else ev)
         self._refresh()
 
     # ---- choosing ----
     def pick(self, now: float, avoid: int | None = None) -> EV:
         """The EV for the next packet: a plane in turn, then the next EV of that plane that is
-        not held off (nor `avoid`); a held-off EV only when every usable one is."""
+        not held off (nor `avoid`); a held-off EV only when every usable one is. A resend
+        (`avoid`: the EV it was lost on) also passes over suspect EVs, whose last loss was
+        silent (nothing delivered on them since), as if held off: a write waits for its
+        resends, and such a path may be dead. Measured in the leaf-down drill: a tail probe
+        resent onto another EV of the dead plane, was lost again, and the write waited for
+        the 69 ms ACK timeout."""
         order = self._plane_order
         if not order:
             raise RuntimeError("no usable EV")
         n = len(order)
         rand = self.policy.spray == "random"
+        resend = avoid is not None
         start = self.rng.randrange(n) if rand else self._plane_cursor % n
         fallback = None
         for k in range(n):
@@ -240,7 +266,7 @@ class EVSet:
                 ev = usable[(first + j) % m]
                 if ev.index == avoid:
                     continue
-                if ev.holdoff_until <= now:
+                if ev.holdoff_until <= now and not (resend and ev.silent_losses):
                     if not rand:  # the next pick starts after this one, so that a held
                         self._ev_cursor[plane] = (first + j + 1) % m  # EV's turns spread
                         self._plane_cursor = (start + k + 1) % n
@@ -340,7 +366,7 @@ class EVSet:
             return
         if sent_at > ev.delivered_sent:
             ev.delivered_sent = sent_at
-        ev.silent_timeouts = 0
+        ev.silent_losses = 0
         if packet:
             self._judged(ev, lost=False)
 
@@ -354,10 +380,13 @@ class EVSet:
                     rtt: float | None = None, delay_high: bool = False) -> bool:
         """Packets that timed out together: (EV index, its send time, reason). Returns True
         when they are a stall: with the timeouts of the last `window` s (one timeout), more
-        than half the active EVs timed out. A stall condemns nothing and gives back the EVs
-        its earlier timeouts condemned. Otherwise each timeout is judged on its own: on an EV
-        that delivered a packet sent after it, as a gap (against the other EVs); on a silent
-        EV, as a loss (condemned unless congestion or the floor explain it)."""
+        than half the active EVs timed out, and the receiver is silent (no EV delivered a
+        packet sent after the newest of them: a plane or a leaf gone silences half the EVs
+        while the others deliver, and that is a path failure, not a stall). A stall condemns
+        nothing and gives back the EVs its earlier timeouts condemned. Otherwise each timeout
+        is judged on its own: on an EV that delivered a packet sent after it, as a gap
+        (against the other EVs); on a silent EV, as a loss (condemned unless congestion or
+        the floor explain it)."""
         for index, _, _ in timed_out:
             ev = self.by_index(index)
             if ev is not None:
@@ -368,31 +397,62 @@ class EVSet:
         active = {e.index for plane in self._plane_order for e in self._usable[plane]}
         active |= {e.index for e in recent if e.state is EVState.ASSUMED_BAD
                    and now - e.timeout_condemned <= window}
-        if len(recent) >= 2 and 2 * len(recent) > len(active):
+        newest = max(sent_at for _, sent_at, _ in timed_out)
+        heard = any(e.delivered_sent > newest for e in self.evs)
+        if len(recent) >= 2 and 2 * len(recent) > len(active) and not heard:
             for e in recent:
                 e.stall_timeouts += 1
                 if e.state is EVState.ASSUMED_BAD and now - e.timeout_condemned <= window:
                     self._apply(e, EVEvent.STALL, now, f"{len(recent)} of {len(active)} "
                                 "active EVs timed out within one timeout: a host stall")
             return True
-        silent = {i for i, sent_at, _ in timed_out
+        for index, event in zip((i for i, _, _ in timed_out), self._judge_losses(
+                [(i, sent_at, reason, delay_high) for i, sent_at, reason in timed_out],
+                now, rtt, silent_condemns=True)):
+            if event is EVEvent.LOSS:
+                self._by_index[index].timeout_condemned = now
+        return False
+
+    def on_losses_found(self, lost: list[tuple[int, float, str, bool]], now: float,
+                        rtt: float | None = None) -> None:
+        """Packets RACK found lost together (a later packet arrived): (EV index, send time,
+        reason, the EV's queueing delay above target). Each is judged like a gap, against
+        the QP's other EVs, until its EV has been silent for SILENT_LOSSES losses in a row:
+        then the EV is dead and condemned, whatever the other EVs lose or the delay says.
+        Measured before this rule (plane-down drill, 3 of a QP's 6 active EVs dead at once):
+        each dead EV was judged against a pool that held the other dead ones, did not stand
+        out, and took 10-30 losses and 0.1-0.5 s to condemn."""
+        self._judge_losses(lost, now, rtt, silent_condemns=False)
+
+    def _judge_losses(self, lost: list[tuple[int, float, str, bool]], now: float,
+                      rtt: float | None, silent_condemns: bool) -> list[EVEvent | None]:
+        """Losses found together (a timer pass, a RACK pass): (EV index, send time, reason,
+        delay high). A silent EV (nothing sent after the packet came back on it) counts one
+        loss in a row per call (one burst is one event); at SILENT_LOSSES it is dead. A loss
+        on an EV that delivered later packets is random: judged like a gap. A silent, not yet
+        dead EV's loss condemns it if `silent_condemns` (a timeout: the spec's rule), else it
+        is judged like a gap (RACK: a path that lost one packet and has not yet delivered the
+        next is not silent for long)."""
+        silent = {i for i, sent_at, _, _ in lost
                   if i in self._by_index and self._by_index[i].delivered_sent <= sent_at}
-        for index in silent:  # once per EV and call: one burst is one timeout in a row
-            self._by_index[index].silent_timeouts += 1
-        for index, sent_at, reason in timed_out:
+        for index in silent:
+            self._by_index[index].silent_losses += 1
+        events: list[EVEvent | None] = []
+        for index, sent_at, reason, delay_high in lost:
             ev = self.by_index(index)
             if ev is None:
+                events.append(None)
                 continue
             works = ev.delivered_sent > sent_at
-            dead = not works and ev.silent_timeouts >= SILENT_TIMEOUTS
-            event = self.on_loss(index, now, reason + (" (random: the path delivered later "
-                                                       "packets)" if works else "") +
-                                 (f" ({ev.silent_timeouts} timeouts in a row, nothing "
-                                  "delivered: dead, not congested)" if dead else ""),
-                                 rtt=rtt, delay_high=delay_high and not dead, gap=works)
-            if event is EVEvent.LOSS:
-                ev.timeout_condemned = now
-        return False
+            dead = not works and ev.silent_losses >= SILENT_LOSSES
+            events.append(self.on_loss(
+                index, now, reason + (" (random: the path delivered later packets)"
+                                      if works else "") +
+                (f" ({ev.silent_losses} losses in a row, nothing delivered: dead, not "
+                 "congested)" if dead else ""),
+                rtt=rtt, delay_high=delay_high and not dead,
+                gap=works or not (dead or silent_condemns)))
+        return events
 
     def on_feedback(self, index: int, marked: bool) -> None:
         """An ACK for a packet on this EV: update its share of marked ACKs."""

@@ -18,8 +18,11 @@ What this class adds to the shared QP machinery (qp.py):
   a run of answered probes;
 - a tail loss (nothing sent after it on its EV to reveal a gap) is found by RACK-TLP
   (recovery.py) well before the ACK timeout, and judged like a gap;
+- the losses of one RACK pass are judged together (evs.py): an EV silent through
+  SILENT_LOSSES of them in a row is dead (a plane or a leaf gone), not a random loser;
 - the timeouts of one timer pass are judged together (evs.py): a burst over more than half
-  the active EVs is a host stall, which condemns nothing and backs the window off; otherwise
+  the active EVs, with the receiver silent, is a host stall, which condemns nothing and
+  backs the window off; otherwise
   the window is cut only for a timeout congestion explains (a lossy or dead path is no
   reason to send slower on the others);
 - NACK- and trim-driven resends are not timeouts: only timeouts count towards the retry
@@ -154,12 +157,15 @@ class MrcQP(QueuePair):
         queued = set(self._resend)
         outstanding = ((psn, p.sent_at, waits.get(p.ev, wait))
                        for psn, p in self._inflight.items() if psn not in queued)
+        lost = []
         for psn in self.tail.lost(outstanding, now):
             p = self._inflight[psn]
             self.counters.rack_losses += 1
-            self.evset.on_loss(p.ev, now, f"PSN {psn} lost (a later packet arrived, RACK)",
-                               rtt=self.cc.srtt, delay_high=self._delay_high(p.ev), gap=True)
+            lost.append((p.ev, p.sent_at, f"PSN {psn} lost (a later packet arrived, RACK)",
+                         self._delay_high(p.ev)))
             self._resend_now(psn)
+        if lost:
+            self.evset.on_losses_found(lost, now, rtt=cc.srtt)
 
     def _on_path_feedback(self, ev: int, now: float, ecn: bool) -> None:
         self.evset.on_feedback(ev, ecn)

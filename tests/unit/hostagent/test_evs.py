@@ -9,7 +9,7 @@ from collections import Counter
 import pytest
 
 from hostagent.ev_states import TRANSITIONS, EVEvent, EVState
-from hostagent.evs import FLAP_MEMORY, SILENT_TIMEOUTS, EVPolicy, EVSet
+from hostagent.evs import FLAP_MEMORY, SILENT_LOSSES, EVPolicy, EVSet
 
 G, B, D = EVState.GOOD, EVState.ASSUMED_BAD, EVState.DENIED
 TABLE = [(i, i // 4) for i in range(8)]  # 8 EVs: 2 planes x 4 spines
@@ -274,20 +274,108 @@ def test_random_loss_makes_no_ev_stand_out_but_a_lossy_one_does():
 
 def test_a_silent_path_is_dead_whatever_the_delay_says():
     """Congestion delays packets; it does not swallow every one. Timeouts on an EV while the
-    QP's delay is high are congestion, until SILENT_TIMEOUTS of them come in a row with nothing
+    QP's delay is high are congestion, until SILENT_LOSSES of them come in a row with nothing
     delivered between: then the path is dead and condemned. A delivery in between starts the
     count again (a congested path still delivers)."""
     s = evset()
-    for k in range(1, SILENT_TIMEOUTS):
+    for k in range(1, SILENT_LOSSES):
         s.on_timeouts([(0, k - 0.5, "t"), (0, k - 0.4, "t")], float(k), window=0.1,
                       delay_high=True)  # two packets of one burst: one timeout in a row
         assert s.by_index(0).state is G, f"timeout {k}: congestion, held off"
-    s.on_delivered(0, SILENT_TIMEOUTS - 0.9)  # it delivered: the count starts again
-    for k in range(SILENT_TIMEOUTS, 2 * SILENT_TIMEOUTS - 1):
+    s.on_delivered(0, SILENT_LOSSES - 0.9)  # it delivered: the count starts again
+    for k in range(SILENT_LOSSES, 2 * SILENT_LOSSES - 1):
         s.on_timeouts([(0, k - 0.5, "t")], float(k), window=0.1, delay_high=True)
         assert s.by_index(0).state is G
-    k = 2 * SILENT_TIMEOUTS - 1
+    k = 2 * SILENT_LOSSES - 1
     s.on_timeouts([(0, k - 0.5, "t")], float(k), window=0.1, delay_high=True)
     ev = s.by_index(0)
     # held off per packet: 2 packets in each of the first bursts, 1 in each of the next
-    assert ev.state is B and ev.congestion_losses == 3 * (SILENT_TIMEOUTS - 1)
+    assert ev.state is B and ev.congestion_losses == 3 * (SILENT_LOSSES - 1)
+
+
+def test_a_path_silent_through_losses_rack_found_is_dead_whatever_the_others_lose():
+    """A plane going down silences half a QP's EVs at once. RACK finds their losses (later
+    packets arrived on the other plane); judged as gaps against a pool that holds the other
+    dead EVs, none stood out, and each took 10-30 losses and 0.1-0.5 s to condemn (measured,
+    plane-down drill). Losses RACK finds on an EV that delivers nothing in between count in a
+    row, once per RACK pass; at SILENT_LOSSES the EV is dead. A delivery restarts the count,
+    so a path that loses a packet now and then is still judged against the others."""
+    s = evset()
+    for k in range(SILENT_LOSSES):
+        now = 1.0 + 0.01 * k
+        for ev in (0, 1, 2, 3):  # plane 1 keeps delivering packets sent after these
+            s.on_delivered(4 + ev, now)
+        assert all(s.by_index(i).state is G for i in range(4)), f"pass {k}: not yet"
+        s.on_losses_found([(ev, now - 0.005, "rack", False) for ev in (0, 1, 2, 3)]
+                          + [(0, now - 0.004, "rack", False)], now)  # two of EV 0: one pass
+    assert [s.by_index(i).state for i in range(4)] == [B, B, B, B]
+    assert all(s.by_index(4 + i).state is G for i in range(4))
+    assert "dead" in s.transitions[-1].reason
+    # a path that delivers between its losses is not silent: judged against the others
+    s = evset()
+    for k in range(3 * SILENT_LOSSES):
+        now = 1.0 + 0.01 * k
+        s.on_losses_found([(0, now - 0.005, "rack", False)], now)
+        s.on_delivered(0, now - 0.001)
+        for ev in range(1, 8):
+            for _ in range(8):
+                s.on_delivered(ev, now)
+    ev0 = s.by_index(0)
+    assert ev0.state is B and "dead" not in s.transitions[-1].reason, "stood out, not dead"
+    assert ev0.random_losses >= 2
+
+
+def test_a_plane_lost_with_its_spare_is_not_a_stall():
+    """With spares (3 active of a plane's 4), a plane's 3 active EVs time out, are condemned,
+    the spare takes over and times out too, within one timeout: 4 EVs of the 7 counted
+    active, more than half. It is a path failure, not a host stall: the other plane
+    delivered packets sent after all of them, so the receiver is not silent, and nothing
+    condemned is given back."""
+    s = evset(active_per_plane=3)
+    plane0 = [e.index for e in s.evs if e.active and e.plane == 0]
+    spare = next(e.index for e in s.evs if not e.active and e.plane == 0)
+    for ev in range(4, 8):
+        s.on_delivered(ev, 1.02)
+    assert not s.on_timeouts([(i, 0.95, "t") for i in plane0], 1.02, window=0.05)
+    assert all(s.by_index(i).state is B for i in plane0)
+    assert s.by_index(spare).active
+    for ev in range(4, 8):
+        s.on_delivered(ev, 1.03)
+    assert not s.on_timeouts([(spare, 0.99, "t")], 1.03, window=0.05), "not a stall"
+    assert all(s.by_index(i).state is B for i in plane0 + [spare])
+    # the same timeouts with nothing delivered after them: the receiver is silent, a stall
+    s = evset(active_per_plane=3)
+    assert not s.on_timeouts([(i, 0.95, "t") for i in plane0], 1.02, window=0.05)
+    assert s.on_timeouts([(spare, 0.99, "t")], 1.03, window=0.05)
+    assert all(e.state is G for e in s.evs)
+
+
+def test_a_spare_taking_a_condemned_evs_place_starts_from_its_rtt():
+    """An EV with no RTT of its own waits for the ACK timeout before RACK judges its packets
+    (mrc.py). A spare that takes a condemned EV's place starts from that EV's RTT, so a
+    spare as dead as the EV it replaces (a plane gone) is found by RACK within RTTs, not
+    after a full ACK timeout with the plane's whole share of packets. A spare with an RTT of
+    its own keeps it."""
+    s = evset(active_per_plane=3)
+    plane0 = [e.index for e in s.evs if e.active and e.plane == 0]
+    spare = next(e.index for e in s.evs if not e.active and e.plane == 0)
+    s.on_rtt(plane0[0], 0.004)
+    s.on_loss(plane0[0], 1.0, "loss")
+    assert s.by_index(spare).active and s.by_index(spare).srtt == 0.004
+    assert s.by_index(spare).rttvar == s.by_index(plane0[0]).rttvar
+
+
+def test_a_resend_passes_over_an_ev_whose_last_loss_was_silent():
+    """A write waits for its resends. A resend is not put on an EV whose last loss was silent
+    (nothing delivered on it since: it may be dead), unless nothing else is usable; new data
+    still is (its losses are what condemns a dead EV). Measured in the leaf-down drill before
+    this: a tail probe went to another EV of the dead plane and the write waited for the
+    ACK timeout."""
+    s = evset()
+    s.on_losses_found([(1, 0.9, "rack", False)], 1.0)
+    assert s.by_index(1).state is G and s.by_index(1).silent_losses == 1
+    resent_on = {s.pick(1.0, avoid=0).index for _ in range(50)}
+    assert 1 not in resent_on and resent_on == {2, 3, 4, 5, 6, 7}
+    assert 1 in {s.pick(1.0).index for _ in range(50)}, "new data still goes there"
+    s.on_delivered(1, 0.95)
+    assert 1 in {s.pick(1.0, avoid=0).index for _ in range(50)}, "it delivered: not suspect"

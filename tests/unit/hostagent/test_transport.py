@@ -569,3 +569,49 @@ def test_mrc_a_dead_path_is_condemned_while_the_others_queue(monkeypatch):
     assert ev3.condemned == 1 and ev3.congestion_losses == 0
     went_bad = next(t.time for t in a.evset.transitions if t.ev == 3)
     assert went_bad < 0.002 + 0.01, went_bad
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_mrc_a_plane_gone_is_condemned_within_rtts_and_the_other_plane_carries_on(seed):
+    """Half a QP's EVs die at once (plane 1 goes down, both directions), under a stream of
+    32-packet writes, one after another, as a ring step posts them; 3 of each plane's 4 EVs
+    active, the 4th a spare. Every EV of plane 1 (the spare too) is condemned within 20
+    RTTs, no write waits for an ACK timeout, nothing is taken for a host stall; over the
+    first 100 ms the QP completes at least 60% of the writes it completed in the 100 ms
+    before, and once the plane is condemned at least 90% of that rate (the window, not the
+    paths, limits it here). Measured before the fix: the dead EVs were judged against each
+    other and condemned only by timeouts, 80-110 ms (40-55 RTTs) after the fault, and the
+    QP completed 2 writes in those 100 ms against 37 before (with it: 27-30, and 99-110%
+    of the rate once condemned)."""
+    cfg = QPConfig(mss=1024, init_cwnd=32 * 1024, max_cwnd=64 * 1024, timeout=0.03)
+    size, fault = 32 * 1024, 0.2
+    a, b, bufs = mrc_pair(size, seed=seed, cfg=cfg, policy=EVPolicy(
+        active_per_plane=3, probe_interval=0.005, probe_successes=16))
+    net = SimNet(a, b, seed=seed)
+    for side in ("a", "b"):
+        for ev in range(8):
+            net.paths[(side, ev)] = PathModel(latency=1e-3, jitter=0.3e-3)
+    data = random.Random(seed).randbytes(size)
+    writes: list[tuple[float, float]] = []
+    while net.now < fault + 0.1:
+        if net.now >= fault:
+            for side in ("a", "b"):
+                for ev in range(4, 8):
+                    net.paths[(side, ev)].dead = True
+        start = net.now
+        a.post_write(len(writes), memoryview(data), 0, None, start, peer=1)
+        net.run(lambda: bool(events(a, WriteDone)))
+        a.events.clear()
+        writes.append((start, net.now - start))
+    assert bytes(bufs[1]) == data
+    rtt = 2e-3
+    plane1 = [t for t in a.evset.transitions if t.ev >= 4]
+    assert {t.ev for t in plane1 if t.new is EVState.ASSUMED_BAD} == {4, 5, 6, 7}
+    assert max(t.time for t in plane1) - fault < 20 * rtt, plane1
+    assert a.counters.stalls == 0 and a.counters.timeouts == 0
+    after = [d for s, d in writes if s >= fault]
+    before = sum(1 for s, _ in writes if fault - 0.1 <= s < fault)
+    settled = sum(1 for s, _ in writes if s >= fault + 20 * rtt)
+    assert max(after) < cfg.timeout, max(after)
+    assert len(after) >= 0.6 * before, (len(after), before)
+    assert settled >= 0.9 * before * (0.1 - 20 * rtt) / 0.1, (settled, before)
