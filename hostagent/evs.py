@@ -48,6 +48,9 @@ ev_states.py (the spec's GOOD / ASSUMED_BAD / DENIED):
   a pool holding the other dead ones, none stood out, and each took 10-30 losses and 0.1-0.5
   s to condemn, while the QP sprayed half its packets into the void (MRC at 24-34% of its
   steady goodput in the fault window, against the 50% the remaining ports carry);
+- every active EV of a plane (at least two) silent, while another plane delivers packets
+  sent after they fell silent: the plane's NIC port, its leaf or the plane is gone, and all
+  its EVs are condemned at once rather than each after its own SILENT_LOSSES;
 - a resend passes over EVs whose last loss was silent (they may be dead: a write waits for
   its resends), and a spare that takes a condemned EV's place starts from that EV's RTT, so
   RACK judges its packets at once rather than after the ACK timeout (a spare of a dead plane
@@ -112,6 +115,7 @@ class EV:
     timeout_condemned: float = -1.0  # when a timeout last condemned it
     delivered_sent: float = -1.0  # send time of the newest packet on it known to have arrived
     silent_losses: int = 0  # losses (timeouts, RACK) in a row, nothing delivered between
+    silent_since: float = 0.0  # send time of the first of those losses
     srtt: float | None = None  # its own smoothed RTT (RFC 6298), from the ACKs' echoed times
     rttvar: float = 0.0
     condemned: int = 0  # times it went GOOD -> ASSUMED_BAD
@@ -433,10 +437,15 @@ class EVSet:
         dead EV's loss condemns it if `silent_condemns` (a timeout: the spec's rule), else it
         is judged like a gap (RACK: a path that lost one packet and has not yet delivered the
         next is not silent for long)."""
-        silent = {i for i, sent_at, _, _ in lost
-                  if i in self._by_index and self._by_index[i].delivered_sent <= sent_at}
-        for index in silent:
-            self._by_index[index].silent_losses += 1
+        first_sent: dict[int, float] = {}
+        for i, sent_at, _, _ in lost:
+            if i in self._by_index and self._by_index[i].delivered_sent <= sent_at:
+                first_sent[i] = min(sent_at, first_sent.get(i, sent_at))
+        for index, sent_at in first_sent.items():
+            fell = self._by_index[index]
+            if not fell.silent_losses:
+                fell.silent_since = sent_at
+            fell.silent_losses += 1
         events: list[EVEvent | None] = []
         for index, sent_at, reason, delay_high in lost:
             ev = self.by_index(index)
@@ -452,7 +461,27 @@ class EVSet:
                  "congested)" if dead else ""),
                 rtt=rtt, delay_high=delay_high and not dead,
                 gap=works or not (dead or silent_condemns)))
+        for plane in {self._by_index[i].plane for i in first_sent}:
+            self._condemn_if_gone(plane, now, rtt)
         return events
+
+    def _condemn_if_gone(self, plane: int, now: float, rtt: float | None) -> None:
+        """Every active EV of `plane` (at least two) silent, while another plane delivered
+        packets sent after each of them fell silent: what they share, the plane's NIC port,
+        its leaf or the plane itself, is gone. All are condemned now, not each after
+        SILENT_LOSSES losses of its own (the RACK passes of 3 ring steps, measured in the
+        leaf-down drill, while each step lost its packets on them)."""
+        usable = self._usable.get(plane, [])
+        if len(usable) < 2 or not all(e.silent_losses for e in usable):
+            return
+        since = max(e.silent_since for e in usable)
+        if not any(e.delivered_sent > since for p, others in self._usable.items()
+                   if p != plane for e in others):
+            return
+        for ev in list(usable):
+            self.on_loss(ev.index, now, f"every active EV of plane {plane} silent while "
+                         "another plane delivers: the plane's port, leaf or plane is gone",
+                         rtt=rtt)
 
     def on_feedback(self, index: int, marked: bool) -> None:
         """An ACK for a packet on this EV: update its share of marked ACKs."""

@@ -303,13 +303,12 @@ def test_a_path_silent_through_losses_rack_found_is_dead_whatever_the_others_los
     s = evset()
     for k in range(SILENT_LOSSES):
         now = 1.0 + 0.01 * k
-        for ev in (0, 1, 2, 3):  # plane 1 keeps delivering packets sent after these
-            s.on_delivered(4 + ev, now)
-        assert all(s.by_index(i).state is G for i in range(4)), f"pass {k}: not yet"
-        s.on_losses_found([(ev, now - 0.005, "rack", False) for ev in (0, 1, 2, 3)]
+        for ev in (2, 3, 4, 5, 6, 7):  # the others keep delivering packets sent after these
+            s.on_delivered(ev, now)
+        assert all(s.by_index(i).state is G for i in range(8)), f"pass {k}: not yet"
+        s.on_losses_found([(ev, now - 0.005, "rack", False) for ev in (0, 1)]
                           + [(0, now - 0.004, "rack", False)], now)  # two of EV 0: one pass
-    assert [s.by_index(i).state for i in range(4)] == [B, B, B, B]
-    assert all(s.by_index(4 + i).state is G for i in range(4))
+    assert [s.by_index(i).state for i in range(8)] == [B, B] + [G] * 6
     assert "dead" in s.transitions[-1].reason
     # a path that delivers between its losses is not silent: judged against the others
     s = evset()
@@ -379,3 +378,29 @@ def test_a_resend_passes_over_an_ev_whose_last_loss_was_silent():
     assert 1 in {s.pick(1.0).index for _ in range(50)}, "new data still goes there"
     s.on_delivered(1, 0.95)
     assert 1 in {s.pick(1.0, avoid=0).index for _ in range(50)}, "it delivered: not suspect"
+
+
+def test_a_plane_whose_every_active_ev_falls_silent_is_condemned_at_once():
+    """A NIC port, a leaf or a plane gone silences every EV of one plane at once, while the
+    other plane delivers packets sent after them. Each EV's first silent loss is evidence
+    enough then: all the plane's EVs are condemned together, not each after SILENT_LOSSES
+    RACK passes of its own (in the leaf-down drill, 3 ring steps that each lost packets on
+    them). Not when the other plane delivered nothing sent after them (a silent receiver),
+    nor while one EV of the plane still delivers."""
+    s = evset()
+    for ev in range(4, 8):
+        s.on_delivered(ev, 0.98)
+    s.on_losses_found([(0, 0.99, "rack", False), (1, 0.99, "rack", False)], 1.0)
+    assert all(s.by_index(i).state is G for i in range(8)), "2 and 3 have not fallen silent"
+    s.on_losses_found([(2, 0.995, "rack", False), (3, 0.995, "rack", False)], 1.001)
+    assert all(s.by_index(i).state is G for i in range(8)), "nothing sent after 0.995 arrived"
+    s.on_delivered(5, 0.998)
+    s.on_losses_found([(3, 0.996, "rack", False)], 1.002)
+    assert [s.by_index(i).state for i in range(8)] == [B] * 4 + [G] * 4
+    assert "plane 0" in s.transitions[-1].reason
+    # one EV of the plane still delivering: no plane verdict, each EV on its own count
+    s = evset()
+    for ev in (3, 4, 5, 6, 7):
+        s.on_delivered(ev, 1.0)
+    s.on_losses_found([(i, 0.99, "rack", False) for i in (0, 1, 2)], 1.0)
+    assert all(e.state is G for e in s.evs)
