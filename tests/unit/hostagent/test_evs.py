@@ -398,6 +398,16 @@ def test_a_plane_whose_every_active_ev_falls_silent_is_condemned_at_once():
     s.on_losses_found([(3, 0.996, "rack", False)], 1.002)
     assert [s.by_index(i).state for i in range(8)] == [B] * 4 + [G] * 4
     assert "plane 0" in s.transitions[-1].reason
+    # the plane's spares share what is gone: condemned with it, not swapped in
+    s = evset(active_per_plane=3)
+    plane0 = [e.index for e in s.evs if e.active and e.plane == 0]
+    spare = next(e.index for e in s.evs if not e.active and e.plane == 0)
+    for ev in range(4, 8):
+        s.on_delivered(ev, 1.0)
+    s.on_losses_found([(i, 0.99, "rack", False) for i in plane0], 1.0)
+    assert [s.by_index(i).state for i in range(4)] == [B] * 4
+    assert s.by_index(spare).probes_sent == 0 and s.probes_due(1.01) == [0, 1, 2, 3]
+    assert {s.by_index(i).plane for i in s.usable_indexes()} == {1}
     # one EV of the plane still delivering: no plane verdict, each EV on its own count
     s = evset()
     for ev in (3, 4, 5, 6, 7):
