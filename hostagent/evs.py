@@ -116,6 +116,7 @@ class EV:
     delivered_sent: float = -1.0  # send time of the newest packet on it known to have arrived
     silent_losses: int = 0  # losses (timeouts, RACK) in a row, nothing delivered between
     silent_since: float = 0.0  # send time of the first of those losses
+    silent_queued: bool = False  # congestion (delay, marks) explained one of those losses
     srtt: float | None = None  # its own smoothed RTT (RFC 6298), from the ACKs' echoed times
     rttvar: float = 0.0
     condemned: int = 0  # times it went GOOD -> ASSUMED_BAD
@@ -238,7 +239,8 @@ class EVSet:
             ev.outstanding.clear()
             ev.recent_packets = ev.recent_losses = 0.0  # the losses that condemned it are
             # judged: counting them again would condemn it at its next random loss
-            ev.silent_losses = 0  # so is its silence: the probes were answered
+            ev.silent_losses, ev.silent_queued = 0, False  # so is its silence: the probes
+            # were answered
         else:  # DENIED
             ev.active = False
         self._fill_plane(ev.plane, replacing=None if new is EVState.GOOD else ev)
@@ -370,7 +372,7 @@ class EVSet:
             return
         if sent_at > ev.delivered_sent:
             ev.delivered_sent = sent_at
-        ev.silent_losses = 0
+        ev.silent_losses, ev.silent_queued = 0, False
         if packet:
             self._judged(ev, lost=False)
 
@@ -422,10 +424,14 @@ class EVSet:
         """Packets RACK found lost together (a later packet arrived): (EV index, send time,
         reason, the EV's queueing delay above target). Each is judged like a gap, against
         the QP's other EVs, until its EV has been silent for SILENT_LOSSES losses in a row:
-        then the EV is dead and condemned, whatever the other EVs lose or the delay says.
-        Measured before this rule (plane-down drill, 3 of a QP's 6 active EVs dead at once):
-        each dead EV was judged against a pool that held the other dead ones, did not stand
-        out, and took 10-30 losses and 0.1-0.5 s to condemn."""
+        then the EV is dead and condemned, whatever the other EVs lose, unless congestion
+        (its own delay, recent marks) explains the loss: RACK passes come milliseconds
+        apart, and a queue can hold a path's packets that long (measured in the incast:
+        the victim's plane-0 paths, queued behind the TCP flows, were taken for dead when the
+        delay was overridden here). Measured before this rule (plane-down drill, 3 of a QP's
+        6 active EVs dead at once): each dead EV was judged against a pool that held the
+        other dead ones, did not stand out, and took 10-30 losses and 0.1-0.5 s to
+        condemn."""
         self._judge_losses(lost, now, rtt, silent_condemns=False)
 
     def _judge_losses(self, lost: list[tuple[int, float, str, bool]], now: float,
@@ -436,7 +442,9 @@ class EVSet:
         on an EV that delivered later packets is random: judged like a gap. A silent, not yet
         dead EV's loss condemns it if `silent_condemns` (a timeout: the spec's rule), else it
         is judged like a gap (RACK: a path that lost one packet and has not yet delivered the
-        next is not silent for long)."""
+        next is not silent for long). A dead EV's timeout is condemned whatever the delay
+        says (SILENT_LOSSES timeouts outlast any queue); a dead EV's RACK loss is not, when
+        congestion explains it."""
         first_sent: dict[int, float] = {}
         for i, sent_at, _, _ in lost:
             if i in self._by_index and self._by_index[i].delivered_sent <= sent_at:
@@ -454,12 +462,14 @@ class EVSet:
                 continue
             works = ev.delivered_sent > sent_at
             dead = not works and ev.silent_losses >= SILENT_LOSSES
+            if not works and self.explained_by_congestion(ev, now, rtt, delay_high):
+                ev.silent_queued = True
             events.append(self.on_loss(
                 index, now, reason + (" (random: the path delivered later packets)"
                                       if works else "") +
                 (f" ({ev.silent_losses} losses in a row, nothing delivered: dead, not "
                  "congested)" if dead else ""),
-                rtt=rtt, delay_high=delay_high and not dead,
+                rtt=rtt, delay_high=delay_high and not (dead and silent_condemns),
                 gap=works or not (dead or silent_condemns)))
         for plane in {self._by_index[i].plane for i in first_sent}:
             self._condemn_if_gone(plane, now, rtt)
@@ -468,7 +478,9 @@ class EVSet:
     def _condemn_if_gone(self, plane: int, now: float, rtt: float | None) -> None:
         """Every active EV of `plane` (at least two) silent, while another plane delivered
         packets sent after each of them fell silent: what they share, the plane's NIC port,
-        its leaf or the plane itself, is gone. All are condemned now, not each after
+        its leaf or the plane itself, is gone, unless congestion explains any of their
+        losses (a queue toward the receiver's leaf can hold every path of a plane: the
+        incast). All are condemned now, not each after
         SILENT_LOSSES losses of its own (the RACK passes of 3 ring steps, measured in the
         leaf-down drill, while each step lost its packets on them), and so are the plane's
         spares, which share it too: a spare swapped in would take the plane's share of
@@ -476,7 +488,9 @@ class EVSet:
         slowest write 15 ms, 5 RTTs, against 2.8 ms). Probes bring them all back with the
         plane. The floor (ev_min_active) holds as for any loss."""
         usable = self._usable.get(plane, [])
-        if len(usable) < 2 or not all(e.silent_losses for e in usable):
+        if len(usable) < 2 or not all(e.silent_losses and not e.silent_queued
+                                      and not self.explained_by_congestion(e, now, rtt, False)
+                                      for e in usable):
             return
         since = max(e.silent_since for e in usable)
         if not any(e.delivered_sent > since for p, others in self._usable.items()

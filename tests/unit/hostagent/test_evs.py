@@ -414,3 +414,28 @@ def test_a_plane_whose_every_active_ev_falls_silent_is_condemned_at_once():
         s.on_delivered(ev, 1.0)
     s.on_losses_found([(i, 0.99, "rack", False) for i in (0, 1, 2)], 1.0)
     assert all(e.state is G for e in s.evs)
+
+
+def test_a_queue_holding_every_path_of_a_plane_is_congestion_not_a_plane_gone():
+    """The incast: TCP flows fill the queues toward the receiver's leaf on plane 0, and every
+    plane-0 path of the victim goes quiet while plane 1 delivers. Its losses come with its
+    own delay above target (or recent marks): congestion, held off, not a plane gone and not
+    dead, however many RACK passes find them (measured: the plane rule and the RACK dead
+    rule, with the delay overridden, condemned the victim's whole plane 0 twice per run and
+    took it from 86% to 70% of its control)."""
+    s = evset()
+    for k in range(2 * SILENT_LOSSES):
+        now = 1.0 + 0.002 * k
+        for ev in range(4, 8):
+            s.on_delivered(ev, now)
+        s.on_losses_found([(i, now - 0.01, "rack", True) for i in range(4)], now)
+    assert all(e.state is G for e in s.evs)
+    assert all(s.by_index(i).congestion_losses == 2 * SILENT_LOSSES for i in range(4))
+    # marks as recent as the losses explain them too
+    s = evset()
+    for ev in range(4):
+        s.on_congestion(ev, 0.999, trimmed=False, rtt=0.002)
+    for ev in range(4, 8):
+        s.on_delivered(ev, 1.0)
+    s.on_losses_found([(i, 0.99, "rack", False) for i in range(4)], 1.0, rtt=0.002)
+    assert all(e.state is G for e in s.evs)
