@@ -420,7 +420,7 @@ class EVSet:
         return False
 
     def on_losses_found(self, lost: list[tuple[int, float, str, bool]], now: float,
-                        rtt: float | None = None) -> None:
+                        rtt: float | None = None, queued: bool = False) -> None:
         """Packets RACK found lost together (a later packet arrived): (EV index, send time,
         reason, the EV's queueing delay above target). Each is judged like a gap, against
         the QP's other EVs, until its EV has been silent for SILENT_LOSSES losses in a row:
@@ -431,11 +431,13 @@ class EVSet:
         delay was overridden here). Measured before this rule (plane-down drill, 3 of a QP's
         6 active EVs dead at once): each dead EV was judged against a pool that held the
         other dead ones, did not stand out, and took 10-30 losses and 0.1-0.5 s to
-        condemn."""
-        self._judge_losses(lost, now, rtt, silent_condemns=False)
+        condemn. `queued`: the QP as a whole sees queueing delay above its target; no plane
+        is then taken for gone (_condemn_if_gone)."""
+        self._judge_losses(lost, now, rtt, silent_condemns=False, queued=queued)
 
     def _judge_losses(self, lost: list[tuple[int, float, str, bool]], now: float,
-                      rtt: float | None, silent_condemns: bool) -> list[EVEvent | None]:
+                      rtt: float | None, silent_condemns: bool,
+                      queued: bool = False) -> list[EVEvent | None]:
         """Losses found together (a timer pass, a RACK pass): (EV index, send time, reason,
         delay high). A silent EV (nothing sent after the packet came back on it) counts one
         loss in a row per call (one burst is one event); at SILENT_LOSSES it is dead. A loss
@@ -471,7 +473,7 @@ class EVSet:
                  "congested)" if dead else ""),
                 rtt=rtt, delay_high=delay_high and not (dead and silent_condemns),
                 gap=works or not (dead or silent_condemns)))
-        for plane in {self._by_index[i].plane for i in first_sent}:
+        for plane in set() if queued else {self._by_index[i].plane for i in first_sent}:
             self._condemn_if_gone(plane, now, rtt)
         return events
 

@@ -165,7 +165,7 @@ class MrcQP(QueuePair):
                          self._delay_high(p.ev)))
             self._resend_now(psn)
         if lost:
-            self.evset.on_losses_found(lost, now, rtt=cc.srtt)
+            self.evset.on_losses_found(lost, now, rtt=cc.srtt, queued=cc.delay_high)
 
     def _on_path_feedback(self, ev: int, now: float, ecn: bool) -> None:
         self.evset.on_feedback(ev, ecn)
