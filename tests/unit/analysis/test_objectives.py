@@ -86,6 +86,15 @@ def test_goodput_in_the_window_is_a_share_of_the_control_run():
     assert pre.value == pytest.approx(0.5, abs=0.01) and "before the first fault" in pre.measured
 
 
+def test_the_window_ends_with_the_workload_when_the_fault_outlasts_it():
+    """A fault undone after the last iteration ended: the window stops at the workload's
+    end, or its idle tail would count as goodput lost to the fault."""
+    late = run(STEADY, fault=(11.0, 14.0))  # the workload ends at 12.0 s
+    assert O.fault_window(late) == pytest.approx((11.0, 12.0))
+    (share,) = O.evaluate([late], [run(STEADY)], {"goodput_ratio": 0.95})
+    assert share.value == pytest.approx(1.0, abs=0.01) and share.status == "pass"
+
+
 def test_a_run_without_a_fidelity_verdict_is_never_a_pass():
     verdicts = O.evaluate([faulty(faithful=None)], [run(STEADY)], SPEC)
     assert by_name(verdicts)["run judged faithful"].status == "inconclusive"
