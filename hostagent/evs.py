@@ -49,8 +49,11 @@ ev_states.py (the spec's GOOD / ASSUMED_BAD / DENIED):
   s to condemn, while the QP sprayed half its packets into the void (MRC at 24-34% of its
   steady goodput in the fault window, against the 50% the remaining ports carry);
 - every active EV of a plane (at least two) silent, while another plane delivers packets
-  sent after they fell silent: the plane's NIC port, its leaf or the plane is gone, and all
-  its EVs are condemned at once rather than each after its own SILENT_LOSSES;
+  sent after they fell silent, congestion explains none of their losses and the QP as a
+  whole sees no queueing delay: the plane's NIC port, its leaf or the plane is gone, and all
+  its EVs, spares included, are condemned at once rather than each after its own
+  SILENT_LOSSES (a RACK-found loss congestion explains never counts towards death: RACK
+  passes come milliseconds apart, and a queue can hold a path that long: the incast);
 - a resend passes over EVs whose last loss was silent (they may be dead: a write waits for
   its resends), and a spare that takes a condemned EV's place starts from that EV's RTT, so
   RACK judges its packets at once rather than after the ACK timeout (a spare of a dead plane
