@@ -1,0 +1,30 @@
+"""Types of the C extension hostagent/_fastio.c (built by `make ext`)."""
+from __future__ import annotations
+
+from typing import Any
+
+CONTROL_SPACE: int
+HEADER_SIZE: int
+
+class Receiver:
+    batch: int
+    size: int
+    calls: int
+    datagrams: int
+    def __init__(self, batch: int = ..., size: int = ...) -> None: ...
+    def recv(self, fd: int, /) -> tuple[list[bytes], list[int]]: ...
+
+class Sender:
+    batch: int
+    dropped: int
+    calls: int
+    messages: int
+    def __init__(self, batch: int = ..., arena: int = ...) -> None: ...
+    def add(self, fd: int, datagram: bytes | memoryview, name: bytes,
+            control: bytes | None = None, /) -> None: ...
+    def flush(self) -> None: ...
+
+def data_datagram(flags: int, ev: int, length: int, qp: int, psn: int, offset: int, imm: int,
+                  prev: int, ts: int, payload: bytes | memoryview, /) -> bytes: ...
+def decode(datagram: bytes | memoryview, /) -> tuple[Any, memoryview]: ...
+def bind(header: type, error: type[Exception], /) -> None: ...
