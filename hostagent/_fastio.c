@@ -26,6 +26,7 @@
 #include <stdint.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <netinet/udp.h>
 #include <zlib.h>
 
 #define CONTROL_SPACE 24 /* CMSG_SPACE(4): one int (IPV6_TCLASS) or one u16 (UDP_SEGMENT) */
@@ -34,6 +35,24 @@
 #define VERSION 1
 #define DATA 1
 #define MAX_TYPE 5
+
+static inline void put16(unsigned char *p, unsigned long v) {
+    p[0] = (unsigned char)(v >> 8);
+    p[1] = (unsigned char)v;
+}
+static inline void put32(unsigned char *p, unsigned long v) {
+    p[0] = (unsigned char)(v >> 24);
+    p[1] = (unsigned char)(v >> 16);
+    p[2] = (unsigned char)(v >> 8);
+    p[3] = (unsigned char)v;
+}
+static inline unsigned long get16(const unsigned char *p) {
+    return ((unsigned long)p[0] << 8) | p[1];
+}
+static inline unsigned long get32(const unsigned char *p) {
+    return ((unsigned long)p[0] << 24) | ((unsigned long)p[1] << 16)
+           | ((unsigned long)p[2] << 8) | p[3];
+}
 
 /* A file descriptor from a Python int (PyLong_AsInt is Python 3.13's). */
 static int as_fd(PyObject *o) {
@@ -152,7 +171,71 @@ fail:
     return NULL;
 }
 
+/* dispatch(fd, receivers, now, touched) -> n: one recvmmsg; each datagram long enough to carry
+ * a header goes to receivers[its QP number](datagram, now, ce) (unknown QPs: dropped), and
+ * the QP number joins the set `touched`. `ce`: the traffic class says Congestion Experienced. */
+static PyObject *Receiver_dispatch(Receiver *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 4 || !PyDict_Check(args[1]) || !PySet_Check(args[3])) {
+        PyErr_SetString(PyExc_TypeError, "dispatch(fd, receivers: dict, now, touched: set)");
+        return NULL;
+    }
+    int fd = as_fd(args[0]);
+    if (fd < 0)
+        return NULL;
+    PyObject *receivers = args[1], *now = args[2], *touched = args[3];
+    for (unsigned int i = 0; i < self->batch; i++) {
+        self->hdr[i].msg_hdr.msg_controllen = CONTROL_SPACE;
+        self->hdr[i].msg_hdr.msg_flags = 0;
+    }
+    int n = recvmmsg(fd, self->hdr, self->batch, MSG_DONTWAIT, NULL);
+    self->calls++;
+    if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
+        return PyErr_SetFromErrno(PyExc_OSError);
+    if (n < 0)
+        n = 0;
+    self->datagrams += (unsigned long long)n;
+    for (int i = 0; i < n; i++) {
+        const unsigned char *p = self->iov[i].iov_base;
+        Py_ssize_t len = (Py_ssize_t)self->hdr[i].msg_len;
+        if (len < HEADER_SIZE)
+            continue;
+        PyObject *qpn = PyLong_FromUnsignedLong(get32(p + 8));
+        if (qpn == NULL)
+            return NULL;
+        PyObject *receive = PyDict_GetItemWithError(receivers, qpn); /* borrowed */
+        if (receive == NULL) {
+            Py_DECREF(qpn);
+            if (PyErr_Occurred())
+                return NULL;
+            continue;
+        }
+        int tclass = tclass_of(&self->hdr[i].msg_hdr);
+        PyObject *data = PyBytes_FromStringAndSize((const char *)p, len);
+        if (data == NULL) {
+            Py_DECREF(qpn);
+            return NULL;
+        }
+        PyObject *call[3] = {data, now, (tclass >= 0 && (tclass & 0x3) == 0x3) ? Py_True
+                                                                                : Py_False};
+        Py_INCREF(receive); /* the call may change the dict */
+        PyObject *r = PyObject_Vectorcall(receive, call, 3, NULL);
+        Py_DECREF(receive);
+        Py_DECREF(data);
+        if (r == NULL || PySet_Add(touched, qpn) < 0) {
+            Py_XDECREF(r);
+            Py_DECREF(qpn);
+            return NULL;
+        }
+        Py_DECREF(r);
+        Py_DECREF(qpn);
+    }
+    return PyLong_FromLong(n);
+}
+
 static PyMethodDef Receiver_methods[] = {
+    {"dispatch", (PyCFunction)(void (*)(void))Receiver_dispatch, METH_FASTCALL,
+     "dispatch(fd, receivers, now, touched) -> datagrams read: one recvmmsg, each datagram "
+     "handed to receivers[its QP number](datagram, now, ce); their QP numbers join `touched`."},
     {"recv", (PyCFunction)Receiver_recv, METH_O,
      "recv(fd) -> (datagrams, traffic classes): up to `batch` datagrams waiting on fd "
      "(non-blocking); empty lists when none waits."},
@@ -264,6 +347,27 @@ static PyObject *Sender_flush(Sender *self, PyObject *Py_UNUSED(ignored)) {
     Py_RETURN_NONE;
 }
 
+/* Room for one message of `size` bytes to `name` (28 bytes), flushing first if the batch or
+ * the arena is full or the socket changes: where to copy its bytes. */
+static unsigned char *sender_put(Sender *self, int fd, size_t size, const void *name,
+                                 const void *control, size_t controllen) {
+    if (fd != self->fd || self->n == self->batch || self->used + size > self->arena) {
+        sender_flush(self);
+        self->fd = fd;
+    }
+    unsigned int i = self->n;
+    unsigned char *at = self->data + self->used;
+    memcpy(self->names + (size_t)i * 32, name, NAME_SIZE);
+    self->iov[i].iov_base = at;
+    self->iov[i].iov_len = size;
+    if (controllen > 0)
+        memcpy(self->control + (size_t)i * CONTROL_SPACE, control, controllen);
+    self->hdr[i].msg_hdr.msg_controllen = controllen;
+    self->used += size;
+    self->n = i + 1;
+    return at;
+}
+
 static PyObject *Sender_add(Sender *self, PyObject *const *args, Py_ssize_t nargs) {
     if (nargs < 3 || nargs > 4) {
         PyErr_SetString(PyExc_TypeError, "add(fd, datagram, name, control=None)");
@@ -296,23 +400,9 @@ static PyObject *Sender_add(Sender *self, PyObject *const *args, Py_ssize_t narg
         PyErr_SetString(PyExc_ValueError, "datagram larger than the staging arena");
         goto done;
     }
-    if (fd != self->fd || self->n == self->batch || self->used + size > self->arena) {
-        sender_flush(self);
-        self->fd = fd;
-    }
-    unsigned int i = self->n;
-    memcpy(self->data + self->used, data.buf, size);
-    memcpy(self->names + (size_t)i * 32, name.buf, NAME_SIZE);
-    self->iov[i].iov_base = self->data + self->used;
-    self->iov[i].iov_len = size;
-    if (has_control && control.len > 0) {
-        memcpy(self->control + (size_t)i * CONTROL_SPACE, control.buf, (size_t)control.len);
-        self->hdr[i].msg_hdr.msg_controllen = (size_t)control.len;
-    } else {
-        self->hdr[i].msg_hdr.msg_controllen = 0;
-    }
-    self->used += size;
-    self->n = i + 1;
+    size_t controllen = has_control ? (size_t)control.len : 0;
+    memcpy(sender_put(self, fd, size, name.buf, has_control ? control.buf : NULL, controllen),
+           data.buf, size);
     result = Py_None;
     Py_INCREF(result);
 done:
@@ -323,7 +413,145 @@ done:
     return result;
 }
 
+#define GSO_MAX_SEGMENTS 64
+#define GSO_MAX_BYTES 65000
+
+/* The ancillary data of one UDP GSO message: cut into datagrams of `segment` bytes. */
+static size_t gso_control(unsigned char *buf, uint16_t segment) {
+    memset(buf, 0, CONTROL_SPACE);
+    struct cmsghdr *c = (struct cmsghdr *)buf;
+    c->cmsg_len = CMSG_LEN(sizeof segment);
+    c->cmsg_level = SOL_UDP;
+    c->cmsg_type = UDP_SEGMENT;
+    memcpy(CMSG_DATA(c), &segment, sizeof segment);
+    return CONTROL_SPACE;
+}
+
+/* send_out(fd, out, names, gso, control, planes) -> [(plane, bytes, datagrams)]: queue a QP's
+ * `out` (a list of (EV, datagram)) to names[EV]. DATA datagrams go plain or, with `gso`, a run
+ * of consecutive ones to the same EV in one UDP GSO message (every datagram of the run but the
+ * last of one size, at most 64 and 65000 bytes); others (ACK, NACK, probes) carry `control`
+ * (their traffic class). With `planes` (EV -> plane), returns the DATA bytes and datagrams
+ * queued per plane, in the order the planes first appear, for the NIC's accounting. */
+static PyObject *Sender_send_out(Sender *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 6 || !PyList_Check(args[1]) || !PyDict_Check(args[2])
+        || !PyBytes_Check(args[4]) || PyBytes_GET_SIZE(args[4]) > CONTROL_SPACE
+        || (args[5] != Py_None && !PyDict_Check(args[5]))) {
+        PyErr_SetString(PyExc_TypeError, "send_out(fd, out: list, names: dict, gso: bool, "
+                                         "control: bytes, planes: dict | None)");
+        return NULL;
+    }
+    int fd = as_fd(args[0]);
+    if (fd < 0)
+        return NULL;
+    PyObject *out = args[1], *names = args[2], *planes = args[5];
+    int gso = PyObject_IsTrue(args[3]);
+    if (gso < 0)
+        return NULL;
+    const char *control = PyBytes_AS_STRING(args[4]);
+    size_t controllen = (size_t)PyBytes_GET_SIZE(args[4]);
+    enum { MAX_PLANES = 64 };
+    unsigned long long plane_bytes[MAX_PLANES] = {0}, plane_count[MAX_PLANES] = {0};
+    int order[MAX_PLANES], seen = 0;
+    Py_ssize_t n = PyList_GET_SIZE(out), i = 0;
+    while (i < n) {
+        PyObject *item = PyList_GET_ITEM(out, i);
+        if (!PyTuple_Check(item) || PyTuple_GET_SIZE(item) != 2
+            || !PyBytes_Check(PyTuple_GET_ITEM(item, 1))) {
+            PyErr_SetString(PyExc_TypeError, "out: a list of (EV, bytes)");
+            return NULL;
+        }
+        PyObject *ev = PyTuple_GET_ITEM(item, 0), *datagram = PyTuple_GET_ITEM(item, 1);
+        Py_ssize_t size = PyBytes_GET_SIZE(datagram);
+        int is_data = size > 1 && (unsigned char)PyBytes_AS_STRING(datagram)[1] == DATA;
+        Py_ssize_t j = i + 1, total = size;
+        if (gso && is_data) {
+            while (j < n && j - i < GSO_MAX_SEGMENTS) {
+                PyObject *next = PyList_GET_ITEM(out, j);
+                if (!PyTuple_Check(next) || PyTuple_GET_SIZE(next) != 2
+                    || !PyBytes_Check(PyTuple_GET_ITEM(next, 1)))
+                    break;
+                PyObject *d = PyTuple_GET_ITEM(next, 1);
+                PyObject *prev = PyTuple_GET_ITEM(PyList_GET_ITEM(out, j - 1), 1);
+                int same_ev = PyObject_RichCompareBool(PyTuple_GET_ITEM(next, 0), ev, Py_EQ);
+                if (same_ev < 0)
+                    return NULL;
+                if (!same_ev || PyBytes_GET_SIZE(d) < 2
+                    || (unsigned char)PyBytes_AS_STRING(d)[1] != DATA
+                    || PyBytes_GET_SIZE(prev) != size
+                    || (j - i + 1) * size > GSO_MAX_BYTES)
+                    break;
+                total += PyBytes_GET_SIZE(d);
+                j++;
+            }
+        }
+        PyObject *name = PyDict_GetItemWithError(names, ev); /* borrowed */
+        if (name == NULL || !PyBytes_Check(name) || PyBytes_GET_SIZE(name) != NAME_SIZE) {
+            if (!PyErr_Occurred())
+                PyErr_SetString(PyExc_KeyError, "no socket address for this EV");
+            return NULL;
+        }
+        if ((size_t)total > self->arena) {
+            PyErr_SetString(PyExc_ValueError, "message larger than the staging arena");
+            return NULL;
+        }
+        unsigned char gso_buf[CONTROL_SPACE];
+        unsigned char *at;
+        if (j - i > 1)
+            at = sender_put(self, fd, (size_t)total, PyBytes_AS_STRING(name), gso_buf,
+                            gso_control(gso_buf, (uint16_t)size));
+        else
+            at = sender_put(self, fd, (size_t)size, PyBytes_AS_STRING(name),
+                            is_data ? NULL : control, is_data ? 0 : controllen);
+        for (Py_ssize_t k = i; k < j; k++) {
+            PyObject *d = PyTuple_GET_ITEM(PyList_GET_ITEM(out, k), 1);
+            memcpy(at, PyBytes_AS_STRING(d), (size_t)PyBytes_GET_SIZE(d));
+            at += PyBytes_GET_SIZE(d);
+        }
+        if (planes != Py_None && is_data) {
+            for (Py_ssize_t k = i; k < j; k++) {
+                PyObject *e = PyTuple_GET_ITEM(PyList_GET_ITEM(out, k), 0);
+                PyObject *plane_obj = PyDict_GetItemWithError(planes, e);
+                if (plane_obj == NULL) {
+                    if (!PyErr_Occurred())
+                        PyErr_SetString(PyExc_KeyError, "no plane for this EV");
+                    return NULL;
+                }
+                long plane = PyLong_AsLong(plane_obj);
+                if (plane == -1 && PyErr_Occurred())
+                    return NULL;
+                if (plane < 0 || plane >= MAX_PLANES) {
+                    PyErr_SetString(PyExc_ValueError, "plane out of range");
+                    return NULL;
+                }
+                if (plane_count[plane] == 0)
+                    order[seen++] = (int)plane;
+                plane_bytes[plane] += (unsigned long long)PyBytes_GET_SIZE(
+                    PyTuple_GET_ITEM(PyList_GET_ITEM(out, k), 1));
+                plane_count[plane]++;
+            }
+        }
+        i = j;
+    }
+    PyObject *result = PyList_New(seen);
+    if (result == NULL)
+        return NULL;
+    for (int k = 0; k < seen; k++) {
+        PyObject *t = Py_BuildValue("(iKK)", order[k], plane_bytes[order[k]],
+                                    plane_count[order[k]]);
+        if (t == NULL) {
+            Py_DECREF(result);
+            return NULL;
+        }
+        PyList_SET_ITEM(result, k, t);
+    }
+    return result;
+}
+
 static PyMethodDef Sender_methods[] = {
+    {"send_out", (PyCFunction)(void (*)(void))Sender_send_out, METH_FASTCALL,
+     "send_out(fd, out, names, gso, control, planes) -> [(plane, bytes, datagrams)]: queue a "
+     "QP's (EV, datagram) list, DATA runs to one EV as UDP GSO messages when `gso`."},
     {"add", (PyCFunction)(void (*)(void))Sender_add, METH_FASTCALL,
      "add(fd, datagram, name, control=None): queue one message (a datagram, or with a GSO "
      "control several in one) to the socket address `name`; sent at the latest when the "
@@ -358,24 +586,6 @@ static PyTypeObject SenderType = {
 static PyTypeObject *header_type = NULL; /* wire.Header, set by bind() */
 static PyObject *wire_error = NULL;      /* wire.WireError */
 static PyObject *payload_slice = NULL;   /* slice(HEADER_SIZE, None) */
-
-static inline void put16(unsigned char *p, unsigned long v) {
-    p[0] = (unsigned char)(v >> 8);
-    p[1] = (unsigned char)v;
-}
-static inline void put32(unsigned char *p, unsigned long v) {
-    p[0] = (unsigned char)(v >> 24);
-    p[1] = (unsigned char)(v >> 16);
-    p[2] = (unsigned char)(v >> 8);
-    p[3] = (unsigned char)v;
-}
-static inline unsigned long get16(const unsigned char *p) {
-    return ((unsigned long)p[0] << 8) | p[1];
-}
-static inline unsigned long get32(const unsigned char *p) {
-    return ((unsigned long)p[0] << 24) | ((unsigned long)p[1] << 16)
-           | ((unsigned long)p[2] << 8) | p[3];
-}
 
 /* An unsigned field that must fit `bits` bits (struct.pack's range check). */
 static int field(PyObject *o, int bits, unsigned long long *out) {

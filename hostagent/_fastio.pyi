@@ -1,6 +1,7 @@
 """Types of the C extension hostagent/_fastio.c (built by `make ext`)."""
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from typing import Any
 
 CONTROL_SPACE: int
@@ -13,6 +14,8 @@ class Receiver:
     datagrams: int
     def __init__(self, batch: int = ..., size: int = ...) -> None: ...
     def recv(self, fd: int, /) -> tuple[list[bytes], list[int]]: ...
+    def dispatch(self, fd: int, receivers: Mapping[int, Callable[[bytes, float, bool], None]],
+                 now: float, touched: set[int], /) -> int: ...
 
 class Sender:
     batch: int
@@ -22,6 +25,9 @@ class Sender:
     def __init__(self, batch: int = ..., arena: int = ...) -> None: ...
     def add(self, fd: int, datagram: bytes | memoryview, name: bytes,
             control: bytes | None = None, /) -> None: ...
+    def send_out(self, fd: int, out: list[tuple[int, bytes]], names: dict[int, bytes],
+                 gso: bool, control: bytes, planes: dict[int, int] | None,
+                 /) -> list[tuple[int, int, int]]: ...
     def flush(self) -> None: ...
 
 def data_datagram(flags: int, ev: int, length: int, qp: int, psn: int, offset: int, imm: int,

@@ -6,13 +6,14 @@ import time
 
 import pytest
 
-from hostagent import batchio
+from hostagent import batchio, wire
 
 
 def _socket(recv_tclass: bool = True) -> socket.socket:
     s = socket.socket(socket.AF_INET6, socket.SOCK_DGRAM)
     if recv_tclass:
         s.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_RECVTCLASS, 1)
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4 << 20)  # a few hundred datagrams
     s.bind(("::1", 0))
     s.setblocking(False)
     return s
@@ -99,3 +100,80 @@ def test_counters_say_how_well_batches_batched():
     sender.flush()
     assert (sender.calls, sender.messages, sender.dropped) == (2, 6, 0)
     assert len(_drain(rx, a, 6)[0]) == 6 and rx.datagrams == 6 and rx.calls >= 1
+
+
+def _data(qpn: int, psn: int, size: int) -> bytes:
+    return wire.data_datagram(0, 0, size, qpn, psn, 0, 0, wire.NO_PSN, 0, bytes([psn]) * size)
+
+
+def test_send_out_sends_a_qps_list_and_counts_data_per_plane():
+    a, b, tx = _socket(), _socket(), _socket()
+    sender, rx = batchio.Sender(), batchio.Receiver()
+    names = {0: batchio.sockaddr("::1", a.getsockname()[1]),
+             7: batchio.sockaddr("::1", b.getsockname()[1])}
+    ack = wire.control_datagram(wire.ACK, 0, 7, 5, 1)
+    out = [(0, _data(5, 0, 100)), (7, ack), (0, _data(5, 1, 300)), (7, _data(5, 2, 50))]
+    control = batchio.tclass_cmsg(wire.CONTROL_TCLASS)
+    sent = sender.send_out(tx.fileno(), out, names, False, control, {0: 1, 7: 0})
+    assert sent == [(1, 140 + 340, 2), (0, 90, 1)]  # DATA only, planes in order of appearance
+    sender.flush()
+    assert sender.messages == 4 and sender.calls == 1
+    assert _drain(rx, a, 2) == ([out[0][1], out[2][1]], [0, 0])
+    assert _drain(rx, b, 2) == ([ack, out[3][1]], [wire.CONTROL_TCLASS, 0])
+    assert sender.send_out(tx.fileno(), [(7, ack)], names, False, control, None) == []
+
+
+def test_send_out_with_gso_joins_runs_of_data_to_one_ev():
+    a, b, tx = _socket(), _socket(), _socket()
+    sender, rx = batchio.Sender(), batchio.Receiver(batch=64)
+    names = {0: batchio.sockaddr("::1", a.getsockname()[1]),
+             1: batchio.sockaddr("::1", b.getsockname()[1])}
+    run = [(0, _data(5, k, 960)) for k in range(70)]  # 1000 B each: 64 per message at most
+    tail = [(0, _data(5, 70, 10)), (0, _data(5, 71, 960)), (1, _data(5, 72, 960)),
+            (0, wire.control_datagram(wire.ACK, 0, 0, 5, 1)), (0, _data(5, 73, 960))]
+    out = run + tail
+    sender.send_out(tx.fileno(), out, names, True, b"", None)
+    sender.flush()
+    # 64 | 6 + the short one (a run may end with one shorter datagram) | 1 alone (after a short
+    # one) | EV 1 | the ACK | the last DATA
+    assert sender.messages == 6 and sender.dropped == 0
+    got, _ = _drain(rx, a, 74)
+    assert got == [d for ev, d in out if ev == 0]
+    assert _drain(rx, b, 1)[0] == [tail[2][1]]
+
+
+def test_dispatch_hands_each_datagram_to_its_qp_with_its_ce_mark():
+    a, tx = _socket(), _socket()
+    sender, rx = batchio.Sender(), batchio.Receiver()
+    name = batchio.sockaddr("::1", a.getsockname()[1])
+    sends = [(_data(5, 0, 10), 0x02), (_data(6, 1, 10), 0x03), (_data(9, 2, 10), 0x00),
+             (b"short", 0x03), (_data(5, 3, 10), 0x03)]
+    for datagram, tclass in sends:
+        sender.add(tx.fileno(), datagram, name, batchio.tclass_cmsg(tclass))
+    sender.flush()
+    got: list[tuple[int, bytes, float, bool]] = []
+    receivers = {q: (lambda d, now, ce, q=q: got.append((q, d, now, ce))) for q in (5, 6)}
+    touched: set[int] = set()
+    deadline = time.monotonic() + 2
+    read = 0
+    while read < len(sends) and time.monotonic() < deadline:
+        read += rx.dispatch(a.fileno(), receivers, 1.5, touched)
+    assert read == len(sends)  # the unknown QP 9 and the short datagram are dropped
+    assert got == [(5, sends[0][0], 1.5, False), (6, sends[1][0], 1.5, True),
+                   (5, sends[4][0], 1.5, True)]
+    assert touched == {5, 6}
+
+
+@pytest.mark.parametrize(("size", "count", "messages"), [
+    (900, 129, 3),  # 64 datagrams per message at most: 64 + 64 + 1
+    (1100, 64, 2),  # 65,000 bytes per message at most: 59 + 5
+])
+def test_gso_messages_stay_within_the_kernels_limits(size, count, messages):
+    a, tx = _socket(), _socket()
+    sender, rx = batchio.Sender(), batchio.Receiver()
+    name = {0: batchio.sockaddr("::1", a.getsockname()[1])}
+    out = [(0, _data(5, k, size - wire.HEADER_SIZE)) for k in range(count)]
+    sender.send_out(tx.fileno(), out, name, True, b"", None)
+    sender.flush()
+    assert (sender.messages, sender.dropped) == (messages, 0)
+    assert _drain(rx, a, count)[0] == [d for _, d in out]
