@@ -177,3 +177,16 @@ def test_gso_messages_stay_within_the_kernels_limits(size, count, messages):
     sender.flush()
     assert (sender.messages, sender.dropped) == (messages, 0)
     assert _drain(rx, a, count)[0] == [d for _, d in out]
+
+
+def test_batches_of_one_are_one_system_call_per_datagram():
+    """HOSTAGENT_BATCH=0 (the driver's comparison mode) is batches of one."""
+    a, tx = _socket(), _socket()
+    sender, rx = batchio.Sender(batch=1), batchio.Receiver(batch=1)
+    name = {0: batchio.sockaddr("::1", a.getsockname()[1])}
+    out = [(0, _data(5, k, 100)) for k in range(5)]
+    sender.send_out(tx.fileno(), out, name, False, b"", None)
+    sender.flush()
+    assert (sender.calls, sender.messages) == (5, 5)
+    got, _ = _drain(rx, a, 5)
+    assert got == [d for _, d in out] and rx.calls >= 5
