@@ -9,8 +9,8 @@
  *
  * Built by `make ext` (scripts/install.sh runs it): gcc, the Python headers, zlib.
  *
- * Receiver(batch, size): recv(fd) -> (list[bytes], list[int]): up to `batch` datagrams and
- *   each one's IPv6 traffic class (-1 when the socket reported none).
+ * Receiver(batch, size): dispatch(fd, receivers, now, touched): one recvmmsg of up to `batch`
+ *   datagrams, each handed to its QP's receive with its CE mark (IPv6 traffic class).
  * Sender(batch, arena): add(fd, datagram, name, control=None) queues one message, flush()
  *   sends what is queued in sendmmsg calls; a message the kernel refuses is dropped, counted.
  * data_datagram(flags, ev, length, qp, psn, offset, imm, prev, ts, payload) -> bytes
@@ -131,46 +131,6 @@ static int tclass_of(struct msghdr *m) {
     return -1;
 }
 
-static PyObject *Receiver_recv(Receiver *self, PyObject *arg) {
-    int fd = as_fd(arg);
-    if (fd < 0)
-        return NULL;
-    for (unsigned int i = 0; i < self->batch; i++) {
-        self->hdr[i].msg_hdr.msg_controllen = CONTROL_SPACE; /* the kernel writes back its use */
-        self->hdr[i].msg_hdr.msg_flags = 0;
-    }
-    int n = recvmmsg(fd, self->hdr, self->batch, MSG_DONTWAIT, NULL);
-    self->calls++;
-    if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
-        return PyErr_SetFromErrno(PyExc_OSError);
-    if (n < 0)
-        n = 0;
-    self->datagrams += (unsigned long long)n;
-    PyObject *datagrams = PyList_New(n), *classes = PyList_New(n);
-    if (!datagrams || !classes)
-        goto fail;
-    for (int i = 0; i < n; i++) {
-        PyObject *d = PyBytes_FromStringAndSize((const char *)self->iov[i].iov_base,
-                                                (Py_ssize_t)self->hdr[i].msg_len);
-        PyObject *c = PyLong_FromLong(tclass_of(&self->hdr[i].msg_hdr));
-        if (!d || !c) {
-            Py_XDECREF(d);
-            Py_XDECREF(c);
-            goto fail;
-        }
-        PyList_SET_ITEM(datagrams, i, d);
-        PyList_SET_ITEM(classes, i, c);
-    }
-    PyObject *out = PyTuple_Pack(2, datagrams, classes);
-    Py_DECREF(datagrams);
-    Py_DECREF(classes);
-    return out;
-fail:
-    Py_XDECREF(datagrams);
-    Py_XDECREF(classes);
-    return NULL;
-}
-
 /* dispatch(fd, receivers, now, touched) -> n: one recvmmsg; each datagram long enough to carry
  * a header goes to receivers[its QP number](datagram, now, ce) (unknown QPs: dropped), and
  * the QP number joins the set `touched`. `ce`: the traffic class says Congestion Experienced. */
@@ -236,9 +196,6 @@ static PyMethodDef Receiver_methods[] = {
     {"dispatch", (PyCFunction)(void (*)(void))Receiver_dispatch, METH_FASTCALL,
      "dispatch(fd, receivers, now, touched) -> datagrams read: one recvmmsg, each datagram "
      "handed to receivers[its QP number](datagram, now, ce); their QP numbers join `touched`."},
-    {"recv", (PyCFunction)Receiver_recv, METH_O,
-     "recv(fd) -> (datagrams, traffic classes): up to `batch` datagrams waiting on fd "
-     "(non-blocking); empty lists when none waits."},
     {NULL}};
 
 static PyMemberDef Receiver_members[] = {

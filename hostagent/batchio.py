@@ -26,8 +26,8 @@ CONTROL_SPACE = _fastio.CONTROL_SPACE  # CMSG_SPACE(4): an int (IPV6_TCLASS) or 
 _SOL_UDP, _UDP_SEGMENT = 17, 103
 _CMSG = struct.Struct("=Qii")  # cmsg_len, cmsg_level, cmsg_type (then the data, aligned to 8)
 
-Receiver = _fastio.Receiver  # Receiver(batch, size).recv(fd) -> (datagrams, traffic classes)
-Sender = _fastio.Sender  # Sender(batch, arena): add(fd, datagram, name, control), flush()
+Receiver = _fastio.Receiver  # Receiver(batch, size).dispatch(fd, receivers, now, touched)
+Sender = _fastio.Sender  # Sender(batch, arena): send_out(...) or add(...), then flush()
 
 
 def tclass_cmsg(tclass: int) -> bytes:
