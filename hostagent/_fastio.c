@@ -11,8 +11,9 @@
  *
  * Receiver(batch, size): dispatch(fd, receivers, now, touched): one recvmmsg of up to `batch`
  *   datagrams, each handed to its QP's receive with its CE mark (IPv6 traffic class).
- * Sender(batch, arena): add(fd, datagram, name, control=None) queues one message, flush()
- *   sends what is queued in sendmmsg calls; a message the kernel refuses is dropped, counted.
+ * Sender(batch, arena): send_out(fd, out, names, gso, control, planes) queues a QP's
+ *   datagrams, flush() sends what is queued in sendmmsg calls; a message the kernel refuses is
+ *   dropped and counted.
  * data_datagram(flags, ev, length, qp, psn, offset, imm, prev, ts, payload) -> bytes
  * decode(datagram) -> (Header, payload): the 40-byte header in Header's field order (version
  *   last) and a memoryview of the rest; WireError for a datagram that is not ours.
@@ -325,51 +326,6 @@ static unsigned char *sender_put(Sender *self, int fd, size_t size, const void *
     return at;
 }
 
-static PyObject *Sender_add(Sender *self, PyObject *const *args, Py_ssize_t nargs) {
-    if (nargs < 3 || nargs > 4) {
-        PyErr_SetString(PyExc_TypeError, "add(fd, datagram, name, control=None)");
-        return NULL;
-    }
-    int fd = as_fd(args[0]);
-    if (fd < 0)
-        return NULL;
-    Py_buffer data, name, control = {0};
-    if (PyObject_GetBuffer(args[1], &data, PyBUF_SIMPLE) < 0)
-        return NULL;
-    if (PyObject_GetBuffer(args[2], &name, PyBUF_SIMPLE) < 0) {
-        PyBuffer_Release(&data);
-        return NULL;
-    }
-    int has_control = nargs == 4 && args[3] != Py_None;
-    if (has_control && PyObject_GetBuffer(args[3], &control, PyBUF_SIMPLE) < 0) {
-        PyBuffer_Release(&data);
-        PyBuffer_Release(&name);
-        return NULL;
-    }
-    PyObject *result = NULL;
-    size_t size = (size_t)data.len;
-    if (name.len != NAME_SIZE || (has_control && control.len > CONTROL_SPACE)) {
-        PyErr_SetString(PyExc_ValueError, "name must be a sockaddr_in6 (28 bytes), control "
-                                          "at most 24 bytes");
-        goto done;
-    }
-    if (size > self->arena) {
-        PyErr_SetString(PyExc_ValueError, "datagram larger than the staging arena");
-        goto done;
-    }
-    size_t controllen = has_control ? (size_t)control.len : 0;
-    memcpy(sender_put(self, fd, size, name.buf, has_control ? control.buf : NULL, controllen),
-           data.buf, size);
-    result = Py_None;
-    Py_INCREF(result);
-done:
-    PyBuffer_Release(&data);
-    PyBuffer_Release(&name);
-    if (has_control)
-        PyBuffer_Release(&control);
-    return result;
-}
-
 #define GSO_MAX_SEGMENTS 64
 #define GSO_MAX_BYTES 65000
 
@@ -509,10 +465,6 @@ static PyMethodDef Sender_methods[] = {
     {"send_out", (PyCFunction)(void (*)(void))Sender_send_out, METH_FASTCALL,
      "send_out(fd, out, names, gso, control, planes) -> [(plane, bytes, datagrams)]: queue a "
      "QP's (EV, datagram) list, DATA runs to one EV as UDP GSO messages when `gso`."},
-    {"add", (PyCFunction)(void (*)(void))Sender_add, METH_FASTCALL,
-     "add(fd, datagram, name, control=None): queue one message (a datagram, or with a GSO "
-     "control several in one) to the socket address `name`; sent at the latest when the "
-     "batch is full or fd changes."},
     {"flush", (PyCFunction)Sender_flush, METH_NOARGS, "Send what is queued."},
     {NULL}};
 

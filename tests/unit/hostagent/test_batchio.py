@@ -9,8 +9,11 @@ import pytest
 from hostagent import batchio, wire
 
 
-def _socket(recv_tclass: bool = True) -> socket.socket:
+def _socket(recv_tclass: bool = True, tclass: int | None = None) -> socket.socket:
+    """A loopback UDP socket; `tclass`: the traffic class of what it sends (ECN marks)."""
     s = socket.socket(socket.AF_INET6, socket.SOCK_DGRAM)
+    if tclass is not None:
+        s.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_TCLASS, tclass)
     if recv_tclass:
         s.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_RECVTCLASS, 1)
     s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4 << 20)  # a few hundred datagrams
@@ -38,22 +41,23 @@ def _drain(sock: socket.socket, want: int) -> tuple[list[bytes], list[int]]:
 
 
 def test_a_batch_reaches_each_destination_with_its_bytes_and_traffic_class():
-    a, b, tx = _socket(), _socket(), _socket()
+    a, b, tx = _socket(), _socket(), _socket(tclass=0x02)  # data: ECT(0), as the agents' sockets
     sender = batchio.Sender(batch=8)
-    names = [batchio.sockaddr("::1", s.getsockname()[1]) for s in (a, b)]
-    sent = []
+    names = {0: batchio.sockaddr("::1", a.getsockname()[1]),
+             1: batchio.sockaddr("::1", b.getsockname()[1])}
+    out = []
     for k in range(21):  # more than one batch, two destinations interleaved, sizes varying
-        data = bytes([k]) * (1 + 97 * k)
-        tclass = (48 << 2) if k % 3 == 0 else 0x03  # CS6, or ECN CE
-        sender.add(tx.fileno(), data, names[k % 2], batchio.tclass_cmsg(tclass))
-        sent.append((k % 2, data, tclass))
+        datagram = (wire.control_datagram(wire.ACK, 0, k % 2, 5, k) if k % 3 == 0
+                    else _data(5, k, 1 + 97 * k))
+        out.append((k % 2, datagram))
+    sender.send_out(tx.fileno(), out, names, False,
+                    batchio.tclass_cmsg(wire.CONTROL_TCLASS), None)
     sender.flush()
     assert sender.calls == 3 and sender.dropped == 0
-    for i, sock in enumerate((a, b)):
-        want = [(d, t) for dst, d, t in sent if dst == i]
+    for ev, sock in ((0, a), (1, b)):
+        want = [(d, wire.CONTROL_TCLASS if d[1] == wire.ACK else 0x02) for e, d in out if e == ev]
         got, classes = _drain(sock, len(want))
         assert list(zip(got, classes)) == want
-    assert _drain(a, 1) == ([], [])
     for s in (a, b, tx):
         s.close()
 
@@ -73,41 +77,29 @@ def _dispatch(rx: batchio.Receiver, sock: socket.socket, qpns: tuple[int, ...],
 
 
 def test_no_ce_without_the_traffic_class_option_even_after_a_marked_datagram():
-    plain, marked, tx = _socket(recv_tclass=False), _socket(), _socket()
+    plain, marked, tx = _socket(recv_tclass=False), _socket(), _socket(tclass=0x03)  # CE
     sender, rx = batchio.Sender(), batchio.Receiver()
-    ce = batchio.tclass_cmsg(0x03)
-    sender.add(tx.fileno(), _data(5, 0, 10), batchio.sockaddr("::1", marked.getsockname()[1]),
-               ce)
+    to = {0: batchio.sockaddr("::1", marked.getsockname()[1]),
+          1: batchio.sockaddr("::1", plain.getsockname()[1])}
+    sender.send_out(tx.fileno(), [(0, _data(5, 0, 10))], to, False, b"", None)
     sender.flush()
     assert [g[3] for g in _dispatch(rx, marked, (5,), 1)[0]] == [True]
     # the same receive area, its ancillary data left from the marked one: not read again
-    sender.add(tx.fileno(), _data(5, 1, 10), batchio.sockaddr("::1", plain.getsockname()[1]),
-               ce)
+    sender.send_out(tx.fileno(), [(1, _data(5, 1, 10))], to, False, b"", None)
     sender.flush()
     assert [g[3] for g in _dispatch(rx, plain, (5,), 1)[0]] == [False]
-
-
-def test_gso_message_arrives_as_separate_datagrams():
-    a, tx = _socket(), _socket()
-    sender = batchio.Sender()
-    payload = b"".join(bytes([k]) * 1000 for k in range(5)) + b"tail"
-    sender.add(tx.fileno(), payload, batchio.sockaddr("::1", a.getsockname()[1]),
-               batchio.gso_cmsg(1000))
-    sender.flush()
-    got, _ = _drain(a, 6)
-    assert got == [bytes([k]) * 1000 for k in range(5)] + [b"tail"]
 
 
 def test_a_refused_send_is_dropped_and_the_rest_still_go():
     a, tx = _socket(), _socket()
     sender = batchio.Sender()
-    name = batchio.sockaddr("::1", a.getsockname()[1])
-    sender.add(tx.fileno(), b"1", name)
-    sender.add(tx.fileno(), b"x" * 70000, name)  # too large for UDP: EMSGSIZE
-    sender.add(tx.fileno(), b"3", name)
+    name = {0: batchio.sockaddr("::1", a.getsockname()[1])}
+    too_big = wire.data_datagram(0, 0, 0, 5, 2, 0, 0, wire.NO_PSN, 0, bytes(70000))  # EMSGSIZE
+    out = [(0, _data(5, 1, 10)), (0, too_big), (0, _data(5, 3, 10))]
+    sender.send_out(tx.fileno(), out, name, False, b"", None)
     sender.flush()
     assert sender.dropped == 1
-    assert _drain(a, 2)[0] == [b"1", b"3"]
+    assert _drain(a, 2)[0] == [out[0][1], out[2][1]]
 
 
 def test_dispatch_on_a_bad_descriptor_raises():
@@ -118,9 +110,9 @@ def test_dispatch_on_a_bad_descriptor_raises():
 def test_counters_say_how_well_batches_batched():
     a, tx = _socket(), _socket()
     sender, rx = batchio.Sender(batch=4), batchio.Receiver(batch=8)
-    name = batchio.sockaddr("::1", a.getsockname()[1])
-    for k in range(6):
-        sender.add(tx.fileno(), _data(5, k, 1), name)
+    name = {0: batchio.sockaddr("::1", a.getsockname()[1])}
+    sender.send_out(tx.fileno(), [(0, _data(5, k, 1)) for k in range(6)], name, False, b"",
+                    None)
     sender.flush()
     assert (sender.calls, sender.messages, sender.dropped) == (2, 6, 0)
     assert len(_dispatch(rx, a, (5,), 6)[0]) == 6 and rx.datagrams == 6 and rx.calls >= 1
@@ -167,14 +159,15 @@ def test_send_out_with_gso_joins_runs_of_data_to_one_ev():
 
 
 def test_dispatch_hands_each_datagram_to_its_qp_with_its_ce_mark():
-    a, tx = _socket(), _socket()
+    a = _socket()
+    senders = {tclass: _socket(tclass=tclass) for tclass in (0x00, 0x02, 0x03)}  # CE: 0x03
     sender, rx = batchio.Sender(), batchio.Receiver()
-    name = batchio.sockaddr("::1", a.getsockname()[1])
+    name = {0: batchio.sockaddr("::1", a.getsockname()[1])}
     sends = [(_data(5, 0, 10), 0x02), (_data(6, 1, 10), 0x03), (_data(9, 2, 10), 0x00),
-             (b"short", 0x03), (_data(5, 3, 10), 0x03)]
-    for datagram, tclass in sends:
-        sender.add(tx.fileno(), datagram, name, batchio.tclass_cmsg(tclass))
-    sender.flush()
+             (b"\x01\x01short", 0x03), (_data(5, 3, 10), 0x03)]
+    for datagram, tclass in sends:  # each flushed before the next: they arrive in this order
+        sender.send_out(senders[tclass].fileno(), [(0, datagram)], name, False, b"", None)
+        sender.flush()
     got, touched = _dispatch(rx, a, (5, 6), len(sends))  # all read; QP 9's and the short
     assert got == [(5, sends[0][0], 1.5, False), (6, sends[1][0], 1.5, True),
                    (5, sends[4][0], 1.5, True)]
