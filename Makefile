@@ -3,7 +3,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 PYTEST := $(BIN)/python -m pytest
 
-.PHONY: install bpf demo cluster-demo test lint unit integration bench clean distclean
+.PHONY: install bpf ext demo cluster-demo test lint unit integration bench clean distclean
 
 install:
 	./scripts/install.sh
@@ -14,6 +14,16 @@ BPF_OBJ := testbed/kernel/bpf/fabric_queue.o testbed/kernel/bpf/link_gap.o
 bpf: $(BPF_OBJ)
 testbed/kernel/bpf/%.o: testbed/kernel/bpf/%.c
 	clang -O2 -g -Wall -Werror -target bpf -I/usr/include/$$(uname -m)-linux-gnu -c $< -o $@
+
+# The host agents' per-datagram work in C (hostagent/_fastio.c: batched socket IO, the transport
+# header), built for the system Python the venv runs on; needs gcc, python3-dev and zlib1g-dev.
+SYSTEM_PYTHON := /usr/bin/python3
+EXT := hostagent/_fastio$(shell $(SYSTEM_PYTHON) -c "import sysconfig; print(sysconfig.get_config_var('EXT_SUFFIX'))")
+ext: $(EXT)
+$(EXT): hostagent/_fastio.c
+	gcc -O2 -g -Wall -Werror -shared -fPIC \
+	    -I$$($(SYSTEM_PYTHON) -c "import sysconfig; print(sysconfig.get_paths()['include'])") \
+	    $< -o $@ -lz
 
 demo: install
 	$(BIN)/mrc-testbed run
@@ -46,4 +56,4 @@ clean:
 	rm -rf .pytest_cache .hypothesis .mypy_cache .ruff_cache
 
 distclean: clean
-	rm -rf $(VENV) *.egg-info $(BPF_OBJ)
+	rm -rf $(VENV) *.egg-info $(BPF_OBJ) $(EXT)

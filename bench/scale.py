@@ -17,7 +17,9 @@ Printed per run:
 - the run's own CPU (agents + softirq, share of all cores, as the verdict counts it), the
   agents' CPU per data packet delivered, and `(sys)`: the share of the agents' whole lives' CPU
   spent in the kernel (mostly sendmmsg carrying each packet through the emulated hops in the
-  sender's system call).
+  sender's system call); `softirq`: the machine's softirq time per data packet delivered, over
+  the iterations (the fidelity monitor's share of all cores, times the cores and the time from
+  the first iteration's start to the last one's end: machine-wide, so others' work adds to it).
 
     sudo .venv/bin/python bench/scale.py [--hosts 8 16 32 64] [--modes pooled per_host]
                                          [--transport mrc] [--rate 10Mbit|auto] [--size 1MiB]
@@ -92,6 +94,7 @@ def run_one(sc, text: str, base: Path) -> dict:
     if (d / "iterations.parquet").exists():
         it = pd.read_parquet(d / "iterations.parquet").dropna(subset=["start"])
         it = it.sort_values(["rank", "iteration"])
+        span = float(it["end"].max() - it["start"].min())
         gaps = (it.groupby("rank")["start"].shift(-1) - it["end"]).dropna()
         out["gap_ms"] = gaps.mean() * 1e3 if len(gaps) else None
         out["iterations"] = int(it.groupby("iteration")["rank"].count().eq(sc.fabric.host_count)
@@ -101,6 +104,9 @@ def run_one(sc, text: str, base: Path) -> dict:
         delivered = float(qps["data_sent"].sum() - qps["retransmits"].sum())
         results = [json.loads(p.read_text()) for p in (d / "agents").glob("*/result.json")]
         out["agent_us"] = agents_cpu(results) / delivered * 1e6 if delivered else None
+        cpu_seen = f.get("cpu") or {}
+        if delivered and cpu_seen.get("softirq") is not None and "iterations" in out:
+            out["softirq_us"] = cpu_seen["softirq"] * cpu_seen["cores"] * span / delivered * 1e6
         out["retransmits"] = int(qps["retransmits"].sum())
     return out
 
@@ -126,7 +132,8 @@ def main() -> None:
     print(f"ring all-reduce {args.size} over {args.transport}, 4 planes x 4 spines, "
           f"links {args.rate}, {args.mss} B packets")
     print(f"{'hosts':>5} {'agents':>9} {'rate':>9} {'of ideal':>9} {'verdict':>13} "
-          f"{'run CPU':>8} {'gap(ms)':>8} {'agent us/pkt':>13} {'(sys)':>6} {'retx':>5} "
+          f"{'run CPU':>8} {'gap(ms)':>8} {'agent us/pkt':>13} {'(sys)':>6} {'softirq':>8} "
+          f"{'retx':>5} "
           f"{'lag p99':>9}  reasons")
     with tempfile.TemporaryDirectory() as tmp:
         base = args.results or Path(tmp)
@@ -147,7 +154,7 @@ def main() -> None:
                 print(f"{hosts:>5} {mode:>9} {rate:>9} {_num(r['share'], '.0%', 9)} "
                       f"{r['verdict']:>13} {_num(r['run_cpu'], '.0%', 8)} "
                       f"{_num(r.get('gap_ms'), '.0f', 8)} {_num(r.get('agent_us'), '.1f', 13)} "
-                      f"{r['kernel']:>6.0%} "
+                      f"{r['kernel']:>6.0%} {_num(r.get('softirq_us'), '.1f', 8)} "
                       f"{_num(r.get('retransmits'), 'd', 5)} {r['lag_p99_ms']:>6.1f} ms  {why}",
                       flush=True)
 

@@ -13,15 +13,16 @@ sans-IO; this module only moves bytes and time in and out:
   arrival is read from the traffic class and handed to the QP. Control packets (ACK, NACK,
   probes) carry DSCP CS6, which every fabric port serves first.
 With `gso`, consecutive data packets a QP sends to the same destination (RoCEv2's whole window;
-MRC only when its spraying picks the same EV twice in a row) leave in one `sendmsg` with
+MRC only when its spraying picks the same EV twice in a row) leave in one message with
 UDP_SEGMENT: the kernel splits them into the same datagrams before they reach the fabric
 (ports have gso_max_segs 1), so only the system call count changes.
-Datagrams move in batches (hostagent/batchio.py): recvmmsg reads up to 64 per call, and what
-the QPs kicked by one event (a batch received, a timer, NIC room) have to send leaves in one
-sendmmsg per socket at the end of that event. `HOSTAGENT_BATCH=0` in the environment goes back
-to one recvmsg/sendto per datagram (for comparison; bench/agent.py measures both). A wake-up
-reads `HOSTAGENT_READ_BATCHES` batches (default 1) before it lets timers and the other hosts of
-a pooled process run: 1 and 4 measured alike at 16 and 32 hosts (bench/scale.py).
+Datagrams move in batches (hostagent/batchio.py, in C): recvmmsg reads up to 64 per call and
+hands each to its QP, and what the QPs kicked by one event (a batch received, a timer, NIC
+room) have to send leaves in one sendmmsg per socket at the end of that event.
+`HOSTAGENT_BATCH=0` in the environment makes every batch one datagram: one system call per
+datagram each way (for comparison; bench/agent.py measures both). A wake-up reads
+`HOSTAGENT_READ_BATCHES` x 64 datagrams at most (default 1) before it lets timers and the other
+hosts of a pooled process run: 1 and 4 measured alike at 16 and 32 hosts (bench/scale.py).
 A write to a peer with several QPs (the RoCEv2 "1, 8 or 16 QPs" comparison) is split into one
 part per QP, each carrying the immediate: the receiver completes `wait_imm` when every part has
 arrived, so WRITE_WITH_IMM keeps its meaning across QPs.
@@ -33,7 +34,6 @@ import functools
 import heapq
 import os
 import socket
-import struct
 import time
 from collections import defaultdict, deque
 from dataclasses import dataclass, field
@@ -46,13 +46,10 @@ from .qp import ImmArrived, QPFailed, QueuePair, WriteDone
 PORT = 4791
 QPS_PER_PEER_MAX = 64  # QPN stride per peer: covers the scenario's limit (test_qpn.py)
 ECT0 = 0x02
-_TCLASS = struct.Struct("i")
-_SOL_UDP, _UDP_SEGMENT = 17, 103  # UDP GSO (linux/udp.h)
-_GSO_MAX_SEGMENTS, _GSO_MAX_BYTES = 64, 65000
-_CONTROL_CMSG = [(socket.IPPROTO_IPV6, socket.IPV6_TCLASS, _TCLASS.pack(wire.CONTROL_TCLASS))]
-_CONTROL_BATCH_CMSG = batchio.tclass_cmsg(wire.CONTROL_TCLASS)
-BATCHED = os.environ.get("HOSTAGENT_BATCH", "1") != "0"
+_CONTROL_CMSG = batchio.tclass_cmsg(wire.CONTROL_TCLASS)  # control overtakes data at every port
+BATCH = batchio.BATCH if os.environ.get("HOSTAGENT_BATCH", "1") != "0" else 1  # datagrams/call
 READ_BATCHES = int(os.environ.get("HOSTAGENT_READ_BATCHES", "1"))  # of batchio.BATCH per wake-up
+_READS = max(1, READ_BATCHES * batchio.BATCH // BATCH)  # recvmmsg calls per wake-up at most
 _io: tuple[batchio.Receiver, batchio.Sender] | None = None
 
 
@@ -71,7 +68,7 @@ def _batch_io() -> tuple[batchio.Receiver, batchio.Sender]:
     at a time, and every Driver flushes its sends before it returns to the loop."""
     global _io
     if _io is None:
-        _io = (batchio.Receiver(), batchio.Sender())
+        _io = (batchio.Receiver(BATCH), batchio.Sender(BATCH))
     return _io
 
 
@@ -169,15 +166,12 @@ class Driver:
         self._imm_waiters: dict[tuple[int, int], asyncio.Future[None]] = {}
         self.failure: str | None = None
         self.wall_offset = time.time() - self.loop.time()  # QPs run on the loop's monotonic clock
-        self.batched = BATCHED
-        if self.batched:
-            self._rx, self._tx = _batch_io()
-            self._names = {qp.qpn: {ev: batchio.sockaddr(*dest)
-                                    for ev, dest in route.destinations.items()}
-                           for _, qp, route in self._by_qpn.values()}
-            self.loop.add_reader(listen.fileno(), self._on_readable_batched)
-        else:
-            self.loop.add_reader(listen.fileno(), self._on_readable)
+        self._rx, self._tx = _batch_io()
+        self._names = {qp.qpn: {ev: batchio.sockaddr(*dest)
+                                for ev, dest in route.destinations.items()}
+                       for _, qp, route in self._by_qpn.values()}
+        self._receivers = {qpn: qp.receive for qpn, (_, qp, _) in self._by_qpn.items()}
+        self.loop.add_reader(listen.fileno(), self._on_readable)
 
     def close(self) -> None:
         self._flush()
@@ -233,51 +227,20 @@ class Driver:
             raise TransportFailed(self.failure)
 
     def _on_readable(self) -> None:
-        space = socket.CMSG_SPACE(_TCLASS.size)
-        touched = set()
-        for _ in range(256):  # a bounded batch, then let timers and other readers run
-            try:
-                data, ancdata, _, _ = self._listen.recvmsg(65536, space)
-            except BlockingIOError:
+        """Datagrams to their QPs (hostagent/_fastio.c: each is handed to its QP's `receive`,
+        CE read from its traffic class), then each QP that got some is kicked once."""
+        touched: set[int] = set()
+        fd, rx, receivers = self._listen.fileno(), self._rx, self._receivers
+        for _ in range(_READS):  # then let timers and other hosts run
+            if rx.dispatch(fd, receivers, self.loop.time(), touched) < rx.batch:
                 break
-            ecn = False
-            for level, kind, value in ancdata:
-                if level == socket.IPPROTO_IPV6 and kind == socket.IPV6_TCLASS:
-                    ecn = (_TCLASS.unpack(value[:_TCLASS.size])[0] & 0x3) == 0x3
-            if len(data) < wire.HEADER_SIZE:
-                continue
-            target = self._by_qpn.get(int.from_bytes(data[8:12], "big"))
-            if target is None:
-                continue
-            target[1].receive(data, self.loop.time(), ecn)
-            touched.add(target[1].qpn)
-        for q in touched:
-            self._kick(self._by_qpn[q][1])
-
-    def _on_readable_batched(self) -> None:
-        touched = set()
-        fd, by_qpn, now = self._listen.fileno(), self._by_qpn, self.loop.time()
-        for _ in range(READ_BATCHES):  # then let timers and other hosts run
-            datagrams, classes = self._rx.recv(fd)
-            for data, tclass in zip(datagrams, classes):
-                if len(data) < wire.HEADER_SIZE:
-                    continue
-                target = by_qpn.get(int.from_bytes(data[8:12], "big"))
-                if target is None:
-                    continue
-                qp = target[1]
-                qp.receive(data, now, tclass >= 0 and tclass & 0x3 == 0x3)  # CE
-                touched.add(qp.qpn)
-            if len(datagrams) < self._rx.batch:
-                break
-            now = self.loop.time()
+        by_qpn = self._by_qpn
         for q in touched:
             self._kick(by_qpn[q][1])
         self._flush()
 
     def _flush(self) -> None:
-        if self.batched:
-            self._tx.flush()
+        self._tx.flush()
 
     def _arm(self, qpn: int, deadline: float | None) -> None:
         """The QP's next deadline (None: nothing to time)."""
@@ -323,61 +286,18 @@ class Driver:
         now = self.loop.time()
         nic = self.nic
         out = qp.poll_transmit(now, nic.budget(route.plane_set, now) if nic else None)
-        if self.batched and out:
-            fd, names, add = route.sock.fileno(), self._names[qp.qpn], self._tx.add
-        to_nic: dict[int, list[int]] = {}  # plane -> [data bytes, datagrams] handed to its port
-        i = 0
-        while i < len(out):
-            ev, datagram = out[i]
-            j = i + 1
-            if self.gso and datagram[1] == wire.DATA:
-                size = len(datagram)
-                while (j < len(out) and j - i < _GSO_MAX_SEGMENTS and out[j][0] == ev
-                       and out[j][1][1] == wire.DATA and len(out[j - 1][1]) == size
-                       and (j - i + 1) * size <= _GSO_MAX_BYTES):
-                    j += 1
-            if self.batched:
-                if j - i > 1:
-                    add(fd, b"".join(d for _, d in out[i:j]), names[ev], batchio.gso_cmsg(size))
-                elif datagram[1] == wire.DATA:
-                    add(fd, datagram, names[ev])
-                else:
-                    add(fd, datagram, names[ev], _CONTROL_BATCH_CMSG)
-            else:
-                self._send_now(route, ev, out, i, j, size if j - i > 1 else 0)
+        if out:
+            sent = self._tx.send_out(route.sock.fileno(), out, self._names[qp.qpn], self.gso,
+                                     _CONTROL_CMSG, None if nic is None else route.planes)
             if nic is not None:
-                for ev, sent in out[i:j]:
-                    if sent[1] == wire.DATA:
-                        acc = to_nic.setdefault(route.planes[ev], [0, 0])
-                        acc[0] += len(sent)
-                        acc[1] += 1
-            i = j
-        for plane, (nbytes, count) in to_nic.items():  # one call per port, the same clock
-            assert nic is not None  # to_nic is only filled when there is a NIC
-            nic.sent(plane, nbytes, now, count)
+                for plane, nbytes, count in sent:  # one call per port, the same clock
+                    nic.sent(plane, nbytes, now, count)
         if qp.nic_blocked and qp not in self._nic_waiting:
             self._nic_waiting.append(qp)
             self._wake_on_nic_room()
         if qp.events:
             self._deliver(qp)
         self._arm(qp.qpn, None if qp.failed else qp.next_deadline())
-
-    @staticmethod
-    def _send_now(route: Route, ev: int, out: list[tuple[int, bytes]], i: int, j: int,
-                  size: int) -> None:
-        """Per datagram (HOSTAGENT_BATCH=0): out[i:j] to EV `ev`, in one GSO send if j > i+1."""
-        datagram = out[i][1]
-        try:
-            if j - i > 1:  # one system call; the kernel cuts it into these datagrams
-                route.sock.sendmsg([b"".join(d for _, d in out[i:j])],
-                                   [(_SOL_UDP, _UDP_SEGMENT, struct.pack("H", size))], 0,
-                                   route.destinations[ev])
-            elif datagram[1] == wire.DATA:
-                route.sock.sendto(datagram, route.destinations[ev])
-            else:  # control overtakes data at every fabric port
-                route.sock.sendmsg([datagram], _CONTROL_CMSG, 0, route.destinations[ev])
-        except (BlockingIOError, OSError):
-            pass  # a full socket or an unreachable path is a lost packet: the QP recovers
 
     def _wake_on_nic_room(self) -> None:
         """One timer, for when the first blocked QP's ports can take a packet again."""

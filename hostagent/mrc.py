@@ -150,13 +150,30 @@ class MrcQP(QueuePair):
         if wait is None or not self._inflight:
             self.tail.deadline = None
             return
+        # RACK can only find lost a packet sent before the newest delivered one, by (send time,
+        # PSN): those sent earlier are the first few in the order of sending (qp.py), those
+        # sent at the same moment have a lower PSN. Taken in PSN order, as the window holds them.
+        inflight, tail = self._inflight, self.tail
+        newest, newest_psn = tail.rack_sent, tail.rack_psn
+        before = []
+        for psn in self._send_order:
+            if inflight[psn].sent_at >= newest:
+                break
+            before.append(psn)
+        for psn, p in inflight.items():
+            if psn >= newest_psn:
+                break
+            if p.sent_at == newest:
+                before.append(psn)
         waits: dict[int, float] = {}  # per EV: a path with a queue waits by its own RTT;
-        for ev in self.evset.evs:  # a path with no RTT measured yet, for the ACK timeout
-            own = rack_wait(ev.srtt, ev.rttvar, self.cfg.ack_delay, timeout)
-            waits[ev.index] = timeout if own is None else max(wait, own)
+        if before:  # a path with no RTT measured yet, for the ACK timeout
+            before.sort()
+            for ev in self.evset.evs:
+                own = rack_wait(ev.srtt, ev.rttvar, self.cfg.ack_delay, timeout)
+                waits[ev.index] = timeout if own is None else max(wait, own)
         queued = set(self._resend)
-        outstanding = ((psn, p.sent_at, waits.get(p.ev, wait))
-                       for psn, p in self._inflight.items() if psn not in queued)
+        outstanding = ((psn, inflight[psn].sent_at, waits.get(inflight[psn].ev, wait))
+                       for psn in before if psn not in queued)
         lost = []
         for psn in self.tail.lost(outstanding, now):
             p = self._inflight[psn]

@@ -9,6 +9,7 @@ cd "$here"
 APT_PACKAGES=(mininet iperf3 iproute2 clang llvm libbpf-dev libbpf1 tcpdump iputils-ping
               python3-venv python3-pip nftables make ethtool
               openssh-server openssh-client  # the cluster mode: servers reached over ssh
+              gcc python3-dev zlib1g-dev  # the agents' C extension (hostagent/_fastio.c)
               ruby)  # ruby: only to check the Vagrantfile in the tests
 VENV=.venv
 SYSTEM_PYTHON=/usr/bin/python3
@@ -32,8 +33,9 @@ if [ ${#missing[@]} -gt 0 ]; then
     apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 
-# The eBPF programs (ECN/trimming queue, link-gap monitor), from C (make skips them when up to date).
-make -s bpf
+# The eBPF programs (ECN/trimming queue, link-gap monitor) and the agents' C extension, from C
+# (make skips them when up to date).
+make -s bpf ext
 
 if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ] && [ -x "$VENV/bin/mrc-testbed" ]; then
     exit 0

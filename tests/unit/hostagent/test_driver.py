@@ -108,6 +108,9 @@ class _ScriptedQP:
     def poll_transmit(self, now: float, budget: float | None = None) -> list[tuple[int, bytes]]:
         return []
 
+    def receive(self, datagram: bytes, now: float, ecn: bool = False) -> None:
+        """Nothing arrives for it."""
+
     def next_deadline(self) -> float | None:
         return self._deadlines[0] if self._deadlines else None
 
