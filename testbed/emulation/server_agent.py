@@ -9,12 +9,20 @@ on its own server, given the node's pid there (the pid its shell reported) and t
 it rebuilds from the scenario: the same functions the single-machine build calls
 (`_configure_node`, NodeNetlink, FabricQueues, /proc/<pid>/net/dev), run on the right kernel.
 
+The workload's processes run here too: host agents, iperf3 and tcpdump are spawned in its
+nodes (`spawn`, server_jobs.py), write into its work folder beside LOG, are followed (`procs`,
+`read`) and signalled, and their outputs go back to the runner chunk by chunk (`listing`,
+`chunk`); the fidelity monitor runs here on this kernel (`monitor_start`/`monitor_stop`).
+
 It dies with its stdin: when the session ends, cleanly or not (the runner killed, the ssh
-connection lost), it ends every process in its nodes' namespaces (which removes them, their
-ports, tunnels, qdiscs and nft tables), unloads the eBPF program, and exits; so does a
-SIGTERM/SIGHUP. What it did goes to LOG on the server, one line per request; the runner reads
-it back (`log`) into the results before ending the session, and the agent deletes it on exit:
-nothing is left on the server.
+connection lost), it ends the processes it started and every process in its nodes'
+namespaces (which removes them, their ports, tunnels, qdiscs and nft tables), unloads the eBPF
+programs, and exits; so does a SIGTERM/SIGHUP. What it did goes to LOG on the server, one line
+per request; the runner reads it back (`log`) into the results before ending the session, and
+the agent deletes it, its work folder and its record on exit: nothing is left on the server.
+Its record (RunRegistry's format, beside LOG) lists its nodes before it touches them: should
+the agent itself be killed, `server_agent --clean FOLDER SERVER`, run over ssh by
+`mrc-testbed clean`, ends what it lists.
 """
 from __future__ import annotations
 

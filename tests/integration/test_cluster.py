@@ -283,7 +283,7 @@ def host_processes() -> dict[int, str]:
                 cmd = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode()
             except OSError:
                 continue
-            if "hostagent.agent" in cmd or cmd.startswith(("iperf3 ", "tcpdump ")):
+            if "-m hostagent." in cmd or cmd.startswith(("iperf3 ", "tcpdump ")):
                 out[int(proc.name)] = cmd
     return out
 
@@ -304,20 +304,24 @@ cluster: {emulated: 2}
 """)
     before = set(host_processes())
     proc = start(results_dir, str(file), "--capture", "h3-eth0")
-    wait_for(proc, "  verify ", timeout=120)
-    deadline = time.monotonic() + 30
-    running: dict[int, str] = {}
-    while time.monotonic() < deadline:  # 4 host agents, iperf3 at both ends, tcpdump
-        running = {p: c for p, c in host_processes().items() if p not in before}
-        if len(running) >= 7:
-            break
-        time.sleep(0.2)
-    assert len(running) >= 7, running
-    agents = [int(p.split()[1]) for p in server_agents() if p.startswith("pid ")]
-    assert len(agents) == 2, agents
-    for pid in [proc.pid, *agents]:
-        os.kill(pid, 9)
-    finish(proc)
+    try:
+        wait_for(proc, "  verify ", timeout=120)
+        deadline = time.monotonic() + 30
+        running: dict[int, str] = {}
+        while time.monotonic() < deadline:  # 4 agent processes, iperf3 at both ends, tcpdump
+            running = {p: c for p, c in host_processes().items() if p not in before}
+            if len(running) >= 7:
+                break
+            time.sleep(0.2)
+        assert len(running) >= 7, running
+        agents = [int(p.split()[1]) for p in server_agents() if p.startswith("pid ")]
+        assert len(agents) == 2, agents
+        for pid in [*agents, proc.pid]:  # the agents first: none may see its session end
+            os.kill(pid, 9)
+    finally:
+        if proc.poll() is None:  # the test failed before its kill: the run tears down
+            proc.terminate()
+        finish(proc)
     time.sleep(0.5)
     left = {p: c for p, c in host_processes().items() if p not in before}
     assert len(left) >= 7, left  # nothing cleaned them: only `clean` can
