@@ -411,7 +411,7 @@ class ClusterNetwork(FabricNetwork):
         server, at the same place relative to it as `local` is to the results."""
         assert self.results_dir is not None
         work = self.session_of(node).hello["work"]
-        return f"{work}/{local.relative_to(self.results_dir)}"
+        return f"{work}/{local.absolute().relative_to(self.results_dir.absolute())}"
 
     def write_files(self, node: str, files: dict[str, str]) -> None:
         self.session_of(node).request("write", files=files)
