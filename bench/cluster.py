@@ -31,6 +31,7 @@ def measure(run_dir: Path) -> dict:
     verify = json.loads((run_dir / "verify.json").read_text())
     used = meta.get("cluster", {}).get("underlay_during_workload", {})
     return {"share": row.busbw / ideal, "evs": f"{verify['received']}/{verify['probed']}",
+            "fidelity": meta.get("fidelity", {}).get("verdict", "?"),
             "verified": bool(run.tables["iterations"]["verified"].all()),
             "underlay_mb": sum(u["tx_bytes"] for u in used.values()) / 1e6 if used else None,
             "underlay_errors": sum(u["errors"] + u["drops"] for u in used.values())}
@@ -48,7 +49,8 @@ def run(file: Path, out: Path) -> dict[str, dict]:
 def main() -> int:
     names = sys.argv[1:] or ["quickstart", "link-down"]
     print(f"{'scenario':<12}{'transport':>10}  {'one machine':>11}  {'2 servers':>9}  "
-          f"{'EVs proven':>10}  {'ranks':>8}  {'underlay (MB, both ways)':>24}")
+          f"{'EVs proven':>10}  {'ranks':>8}  {'underlay (MB, both ways)':>24}  "
+          f"fidelity (one machine / 2 servers)")
     ok = True
     with tempfile.TemporaryDirectory() as tmp:
         for name in names:
@@ -60,7 +62,8 @@ def main() -> int:
                 ok &= good
                 print(f"{name:<12}{transport:>10}  {one['share']:>11.0%}  {two['share']:>9.0%}  "
                       f"{one['evs'] + ' ' + two['evs']:>10}  "
-                      f"{'verified' if good else 'FAILED':>8}  {two['underlay_mb']:>24.2f}")
+                      f"{'verified' if good else 'FAILED':>8}  {two['underlay_mb']:>24.2f}  "
+                      f"{one['fidelity']} / {two['fidelity']}")
     print("shares are of each transport's own ideal busbw; one run each, on a shared machine")
     return 0 if ok else 1
 

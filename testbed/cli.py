@@ -235,17 +235,25 @@ def _cmd_clean(_args) -> int:
     if not records:
         print("nothing to clean: no run of this testbed left anything")
         return 0
+    failed = False
     for record in records:
         if record.runner_alive():
             print(f"{record.run_id}: still running (pid {record.runner_pid}); left alone "
                   f"(stop it with `kill {record.runner_pid}`: it tears down itself)")
             continue
-        killed = cleanup.clean_record(record, "crashed: cleaned by `mrc-testbed clean`")
+        problems = []
+        killed = cleanup.clean_record(record, "crashed: cleaned by `mrc-testbed clean`",
+                                      problems)
         servers = (f" and {len(record.named_netns)} namespaces of emulated servers"
                    if record.named_netns else "")
-        print(f"{record.run_id}: cleaned: {len(record.nodes)} nodes{servers} recorded, {killed} "
-              f"of their processes were still running and were ended")
-    return 0
+        over_ssh = (f", {len(record.servers)} servers over ssh "
+                    f"({', '.join(record.servers)})" if record.servers else "")
+        print(f"{record.run_id}: cleaned: {len(record.nodes)} nodes{servers} recorded"
+              f"{over_ssh}, {killed} of their processes were still running and were ended")
+        for problem in problems:
+            print(f"warning: {record.run_id}: {problem}", file=sys.stderr)
+        failed |= bool(problems)
+    return 3 if failed else 0
 
 
 def _cmd_list(args) -> int:

@@ -1,9 +1,11 @@
 """Background traffic with real iperf3 on the timeline: each flow an iperf3 server on its
 receiver and a client on its sender, started at its time after the workload starts and stopped
-by its own duration (or when the workload ends). Every flow's iperf3 JSON report is kept in the
-results, and read back: a flow counts as run only if its client's report has an `end` and no
-`error` (a spawned iperf3 that could not connect is not traffic), and the windows a report
-shades are the spans the flows that ran covered, not the schedule.
+by its own duration (or when the workload ends). Each iperf3 runs on the machine holding its
+host (in the cluster mode, spawned by that server's agent, its report written there and
+gathered back when the flows end). Every flow's iperf3 JSON report is kept in the results,
+and read back: a flow counts as run only if its client's report has an `end` and no `error`
+(a spawned iperf3 that could not connect is not traffic), and the windows a report shades
+are the spans the flows that ran covered, not the schedule.
 """
 from __future__ import annotations
 
@@ -29,6 +31,7 @@ class BackgroundTraffic:
         self.flows = flow_list
         self.out = out
         self.procs: list[subprocess.Popen] = []
+        self.reports: list[tuple[str, Path]] = []  # (host, its report in the results)
         self.started: dict[int, float] = {}  # flow index -> wall-clock start of its client
         self.outcomes: list[dict] = []  # per flow, after stop(): what iperf3 says it did
         self._stop = threading.Event()
@@ -43,10 +46,9 @@ class BackgroundTraffic:
         self._thread.start()
 
     def _popen(self, host: str, args: list[str], report: Path) -> None:
-        with open(report, "w") as fh:
-            self.procs.append(subprocess.Popen(
-                ["mnexec", "-a", str(self.network.pid(host)), "iperf3", *args],
-                stdout=fh, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL))
+        self.procs.append(self.network.spawn(host, f"iperf3-{report.stem}", ["iperf3", *args],
+                                             self.network.node_path(host, report)))
+        self.reports.append((host, report))
 
     def _run(self, t0: float) -> None:
         """Each server SERVER_LEAD ahead of its client, and every client at least that long
@@ -90,6 +92,8 @@ class BackgroundTraffic:
                 proc.wait(max(0.0, deadline - time.time()))
             except subprocess.TimeoutExpired:
                 end_process(proc)
+        for host, report in self.reports:
+            self.network.fetch(host, self.network.node_path(host, report), report)
         if self.flows:
             self.outcomes = [self._outcome(f) for f in self.flows]
             self.out.mkdir(parents=True, exist_ok=True)  # a run stopped before the timeline

@@ -1,9 +1,10 @@
 """Packet captures of chosen ports for the whole workload (`run --capture IFNAME`).
 
-tcpdump runs inside the port's node, writes `capture-<ifname>.pcap` into the results (headers
-only: 160 bytes a packet is enough for IPv6, UDP and the transport header), and is stopped
-when the workload ends. Wireshark decodes the files; the uSID destination shifting from one
-port to the next is visible in them.
+tcpdump runs inside the port's node, on the machine holding it (in the cluster mode spawned by
+that server's agent), writes `capture-<ifname>.pcap` (headers only: 160 bytes a packet is
+enough for IPv6, UDP and the transport header), is stopped when the workload ends, and the
+file is gathered into the results. Wireshark decodes the files; the uSID destination shifting
+from one port to the next is visible in them.
 """
 from __future__ import annotations
 
@@ -40,11 +41,17 @@ class Captures:
         for node, ifname in self.targets:
             path = self.out / f"capture-{ifname}.pcap"
             self.files.append(path)
-            self.procs.append(subprocess.Popen(
-                ["mnexec", "-a", str(self.network.pid(node)), "tcpdump", "-Z", "root",
-                 "-i", ifname, "-s", str(SNAPLEN), "-U", "--immediate-mode", "-w", str(path)],
-                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+            remote = self.network.node_path(node, path)
+            self.procs.append(self.network.spawn(
+                node, f"capture-{ifname}",
+                ["tcpdump", "-Z", "root", "-i", ifname, "-s", str(SNAPLEN), "-U",
+                 "--immediate-mode", "-w", remote],
+                self.network.node_path(node, self.out / f"capture-{ifname}.log")))
 
     def stop(self) -> None:
+        """tcpdump ended (it flushes its file), then its file gathered into the results."""
         for proc in self.procs:
             end_process(proc, grace=5)
+        for (node, ifname), path in zip(self.targets, self.files, strict=True):
+            for local in (path, self.out / f"capture-{ifname}.log"):
+                self.network.fetch(node, self.network.node_path(node, local), local)

@@ -16,25 +16,37 @@ The same `FabricNetwork`, with Mininet's cluster edition's split (`examples/clus
   agents before the fabric is built.
 
 The fault injector's nftables workers run in the agents too (remote_nft.py), on the server's
-clock shifted by its measured offset.
+clock shifted by its measured offset. So do the processes of the workload: the host agents,
+background iperf3 flows and captures are spawned by the agent of their node's server, in its
+folder there (`node_path`), followed through it, and their outputs gathered back into the
+results (`fetch`); the fidelity monitor runs on every server (`start_monitor`).
 
-Scope today: emulated servers (testbed/emulation/servers.py), which share this machine's
-kernel. What still reaches nodes from this process (`NOT_THROUGH_AGENTS`, why real servers
-are refused in `preflight`): the host agents' start and their results, background flows,
-captures, and the fidelity monitor's link-gap program.
+Servers are real (`cluster.servers`, reached over ssh) or emulated on this machine
+(testbed/emulation/servers.py), both through the same agents and the same ssh sessions.
 """
 from __future__ import annotations
 
+import shutil
 import threading
 import time
 from ipaddress import IPv6Address, IPv6Network
 from pathlib import Path
 from typing import Any
 
+from testbed.emulation.monitor import Machine
 from testbed.emulation.network import FIFO_HEADROOM, FabricNetwork, NetlinkVeth
-from testbed.emulation.remote import ServerError, ServerSession, ask_all
+from testbed.emulation.remote import (
+    RemoteProcess,
+    ServerError,
+    ServerProcesses,
+    ServerSession,
+    agent_argv,
+    ask_all,
+    fetch,
+    remote_command,
+)
 from testbed.emulation.remote_nft import NftPoller, RemoteNft
-from testbed.emulation.servers import EmulatedServers, UnderlayPath, require_tools
+from testbed.emulation.servers import EmulatedServers, RealServers, UnderlayPath, require_tools
 from testbed.emulation.verify import WINDOW, ProbeJob, ProbeOutcome, arrived
 from testbed.errors import EnvironmentProblem, TestbedError
 from testbed.fabric.clock import ClockOffset, bound_ns
@@ -46,20 +58,15 @@ from testbed.lifecycle.progress import Progress
 from testbed.lifecycle.registry import STATE_DIR, RunRegistry
 from testbed.scenario.cluster import Cluster
 
-# What still reaches nodes from the runner's own kernel, and so cannot run on real servers yet
-NOT_THROUGH_AGENTS = ("the host agents' start and their results", "background flows",
-                      "captures", "the fidelity monitor's link-gap program")
-
 
 def preflight(cluster: Cluster) -> None:
-    """What the machine needs before servers are made; the underlay is measured after."""
+    """What this machine needs before servers are made or reached (each server's own needs
+    are checked by its agent, `preflight`); the underlay is measured after."""
     if cluster.emulated is None:
-        raise EnvironmentProblem(
-            "cluster.servers: real servers cannot run yet. Through each server's agent over "
-            "ssh: node configuration, VXLAN links, EV verification, telemetry, nftables "
-            "faults, clocks and clean-up; still from this machine: "
-            + ", ".join(NOT_THROUGH_AGENTS),
-            "use `cluster: {emulated: N}` to run the cluster mode on this machine")
+        if shutil.which("ssh") is None:
+            raise EnvironmentProblem("real servers are reached over ssh, which is not "
+                                     "installed here", "install openssh-client")
+        return
     require_tools()
     missing = vxlan.probe()
     if missing:
@@ -91,16 +98,19 @@ class ClusterNetwork(FabricNetwork):
         assert cluster is not None
         self.cluster = cluster
         self.placement: Placement = place(plan, cluster)
-        self.servers = EmulatedServers(cluster, plan.scenario.fabric.mtu, registry)
+        self.agent_dir = STATE_DIR / f"{registry.path.stem}.agents"
+        self.servers: EmulatedServers | RealServers = (
+            EmulatedServers(cluster, plan.scenario.fabric.mtu, registry, self.agent_dir)
+            if cluster.emulated is not None else RealServers(cluster, plan.scenario.fabric.mtu))
         self.underlay: list[UnderlayPath] = []
         self.sessions: dict[str, ServerSession] = {}
+        self.processes: dict[str, ServerProcesses] = {}
         self.clocks: dict[str, ClockOffset] = {}
         self.clock_bound_ns = bound_ns(plan.scenario.timeout())
         self.agent_logs: dict[str, str] = {}
-        self.log_dir: Path | None = None  # where close() writes each agent's log (results)
-        self.agent_dir = STATE_DIR / f"{registry.path.stem}.agents"
         self._started: dict[str, dict[str, int]] = {}  # server -> node -> pid of its shell
         self.nft_poller: NftPoller | None = None
+        self._monitoring = False
 
     @staticmethod
     def placement_lines(plan: FabricPlan) -> list[str]:
@@ -113,14 +123,21 @@ class ClusterNetwork(FabricNetwork):
         servers' clocks against the runner's."""
         pl = self.placement
         return {
-            "servers": {s: {"underlay": pl.underlay[s], "namespace": self.servers.netns[s],
+            "servers": {s: {"underlay": pl.underlay[s],
+                            "namespace": self.servers.netns.get(s),
                             "nodes": list(pl.nodes_on(s)),
                             "agent_pid": self.sessions[s].hello.get("pid")
+                            if s in self.sessions else None,
+                            "host": self.sessions[s].hello.get("host")
+                            if s in self.sessions else None,
+                            "cores": self.sessions[s].hello.get("cores")
                             if s in self.sessions else None} for s in pl.servers},
-            "emulated": True, "placement": pl.policy,
-            "node_start": "ssh" if self.cluster.ssh_transport else "nsenter",
+            "emulated": self.servers.emulated, "placement": pl.policy,
+            "node_start": "ssh" if self.cluster.ssh_transport or not self.servers.emulated
+            else "nsenter",
             "server_agents": "ssh",
-            "underlay_mtu": self.servers.mtu, "required_mtu": self.servers.required_mtu,
+            "underlay_mtu": min((p.mtu for p in self.underlay), default=self.servers.mtu),
+            "required_mtu": self.servers.required_mtu,
             "crossing_links": {link.name: {"vni": pl.vni[link.name], "rate": link.rate}
                                for link in pl.crossing},
             "pairs": [{"servers": list(p.servers), "links": len(p.links), "rate": p.rate,
@@ -129,28 +146,47 @@ class ClusterNetwork(FabricNetwork):
             "clock": {"bound_us": self.clock_bound_ns / 1e3,
                       "servers": {s: c.to_json() for s, c in self.clocks.items()},
                       "corrected": False,
-                      "why_not_corrected": "the host agents start from this machine, on its "
-                                           "clock: their timestamps need no correction"},
+                      "why_not_corrected": "the host agents run on their servers and stamp "
+                                           "times with their server's clock, each within the "
+                                           "bound of this one; the common start time is "
+                                           "shifted by each server's offset, the agents' "
+                                           "timestamps are not"},
         }
 
     # ---- the servers ----
     def add_servers(self) -> str:
         """Make the emulated servers, start one agent on each over ssh, measure their clocks
         and their underlay; a summary line."""
-        self.servers.create()
         self.registry.add_dir(self.agent_dir)
+        if self.servers.emulated:
+            self.agent_dir.mkdir(mode=0o700, exist_ok=True)  # each server's private mount
+        self.servers.create()
         for name in self.servers.names:
-            session = ServerSession(name, self.servers.ssh(name), self._agent_log(name))
+            ssh = self.servers.ssh(name)
+            self.registry.add_server(name, remote_command(
+                ssh, agent_argv("--clean", str(self.agent_dir), name)))
+            session = ServerSession(name, ssh, self._agent_log(name))
             self.sessions[name] = session
             session.start()
-            session.request("plan", scenario=self.plan.scenario.model_dump(mode="json"),
-                            server=name)
+            self.processes[name] = ServerProcesses(session)
+        missing = ask_all(self.sessions.values(), "preflight")
+        for name, lacks in missing.items():
+            if lacks:
+                raise EnvironmentProblem(
+                    f"server {name} lacks {'; '.join(lacks)}",
+                    "run scripts/install.sh on it (Mininet, iproute2, ethtool, iperf3, "
+                    "tcpdump, nftables, the eBPF programs built)")
+        ask_all(self.sessions.values(), "plan", run=self.registry.path.stem,
+                scenario=self.plan.scenario.model_dump(mode="json"),
+                per_server={s: {"server": s} for s in self.sessions})
         self._check_clocks()
         self.underlay = self._check_underlay()
         worst = max(p.rtt_ms for p in self.underlay)
         offset = max(c.worst_ns() for c in self.clocks.values())
-        return (f"{len(self.servers.names)} emulated servers (namespace + sshd + agent over "
-                f"ssh), underlay MTU {self.servers.mtu} carries a {self.servers.required_mtu} B "
+        kind = ("emulated servers (namespace + sshd + agent over ssh)" if self.servers.emulated
+                else "servers (agent over ssh)")
+        return (f"{len(self.servers.names)} {kind}, underlay MTU >= "
+                f"{min(p.mtu for p in self.underlay)} carries a {self.servers.required_mtu} B "
                 f"tunnel packet unfragmented between every pair, RTT <= {worst:.3f} ms, clocks "
                 f"within {offset / 1e3:.0f} us of this one")
 
@@ -236,14 +272,12 @@ class ClusterNetwork(FabricNetwork):
         return {"shell_prefix": prefix, "server": server}
 
     def add_nodes(self) -> None:
+        """The shells (each recorded here by its local process: the ssh or nsenter that
+        started it), then each server's agent takes its nodes on, recording them on its server
+        (what `clean` ends there over ssh should the run die)."""
         super().add_nodes()
-        found = ask_all(self.sessions.values(), "nodes", per_server={
+        ask_all(self.sessions.values(), "nodes", per_server={
             s: {"pids": pids} for s, pids in self._started.items()})
-        for server, inodes in found.items():
-            for name, inode in inodes.items():
-                # emulated servers share this kernel: `clean` here can end what a crashed run
-                # left. A real server's agent cleans its own when its session dies.
-                self.registry.add_node(name, self._started[server][name], inode)
 
     def node_started(self, name: str) -> None:
         """Noted, for its server's agent (which checks it, notes its namespace, sets sysctls)."""
@@ -354,9 +388,92 @@ class ClusterNetwork(FabricNetwork):
                           count=count)
 
     def node_request(self, node: str, op: str, **args: object) -> Any:
-        """A request about one node to its server's agent (the fault injector's netlink part:
-        `port_rate`, `port_delay`, `routes`)."""
+        """A request about one node to its server's agent."""
         return self.session_of(node).request(op, node=node, **args)
+
+    # ---- the netlink part of faults, by the node's server ----
+    def set_routes(self, node: str, delete: list[str],
+                   replace: list[tuple[str, list[tuple[str, str]]]]) -> None:
+        self.node_request(node, "routes", delete=delete,
+                          replace=[[p, [list(h) for h in hops]] for p, hops in replace])
+
+    def set_port_rate(self, port: Port, link: Link, rate_bps: int) -> None:
+        self.node_request(port.node, "port_rate", ifname=port.ifname, rate=rate_bps)
+        self.set_queue_rate(port, link, rate_bps)
+
+    def set_port_delay(self, port: Port, link: Link, delay_s: float | None) -> None:
+        self.node_request(port.node, "port_delay", ifname=port.ifname,
+                          limit=self.fifo_limit(port, link), delay=delay_s)
+
+    # ---- processes and files on the servers ----
+    def node_path(self, node: str, local: Path) -> str:
+        """The file the run keeps at `local` is written in the agent's folder on the node's
+        server, at the same place relative to it as `local` is to the results."""
+        assert self.results_dir is not None
+        work = self.session_of(node).hello["work"]
+        return f"{work}/{local.absolute().relative_to(self.results_dir.absolute())}"
+
+    def write_files(self, node: str, files: dict[str, str]) -> None:
+        self.session_of(node).request("write", files=files)
+
+    def spawn(self, node: str, key: str, argv: list[str], stdout: str,
+              cwd: str | None = None) -> RemoteProcess:  # type: ignore[override]
+        server = self.placement.server_of[node]
+        pid = self.sessions[server].request("spawn", node=node, key=key, argv=argv,
+                                            stdout=stdout, cwd=cwd)["pid"]
+        return RemoteProcess(self.processes[server], key, pid)
+
+    def read_files(self, wanted: list[tuple[str, str]]) -> dict[str, str | None]:
+        share: dict[str, list[str]] = {}
+        for node, path in wanted:
+            share.setdefault(self.placement.server_of[node], []).append(path)
+        got = ask_all([self.sessions[s] for s in share], "read",
+                      per_server={s: {"paths": p} for s, p in share.items()})
+        return {path: text for files in got.values() for path, text in files["files"].items()}
+
+    def fetch(self, node: str, path: str, local: Path) -> None:
+        """The file or folder `path` on the node's server copied into the results at `local`,
+        through its agent (chunk by chunk over the ssh session)."""
+        session = self.session_of(node)
+        fetch(session, path, local, session.hello["work"])
+
+    def machine_of(self, node: str) -> str:
+        return self.placement.server_of[node]
+
+    def cores(self, machine: str) -> int:
+        return int(self.sessions[machine].hello.get("cores") or 1)
+
+    def clock_offset(self, node: str) -> float:
+        """The node's server's clock minus this one's, s (a time sent there is shifted)."""
+        clock = self.clocks.get(self.placement.server_of[node])
+        return clock.offset_ns / 1e9 if clock is not None else 0.0
+
+    # ---- the fidelity monitor, on every server ----
+    def start_monitor(self) -> None:
+        ask_all(self.sessions.values(), "monitor_start")
+        self._monitoring = True
+
+    def stop_monitor(self) -> list[Machine]:
+        """Each machine's measurements: servers that share a kernel (one boot id: emulated
+        servers) are one machine, their ports together and their CPU read once."""
+        if not self._monitoring:
+            return []
+        self._monitoring = False
+        got = ask_all(self.sessions.values(), "monitor_stop")
+        groups: dict[str, list[str]] = {}
+        for server in sorted(got):
+            groups.setdefault(self.sessions[server].hello.get("boot_id") or server,
+                              []).append(server)
+        machines = []
+        for servers in groups.values():
+            first = got[servers[0]]
+            label = "+".join(servers) + (" (one kernel)" if len(servers) > 1 else "")
+            machines.append(Machine(
+                servers, {n for s in servers for n in got[s]["nodes"]},
+                [r for s in servers for r in got[s]["ports"]],
+                next((got[s]["unavailable"] for s in servers if got[s]["unavailable"]), None),
+                first["cpu_rows"], first["cpu"], first["cores"], label))
+        return machines
 
     def set_link(self, a: str, b: str, up: bool) -> None:
         """Both ends of the link between nodes a and b up or down, each by its server."""
@@ -365,11 +482,9 @@ class ClusterNetwork(FabricNetwork):
             self.session_of(node).request("link", node=node, ifname=port.ifname, up=up)
 
     def set_queue_rate(self, port: Port, link: Link, rate_bps: int) -> None:
-        if self.link_gaps is not None:
-            self.link_gaps.set_rate(port.ifindex, rate_bps)
-        if self.plan.scenario.switch.enabled and self.plan.nodes[port.node].role != "host":
-            self.session_of(port.node).request("queue_rate", node=port.node,
-                                               ifname=port.ifname, rate=rate_bps)
+        """On the port's server: its eBPF virtual queue's rate and its monitor's."""
+        self.session_of(port.node).request("queue_rate", node=port.node, ifname=port.ifname,
+                                           rate=rate_bps)
 
     # ---- the end ----
     def close(self, on_step=None) -> int:
@@ -400,11 +515,12 @@ class ClusterNetwork(FabricNetwork):
         return killed
 
     def _write_logs(self) -> None:
-        if self.log_dir is None or not self.agent_logs:
+        if self.results_dir is None or not self.agent_logs:
             return
-        self.log_dir.mkdir(parents=True, exist_ok=True)
+        logs = self.results_dir / "servers"
+        logs.mkdir(parents=True, exist_ok=True)
         for name, text in self.agent_logs.items():
-            (self.log_dir / f"{name}.agent.log").write_text(text)
+            (logs / f"{name}.agent.log").write_text(text)
 
 
 def make_network(plan: FabricPlan, registry: RunRegistry,

@@ -42,8 +42,6 @@ from testbed.errors import EnvironmentProblem
 from testbed.fabric.plan import Link, Port
 from testbed.fabric.routes import node_config
 from testbed.fabric.timeline import Action
-from testbed.kernel import shaping
-from testbed.kernel.rtnl import RTPROT_BGP, NodeNetlink
 from testbed.scenario.faults import Fault
 
 TABLE = "mrc_faults"
@@ -142,7 +140,6 @@ class Injector:
         self._pending: list[Pending | None] = [None] * len(actions)
         self.rows: list[dict] = []
         self.error: str | None = None
-        self._handles: dict[str, NodeNetlink] = {}  # netlink sockets of the injector's thread
         self.routed_around: dict[str, set[int]] = {}  # link -> faults routing went around
         self._plain = {name: _plain(node_config(network.plan, name))
                        for name in network.plan.nodes}
@@ -204,18 +201,14 @@ class Injector:
         self._workers.clear()
 
     def _run(self, t0: float) -> None:
-        try:
-            for k, action in enumerate(self.actions):
-                if self._stop.wait(max(0.0, t0 + action.time - time.time())):
-                    for late in range(k, len(self.actions)):
-                        self._finish(late, t0, None, stopped=True)
-                    return
-                netlink = (self._apply_other(action)
-                           if action.condition not in NFT_CONDITIONS else None)
-                self._finish(k, t0, netlink, stopped=False)
-        finally:
-            for handle in self._handles.values():
-                handle.close()
+        for k, action in enumerate(self.actions):
+            if self._stop.wait(max(0.0, t0 + action.time - time.time())):
+                for late in range(k, len(self.actions)):
+                    self._finish(late, t0, None, stopped=True)
+                return
+            netlink = (self._apply_other(action)
+                       if action.condition not in NFT_CONDITIONS else None)
+            self._finish(k, t0, netlink, stopped=False)
 
     def _finish(self, k: int, t0: float, applied: tuple[float, float, str | None] | None,
                 stopped: bool) -> None:
@@ -255,12 +248,6 @@ class Injector:
         if node not in self._workers:
             self._workers[node] = self.network.nft_worker(node, self._stop, SETUP)
         return self._workers[node]
-
-    def _netlink(self, node: str) -> NodeNetlink:
-        if node not in self._handles:
-            self._handles[node] = NodeNetlink(self.network.pid(node),
-                                              self.network.ifindex.get(node))
-        return self._handles[node]
 
     def _record(self, a: Action, t0: float, applied: float | None, spread: float | None,
                 note: str | None) -> None:
@@ -312,48 +299,14 @@ class Injector:
             wanted = _plain(node_config(self.network.plan, name, failed))
             if wanted == current:
                 continue
-            remote = getattr(self.network, "node_request", None)  # cluster mode: its agent
-            if remote is not None:
-                remote(name, "routes", delete=[str(p) for p in current.keys() - wanted.keys()],
-                       replace=[[str(p), [[str(h.gateway), h.ifname] for h in r.nexthops]]
-                                for p, r in wanted.items() if current.get(p) != r])
-                self._plain[name] = wanted
-                continue
-            handle = self._netlink(name)
-            for prefix in current.keys() - wanted.keys():
-                handle.ipr.route("del", dst=str(prefix))
-            for prefix, route in wanted.items():
-                if current.get(prefix) != route:
-                    hops = [{"gateway": str(h.gateway), "oif": handle.ifindex(h.ifname)}
-                            for h in route.nexthops]
-                    extra = hops[0] if len(hops) == 1 else {"multipath": hops}
-                    handle.ipr.route("replace", dst=str(prefix), proto=RTPROT_BGP, **extra)
+            self.network.set_routes(
+                name, [str(p) for p in current.keys() - wanted.keys()],
+                [(str(p), [(str(h.gateway), h.ifname) for h in r.nexthops])
+                 for p, r in wanted.items() if current.get(p) != r])
             self._plain[name] = wanted
 
     def _set_rate(self, port: Port, link: Link, rate: int) -> None:
-        """The shaper's rate, and the rate the port's eBPF virtual queue drains at."""
-        remote = getattr(self.network, "node_request", None)  # cluster mode: its agent
-        if remote is not None:
-            remote(port.node, "port_rate", ifname=port.ifname, rate=rate)
-        else:
-            handle = self._netlink(port.node)
-            shaping.set_port_rate(handle.ipr, handle.ifindex(port.ifname), rate,
-                                  self.network.plan.scenario.fabric.mtu)
-        self.network.set_queue_rate(port, link, rate)
+        self.network.set_port_rate(port, link, rate)
 
     def _set_delay(self, port: Port, link: Link, delay: float | None) -> None:
-        remote = getattr(self.network, "node_request", None)  # cluster mode: its agent
-        if remote is not None:
-            remote(port.node, "port_delay", ifname=port.ifname,
-                   limit=self.network.fifo_limit(port, link), delay=delay)
-            return
-        handle = self._netlink(port.node)
-        index = handle.ifindex(port.ifname)
-        limit = self.network.fifo_limit(port, link)
-        if delay is None:
-            handle.ipr.tc("replace", "bfifo", index=index, handle="10:", parent="1:10",
-                          limit=limit)
-        else:
-            packets = max(1, limit // self.network.plan.scenario.fabric.mtu)
-            handle.ipr.tc("replace", "netem", index=index, handle="10:", parent="1:10",
-                          delay=int(delay * 1e6), limit=packets)
+        self.network.set_port_delay(port, link, delay)

@@ -13,6 +13,7 @@ import pty
 import select
 import signal
 import socket
+import subprocess
 import threading
 import time
 import zlib
@@ -28,13 +29,13 @@ from pyroute2.netlink import NLM_F_ACK, NLM_F_CREATE, NLM_F_EXCL, NLM_F_REQUEST
 from pyroute2.netlink.rtnl import RTM_NEWLINK
 from pyroute2.netlink.rtnl.ifinfmsg import ifinfmsg
 
+from testbed.emulation.monitor import Machine, MachineMonitor
 from testbed.emulation.nft_workers import NodeNft
 from testbed.errors import TestbedError
 from testbed.fabric.plan import FabricPlan, Link, Port
 from testbed.fabric.routes import node_configs
-from testbed.kernel import netns
+from testbed.kernel import netns, shaping
 from testbed.kernel.fabric_queue import FabricQueues, port_config, router_ports
-from testbed.kernel.link_gap import LinkGapMonitor
 from testbed.kernel.rtnl import NodeNetlink
 from testbed.lifecycle import cleanup, interrupts
 from testbed.lifecycle.progress import Progress
@@ -235,8 +236,11 @@ class FabricNetwork:
         self.inodes: set[int] = set()
         self.ifindex: dict[str, dict[str, int]] = {}  # node -> interface name -> index
         self.queues: FabricQueues | None = None  # the eBPF ECN/trimming program, if asked for
-        self.link_gaps: LinkGapMonitor | None = None  # the fidelity monitor's, while it runs
+        self.monitor: MachineMonitor | None = None  # the fidelity monitor's, while it runs
+        self.results_dir: Path | None = None  # the run's results folder (the runner sets it)
         self._netlink: dict[str, NodeNetlink] = {}
+        self._fault_sockets = threading.local()  # the fault injector's thread's own
+        self._all_sockets: list[NodeNetlink] = []
         self._closed = False
 
     # ---- build phases (the runner times each) ----
@@ -333,6 +337,94 @@ class FabricNetwork:
             handle.ipr.link("set", index=handle.ifindex(port.ifname),
                             state="up" if up else "down")
 
+    # ---- the netlink part of faults (from the injector's thread) ----
+    def _fault_netlink(self, name: str) -> NodeNetlink:
+        """The calling thread's netlink socket in the node (a socket is not shared between
+        threads); all are closed with the network."""
+        handles = self._fault_sockets.__dict__.setdefault("handles", {})
+        if name not in handles:
+            handles[name] = NodeNetlink(self.pid(name), self.ifindex.get(name))
+            self._all_sockets.append(handles[name])
+        return handles[name]
+
+    def set_routes(self, node: str, delete: list[str],
+                   replace: list[tuple[str, list[tuple[str, str]]]]) -> None:
+        """Plain routes withdrawn and replaced (the baseline's routing converging)."""
+        self._fault_netlink(node).replace_plain_routes(delete, replace)
+
+    def set_port_rate(self, port: Port, link: Link, rate_bps: int) -> None:
+        """The port's shaper at a new rate (degrade), and its virtual queue's and monitor's."""
+        handle = self._fault_netlink(port.node)
+        shaping.set_port_rate(handle.ipr, handle.ifindex(port.ifname), rate_bps,
+                              self.plan.scenario.fabric.mtu)
+        self.set_queue_rate(port, link, rate_bps)
+
+    def set_port_delay(self, port: Port, link: Link, delay_s: float | None) -> None:
+        """A netem delay in place of the port's FIFO, or the FIFO back (None)."""
+        handle = self._fault_netlink(port.node)
+        shaping.set_port_delay(handle.ipr, handle.ifindex(port.ifname),
+                               self.fifo_limit(port, link), delay_s,
+                               self.plan.scenario.fabric.mtu)
+
+    # ---- processes and files in nodes (host agents, iperf3, tcpdump) ----
+    def node_path(self, node: str, local: Path) -> str:
+        """Where a file that the run keeps at `local` (in its results) is written on the
+        machine holding `node`: here, `local` itself (a server: its agent's folder)."""
+        return str(local)
+
+    def write_files(self, node: str, files: dict[str, str]) -> None:
+        """Files on the machine holding `node` (paths from `node_path`)."""
+        for path, text in files.items():
+            Path(path).parent.mkdir(parents=True, exist_ok=True)
+            Path(path).write_text(text)
+
+    def spawn(self, node: str, key: str, argv: list[str], stdout: str,
+              cwd: str | None = None) -> subprocess.Popen:
+        """`argv` in the node (its output into the file `stdout`): a process object with
+        `poll`, `wait`, `send_signal`, `terminate`, `kill`, `returncode`. `key` names it
+        uniquely in the run (a server's agent keeps it by that key)."""
+        Path(stdout).parent.mkdir(parents=True, exist_ok=True)
+        with open(stdout, "wb") as fh:
+            return self.node(node).popen(argv, stdout=fh, stderr=subprocess.STDOUT,
+                                         stdin=subprocess.DEVNULL, cwd=cwd)
+
+    def read_files(self, wanted: list[tuple[str, str]]) -> dict[str, str | None]:
+        """The text of small files (node, path), None where absent: agents' progress."""
+        out: dict[str, str | None] = {}
+        for _node, path in wanted:
+            try:
+                out[path] = Path(path).read_text()
+            except OSError:
+                out[path] = None
+        return out
+
+    def fetch(self, node: str, path: str, local: Path) -> None:
+        """The file or folder `path` on the machine holding `node` copied to `local` in the
+        results: here, where it already is."""
+
+    def machine_of(self, node: str) -> str:
+        """The machine holding `node` (a server's name in the cluster mode)."""
+        return ""
+
+    def cores(self, machine: str) -> int:
+        return os.cpu_count() or 1
+
+    def clock_offset(self, node: str) -> float:
+        """Clock of the machine holding `node` minus this one's, s: 0, it is this one."""
+        return 0.0
+
+    # ---- the fidelity monitor ----
+    def start_monitor(self) -> None:
+        self.monitor = MachineMonitor(self.plan, set(self.plan.nodes))
+
+    def stop_monitor(self) -> list[Machine]:
+        """What every machine forwarding the fabric measured: here, this one."""
+        if self.monitor is None:
+            return []
+        got, self.monitor = self.monitor.stop(), None
+        return [Machine([], set(self.plan.nodes), got["ports"], got["unavailable"],
+                        got["cpu_rows"], got["cpu"], got["cores"])]
+
     def fifo_limit(self, port: Port, link: Link) -> int:
         """Bytes of the FIFO behind the port's shaper. Where the ECN/trimming program runs, its
         virtual queue is the port's buffer (it drops and trims at the buffer's size), and the
@@ -345,8 +437,8 @@ class FabricNetwork:
     def set_queue_rate(self, port: Port, link: Link, rate_bps: int) -> None:
         """The rate a router port's virtual queue drains at, and the rate the fidelity monitor
         expects its dequeues at, after its shaper changed."""
-        if self.link_gaps is not None:
-            self.link_gaps.set_rate(port.ifindex, rate_bps)
+        if self.monitor is not None:
+            self.monitor.set_rate(port.ifindex, rate_bps)
         if self.queues is not None and self.plan.nodes[port.node].role != "host":
             self.queues.set_rate(port.ifindex, port_config(link, rate_bps))
 
@@ -362,9 +454,13 @@ class FabricNetwork:
         return killed
 
     def _close_nodes(self) -> int:
-        for handle in self._netlink.values():
+        if self.monitor is not None:
+            self.monitor.stop()
+            self.monitor = None
+        for handle in [*self._netlink.values(), *self._all_sockets]:
             handle.close()
         self._netlink.clear()
+        self._all_sockets.clear()
         killed = cleanup.kill_namespaces(self.inodes)
         if self.queues is not None:
             self.queues.close()  # the program goes when its last port (namespace) is gone

@@ -11,16 +11,19 @@ the kernel closes the pipe) ends the agent, which first cleans its server up.
 """
 from __future__ import annotations
 
+import base64
 import contextlib
 import json
 import os
 import select
 import shlex
+import signal
 import subprocess
 import sys
 import threading
 import time
 from collections.abc import Iterable
+from pathlib import Path
 from typing import Any
 
 from testbed.errors import TestbedError
@@ -36,10 +39,17 @@ class ServerError(TestbedError):
     """A server agent failed a request, or its session ended: the message names the server."""
 
 
-def agent_argv(log: str) -> list[str]:
+def agent_argv(*args: str) -> list[str]:
     """The command the server runs (the repository and venv at the same path as here; `-P`:
-    root must not import from whatever folder the session starts in)."""
-    return [sys.executable, "-P", "-m", "testbed.emulation.server_agent", log]
+    root must not import from whatever folder the session starts in): the agent with its log
+    path, or `--clean FOLDER SERVER`."""
+    return [sys.executable, "-P", "-m", "testbed.emulation.server_agent", *args]
+
+
+def remote_command(ssh: list[str], argv: list[str]) -> list[str]:
+    """`argv` run on the server through its ssh prefix, from its root folder; `exec`: the
+    login shell gives way to it, which then is the session's process."""
+    return [*ssh, "cd / && exec " + shlex.join(argv)]
 
 
 class ServerSession:
@@ -56,9 +66,8 @@ class ServerSession:
         self.lock = threading.Lock()  # one request at a time (telemetry asks from its thread)
 
     def start(self) -> dict[str, Any]:
-        # `exec`: the login shell gives way to the agent, which then is the session's process
-        command = "cd / && exec " + shlex.join(agent_argv(self.log))
-        self.proc = subprocess.Popen([*self.ssh, command], stdin=subprocess.PIPE,
+        self.proc = subprocess.Popen(remote_command(self.ssh, agent_argv(self.log)),
+                                     stdin=subprocess.PIPE,
                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                      start_new_session=True)
         self.hello = self._reply(START_TIMEOUT, "starting")
@@ -188,3 +197,85 @@ def ask_all(sessions: Iterable[ServerSession], op: str, per_server: dict[str, di
         if errors:
             raise errors[0]
         return out
+
+
+PROC_REFRESH = 0.1  # s: a process's status is asked of its server at most this often
+
+
+class ServerProcesses:
+    """The status of the processes one server's agent started, asked at most every
+    PROC_REFRESH s however many `RemoteProcess` objects poll it."""
+
+    def __init__(self, session: ServerSession) -> None:
+        self.session = session
+        self.codes: dict[str, int | None] = {}
+        self.asked = 0.0
+        self.lock = threading.Lock()
+
+    def code(self, key: str) -> int | None:
+        with self.lock:
+            if time.monotonic() - self.asked >= PROC_REFRESH:
+                self.codes = self.session.request("procs")["status"]
+                self.asked = time.monotonic()
+            return self.codes.get(key)
+
+    def signal(self, key: str, sig: int) -> None:
+        self.session.request("signal", keys=[key], signal=int(sig))
+
+
+class RemoteProcess:
+    """A process in a node on a server, with the part of `subprocess.Popen` the runner uses
+    (`poll`, `wait`, `send_signal`, `terminate`, `kill`, `returncode`, `pid`): waiting.py and
+    `cleanup.end_process` drive it as they drive a local one."""
+
+    def __init__(self, table: ServerProcesses, key: str, pid: int) -> None:
+        self.table, self.key, self.pid = table, key, pid
+        self.args = key
+        self.returncode: int | None = None
+
+    def poll(self) -> int | None:
+        if self.returncode is None:
+            self.returncode = self.table.code(self.key)
+        return self.returncode
+
+    def wait(self, timeout: float | None = None) -> int:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while self.poll() is None:
+            if deadline is not None and time.monotonic() > deadline:
+                raise subprocess.TimeoutExpired(self.key, timeout or 0.0)
+            time.sleep(PROC_REFRESH / 2)
+        assert self.returncode is not None
+        return self.returncode
+
+    def send_signal(self, sig: int) -> None:
+        if self.poll() is None:
+            self.table.signal(self.key, sig)
+
+    def terminate(self) -> None:
+        self.send_signal(signal.SIGTERM)
+
+    def kill(self) -> None:
+        self.send_signal(signal.SIGKILL)
+
+
+def fetch(session: ServerSession, path: str, local: Path, base: str) -> tuple[int, int]:
+    """The file, or every file under the folder, `path` on the server copied to `local`
+    (a file under `path` at `path/x` lands at `local/x`); (files, bytes)."""
+    files = total = 0
+    for name, size in session.request("listing", path=path)["files"]:
+        rel = Path(name).relative_to(path) if name != path else Path()
+        target = local / rel if rel != Path() else local
+        target.parent.mkdir(parents=True, exist_ok=True)
+        with open(target, "wb") as fh:
+            offset = 0
+            while offset < size:
+                got = session.request("chunk", path=name, offset=offset)
+                if not got["size"]:
+                    break  # the file shrank while read: keep what there was
+                fh.write(base64.b64decode(got["data"]))
+                offset += got["size"]
+        files += 1
+        total += offset
+    session.request("gathered", files=files, bytes=total,
+                    what=str(Path(path).relative_to(base)) if path != base else ".")
+    return files, total

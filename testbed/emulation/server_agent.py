@@ -9,12 +9,20 @@ on its own server, given the node's pid there (the pid its shell reported) and t
 it rebuilds from the scenario: the same functions the single-machine build calls
 (`_configure_node`, NodeNetlink, FabricQueues, /proc/<pid>/net/dev), run on the right kernel.
 
+The workload's processes run here too: host agents, iperf3 and tcpdump are spawned in its
+nodes (`spawn`, server_jobs.py), write into its work folder beside LOG, are followed (`procs`,
+`read`) and signalled, and their outputs go back to the runner chunk by chunk (`listing`,
+`chunk`); the fidelity monitor runs here on this kernel (`monitor_start`/`monitor_stop`).
+
 It dies with its stdin: when the session ends, cleanly or not (the runner killed, the ssh
-connection lost), it ends every process in its nodes' namespaces (which removes them, their
-ports, tunnels, qdiscs and nft tables), unloads the eBPF program, and exits; so does a
-SIGTERM/SIGHUP. What it did goes to LOG on the server, one line per request; the runner reads
-it back (`log`) into the results before ending the session, and the agent deletes it on exit:
-nothing is left on the server.
+connection lost), it ends the processes it started and every process in its nodes'
+namespaces (which removes them, their ports, tunnels, qdiscs and nft tables), unloads the eBPF
+programs, and exits; so does a SIGTERM/SIGHUP. What it did goes to LOG on the server, one line
+per request; the runner reads it back (`log`) into the results before ending the session, and
+the agent deletes it, its work folder and its record on exit: nothing is left on the server.
+Its record (RunRegistry's format, beside LOG) lists its nodes before it touches them: should
+the agent itself be killed, `server_agent --clean FOLDER SERVER`, run over ssh by
+`mrc-testbed clean`, ends what it lists.
 """
 from __future__ import annotations
 
@@ -23,6 +31,7 @@ import json
 import os
 import re
 import selectors
+import shutil
 import signal
 import socket
 import struct
@@ -36,6 +45,7 @@ from typing import Any
 
 from pyroute2 import IPRoute
 
+from testbed.emulation.monitor import MachineMonitor
 from testbed.emulation.network import (
     _configure_node,
     ecmp_hash_seed,
@@ -45,19 +55,23 @@ from testbed.emulation.network import (
     veth_message,
 )
 from testbed.emulation.nft_workers import NodeNft
+from testbed.emulation.server_jobs import NodeProcesses, ServerFiles
 from testbed.emulation.telemetry import read_net_dev
 from testbed.fabric.placement import place
 from testbed.fabric.plan import FabricPlan, make_plan
 from testbed.fabric.routes import node_configs
 from testbed.kernel import netns, shaping, vxlan
 from testbed.kernel.fabric_queue import FabricQueues, port_config, router_ports
-from testbed.kernel.rtnl import RTPROT_BGP, NodeNetlink
-from testbed.lifecycle import cleanup
+from testbed.kernel.rtnl import NodeNetlink
+from testbed.lifecycle import cleanup, registry
 from testbed.lifecycle.progress import Progress
 from testbed.lifecycle.workers import parallel_map
 from testbed.scenario import Scenario
 
 PROBE_PORT = 7471
+# on every server: node shells (mnexec), links and tunnels (ip, ethtool), processes entered
+# into nodes (nsenter), the underlay check (ping), the workload's tools
+SERVER_TOOLS = ("mnexec", "ip", "ethtool", "nsenter", "ping", "iperf3", "tcpdump")
 _PAYLOAD = struct.Struct("!4sII")  # magic, nonce, probe index (as verify.py sends them)
 _PKTINFO = struct.Struct("16si")
 MAGIC = b"MRCp"
@@ -73,6 +87,10 @@ class ServerAgent:
     def __init__(self, log: Path) -> None:
         self.log_path = log
         self.log = open(log, "a", buffering=1)
+        self.files = ServerFiles(log.parent / f"{log.stem}.work")
+        self.procs = NodeProcesses(self.files)
+        self.record: registry.RunRegistry | None = None  # this server's own, for `--clean`
+        self.monitor: MachineMonitor | None = None
         self.plan: FabricPlan | None = None
         self.server = ""
         self.pids: dict[str, int] = {}  # node -> its shell's pid on this server
@@ -91,7 +109,16 @@ class ServerAgent:
     # ---- requests ----
     def op_hello(self, req: dict) -> dict:
         return {"pid": os.getpid(), "host": socket.gethostname(), "python": sys.version.split()[0],
-                "netns": cleanup.netns_of("self")}
+                "netns": cleanup.netns_of("self"), "work": str(self.files.root),
+                "cores": os.cpu_count() or 1, "boot_id": _boot_id()}
+
+    def op_preflight(self, req: dict) -> dict:
+        """What this server lacks to hold nodes, tunnels and the workload's processes."""
+        missing = [f"{tool} (not found)" for tool in SERVER_TOOLS if shutil.which(tool) is None]
+        lacks_vxlan = vxlan.probe()
+        if lacks_vxlan:
+            missing.append(f"VXLAN: {lacks_vxlan}")
+        return missing
 
     def op_clock(self, req: dict) -> dict:
         return {"t2": req["_received_ns"], "t3": time.time_ns()}
@@ -101,6 +128,11 @@ class ServerAgent:
     pure function of the scenario), and this server's name."""
         self.plan = make_plan(Scenario.model_validate(req["scenario"]))
         self.server = req["server"]
+        if self.record is None:  # written before any node is taken on: `--clean` reads it
+            self.record = registry.RunRegistry(
+                f"{req['run']}-{self.server}", self.files.root, self.plan.scenario.name,
+                path=record_path(self.log_path.parent, self.server))
+            self.record.add_dir(self.log_path.parent)
         self.say(f"plan {self.plan.scenario.name}: server {self.server}")
         return {}
 
@@ -115,6 +147,8 @@ class ServerAgent:
                 raise AgentError(f"node {name}: no process {pid} in its own namespace here")
             self.pids[name] = int(pid)
             self.inodes.add(inode)
+            if self.record is not None:
+                self.record.add_node(name, int(pid), inode)
             router = plan.nodes[name].role != "host"
             seed = ecmp_hash_seed(plan.scenario.seed, name) if router else None
             netns.write_sysctls(int(pid), node_sysctls(router, seed))
@@ -264,11 +298,14 @@ class ServerAgent:
         return {"veths": veths, "tunnels": tunnels}
 
     def op_queue_rate(self, req: dict) -> dict:
-        """A router port's eBPF virtual queue drains at a new rate (the degrade fault)."""
-        if self.queues is not None:
-            plan = self._plan()
-            link = plan.link_by_ports[(req["node"], req["ifname"])]
-            port = link.lower if link.lower.node == req["node"] else link.upper
+        """A router port's eBPF virtual queue drains at a new rate (the degrade fault), and
+        the fidelity monitor expects the port's dequeues at that rate."""
+        plan = self._plan()
+        link = plan.link_by_ports[(req["node"], req["ifname"])]
+        port = link.lower if link.lower.node == req["node"] else link.upper
+        if self.monitor is not None:
+            self.monitor.set_rate(port.ifindex, int(req["rate"]))
+        if self.queues is not None and plan.nodes[port.node].role != "host":
             self.queues.set_rate(port.ifindex, port_config(link, int(req["rate"])))
             self.say(f"queue_rate {req['node']} {req['ifname']} {req['rate']}")
         return {}
@@ -306,31 +343,76 @@ class ServerAgent:
     def op_port_delay(self, req: dict) -> dict:
         """The FIFO behind a port's shaper replaced by a netem delay, or put back (None)."""
         handle = self._handle(req["node"])
-        index = handle.ifindex(req["ifname"])
-        limit, delay = int(req["limit"]), req["delay"]
-        if delay is None:
-            handle.ipr.tc("replace", "bfifo", index=index, handle="10:", parent="1:10",
-                          limit=limit)
-        else:
-            packets = max(1, limit // self._plan().scenario.fabric.mtu)
-            handle.ipr.tc("replace", "netem", index=index, handle="10:", parent="1:10",
-                          delay=int(float(delay) * 1e6), limit=packets)
+        delay = None if req["delay"] is None else float(req["delay"])
+        shaping.set_port_delay(handle.ipr, handle.ifindex(req["ifname"]), int(req["limit"]),
+                               delay, self._plan().scenario.fabric.mtu)
         self.say(f"port_delay {req['node']} {req['ifname']} {delay}")
         return {}
 
     def op_routes(self, req: dict) -> dict:
         """Plain routes withdrawn and replaced as the baseline's routing converges: `delete`
         prefixes, `replace` [prefix, [[gateway, ifname], ...]]."""
-        handle = self._handle(req["node"])
-        for prefix in req["delete"]:
-            handle.ipr.route("del", dst=prefix)
-        for prefix, nexthops in req["replace"]:
-            hops = [{"gateway": gw, "oif": handle.ifindex(ifname)} for gw, ifname in nexthops]
-            extra = hops[0] if len(hops) == 1 else {"multipath": hops}
-            handle.ipr.route("replace", dst=prefix, proto=RTPROT_BGP, **extra)
+        self._handle(req["node"]).replace_plain_routes(
+            req["delete"], [(p, [(gw, ifname) for gw, ifname in hops])
+                            for p, hops in req["replace"]])
         self.say(f"routes {req['node']}: {len(req['delete'])} withdrawn, "
                  f"{len(req['replace'])} replaced")
         return {}
+
+    # ---- processes in its nodes, files in its folder (server_jobs.py) ----
+    def op_write(self, req: dict) -> dict:
+        self.files.write(req["files"])
+        self.say(f"write {len(req['files'])} files")
+        return {}
+
+    def op_read(self, req: dict) -> dict:
+        return {"files": self.files.read(req["paths"])}
+
+    def op_spawn(self, req: dict) -> dict:
+        """A process in one of this server's nodes (a host agent, iperf3, tcpdump)."""
+        node = req["node"]
+        if node not in self.pids:
+            raise AgentError(f"node {node} is not on this server")
+        pid = self.procs.spawn(req["key"], self.pids[node], req["argv"], req["stdout"],
+                               req.get("cwd"))
+        self.say(f"spawn {req['key']} in {node}: pid {pid}, {req['argv'][0]}")
+        return {"pid": pid}
+
+    def op_procs(self, req: dict) -> dict:
+        return {"status": self.procs.status()}
+
+    def op_signal(self, req: dict) -> dict:
+        self.procs.signal(req["keys"], int(req["signal"]))
+        self.say(f"signal {req['signal']} to {' '.join(req['keys'])}")
+        return {}
+
+    def op_listing(self, req: dict) -> dict:
+        return {"files": self.files.listing(req["path"])}
+
+    def op_chunk(self, req: dict) -> dict:
+        return self.files.chunk(req["path"], int(req["offset"]))
+
+    def op_gathered(self, req: dict) -> dict:
+        """The runner copied these files and folders back: noted (the log says what crossed)."""
+        self.say(f"gathered {req['files']} files, {req['bytes']} B: {req['what']}")
+        return {}
+
+    def op_monitor_start(self, req: dict) -> dict:
+        """The fidelity monitor for this server's ports and CPU (monitor.py)."""
+        if self.monitor is None:
+            self.monitor = MachineMonitor(self._plan(), set(self.pids))
+            self.say(f"monitor_start: {len(self.monitor.ports)} ports"
+                     + (f", link gaps unavailable: {self.monitor.unavailable}"
+                        if self.monitor.unavailable else ""))
+        return {}
+
+    def op_monitor_stop(self, req: dict) -> dict:
+        if self.monitor is None:
+            raise AgentError("no monitor running (the runner sends `monitor_start` first)")
+        got, self.monitor = self.monitor.stop(), None
+        self.say(f"monitor_stop: {len(got['ports'])} histogram rows, "
+                 f"{len(got['cpu_rows'])} CPU rows")
+        return {**got, "nodes": sorted(self.pids)}
 
     def op_rx_packets(self, req: dict) -> dict:
         return {"packets": rx_packets(self.pids[req["node"]], req["ifname"])}
@@ -403,6 +485,12 @@ class ServerAgent:
         if self.prober is not None:
             self.prober.close()
             self.prober = None
+        if self.monitor is not None:
+            self.monitor.stop()
+            self.monitor = None
+        ended = self.procs.end_all()
+        if ended:
+            self.say(f"cleanup: {ended} processes it started were still running, ended")
         for node in list(self.nft):
             self.op_nft_close({"node": node})
         for handle in self.handles.values():
@@ -509,7 +597,45 @@ def serve(agent: ServerAgent, requests, replies) -> None:
         replies.flush()
 
 
+def _boot_id() -> str:
+    """This kernel's boot id: servers that report the same one share a machine (emulated)."""
+    try:
+        return Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+    except OSError:
+        return socket.gethostname()
+
+
+def record_path(folder: Path, server: str) -> Path:
+    """The server agent's own record of what it took on (RunRegistry's format), in its
+    folder: what `--clean` ends should the agent itself have died without cleaning."""
+    return folder / f"{server}.jsonl"
+
+
+def clean(folder: Path, server: str) -> dict:
+    """`mrc-testbed clean`, run over ssh on a server a dead run used: the agent (if it still
+    lives, hung) is killed, then every node namespace its record proves is emptied, and its
+    folder removed. By the record's names only; nothing is guessed."""
+    problems: list[str] = []
+    record = registry.read_record(record_path(folder, server), problems)
+    if record is None:  # the agent cleaned up and exited: nothing of the run is left
+        cleanup.remove_dirs([str(folder)])
+        return {"killed": 0, "nodes": 0, "problems": problems}
+    killed = 0
+    if record.runner_alive():
+        os.kill(record.runner_pid, signal.SIGKILL)
+        killed += 1
+        deadline = time.monotonic() + 5
+        while registry.start_time(record.runner_pid) is not None and \
+                time.monotonic() < deadline:
+            time.sleep(0.02)
+    killed += cleanup.clean_record(record, "crashed: cleaned over ssh", problems)
+    return {"killed": killed, "nodes": len(record.nodes), "problems": problems}
+
+
 def main() -> None:
+    if sys.argv[1] == "--clean":
+        print(json.dumps(clean(Path(sys.argv[2]), sys.argv[3])), flush=True)
+        return
     log = Path(sys.argv[1])
     # the protocol owns the real stdout; anything else printed (a library's warning, a forked
     # worker's traceback) goes to the log, never into the stream of replies
@@ -537,6 +663,9 @@ def main() -> None:
             signal.signal(sig, signal.SIG_IGN)  # a second signal must not cut the clean-up
         try:
             agent.cleanup()
+            agent.files.remove()
+            if agent.record is not None:
+                agent.record.close()
         except Exception as exc:  # noqa: BLE001 (nobody to tell but the log)
             agent.say(f"cleanup failed: {type(exc).__name__}: {exc}")
         agent.log.close()

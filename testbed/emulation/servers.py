@@ -15,7 +15,15 @@ What stands in for what on real servers:
   does;
 - `ip netns exec SERVER` (here `nsenter --net`, which leaves the mount namespace alone) for
   `ssh SERVER` when starting node shells the fast way (the default): only the shells' start
-  takes this shortcut; everything done to a node after it goes through the agent.
+  takes this shortcut; everything done to a node after it goes through the agent;
+- a server's own disk for the agents' folder: each sshd runs in a mount namespace of its own
+  with a private tmpfs on that folder, so what a server's agent and the processes it starts
+  write there (host agents' results, iperf3 reports, captures) is invisible from this
+  machine's side, as on a real server: the runner gets it only by gathering it through the
+  agent.
+
+`RealServers` is the same interface for the servers of a `cluster.servers` list: nothing to
+make or remove, their ssh destinations checked, their underlay measured by the agents.
 """
 from __future__ import annotations
 
@@ -38,7 +46,9 @@ HUB_ADDRESS = "10.254.0.254"  # the hub's address on the emulated underlay (the 
 PREFIX_LEN = 24
 UNDERLAY_IF = "ul0"
 SSHD = "/usr/sbin/sshd"
-TOOLS = ("ssh", "ssh-keygen", "nsenter", "ethtool", "ping")
+TOOLS = ("ssh", "ssh-keygen", "nsenter", "unshare", "ethtool", "ping")
+SSH_OPTIONS = ["-o", "BatchMode=yes", "-o", "ConnectTimeout=10", "-o", "ServerAliveInterval=5",
+               "-o", "ServerAliveCountMax=6"]
 
 
 @dataclass(frozen=True)
@@ -71,8 +81,14 @@ class EmulatedServers:
     """Create with `create()`, always end with `remove()`. The underlay is measured by the
     server agents (ClusterNetwork), as on real servers."""
 
-    def __init__(self, cluster: Cluster, fabric_mtu: int, registry: RunRegistry) -> None:
+    emulated = True
+
+    def __init__(self, cluster: Cluster, fabric_mtu: int, registry: RunRegistry,
+                 private: Path) -> None:
+        """`private`: the agents' folder, a tmpfs of its own in each server's mount namespace
+        (made empty here, registered by the caller)."""
         assert cluster.emulated is not None
+        self.private = private
         self.cluster = cluster
         self.registry = registry
         self.names = cluster.server_names()
@@ -100,8 +116,8 @@ class EmulatedServers:
     def ssh(self, server: str, tty: bool = False) -> list[str]:
         """Command prefix that runs a command on the server through its sshd, from the hub."""
         return (["nsenter", f"--net={netns.named(self.hub)}", "ssh", "-q",
-                 "-i", str(self.keydir / "client_key"),
-                 "-o", "BatchMode=yes", "-o", "StrictHostKeyChecking=no",
+                 "-i", str(self.keydir / "client_key"), *SSH_OPTIONS,
+                 "-o", "StrictHostKeyChecking=no",
                  "-o", "UserKnownHostsFile=/dev/null", "-o", "LogLevel=ERROR"]
                 + (["-tt"] if tty else []) + [f"root@{self.address[server]}"])
 
@@ -150,8 +166,12 @@ class EmulatedServers:
                 "KbdInteractiveAuthentication no\nUsePAM no\nStrictModes no\n"
                 "PrintMotd no\nUseDNS no\n")
             log = open(self.keydir / f"sshd_{name}.log", "w")
+            # the server's own folder: a tmpfs only its sshd (and what it serves) sees
+            private = (f'mount -t tmpfs -o mode=0700 mrc-server "$1" && '
+                       f'exec {SSHD} -D -e -f "$2"')
             self.sshd[name] = subprocess.Popen(
-                [*self.prefix(name), SSHD, "-D", "-e", "-f", str(config)],
+                [*self.prefix(name), "unshare", "--mount", "--propagation", "private",
+                 "sh", "-c", private, "sh", str(self.private), str(config)],
                 stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT)
             log.close()
         deadline = time.monotonic() + 10
@@ -180,3 +200,39 @@ class EmulatedServers:
         cleanup.remove_dirs([str(self.keydir)])
         return killed
 
+
+class RealServers:
+    """The servers of `cluster.servers`: reached as root over ssh with a key (BatchMode: never
+    a prompt), node shells started over ssh as Mininet's RemoteMixin does."""
+
+    emulated = False
+
+    def __init__(self, cluster: Cluster, fabric_mtu: int) -> None:
+        self.names = cluster.server_names()
+        self.target = {s.name: s.ssh for s in cluster.servers}
+        self.netns: dict[str, str] = {}
+        self.mtu: int | None = None  # each server's, measured by its agent
+        self.required_mtu = cluster.required_mtu(fabric_mtu)
+        self.fabric_mtu = fabric_mtu
+
+    def ssh(self, server: str, tty: bool = False) -> list[str]:
+        return ["ssh", "-q", *SSH_OPTIONS, *(["-tt"] if tty else []), self.target[server]]
+
+    def prefix(self, server: str) -> list[str]:
+        return self.ssh(server, tty=True)
+
+    def create(self) -> None:
+        """Every server answers over ssh without a prompt, or a clear error naming it."""
+        for name in self.names:
+            res = subprocess.run([*self.ssh(name), "true"], capture_output=True, text=True,
+                                 timeout=30, stdin=subprocess.DEVNULL)
+            if res.returncode != 0:
+                raise EnvironmentProblem(
+                    f"server {name}: `ssh {self.target[name]} true` failed (exit "
+                    f"{res.returncode}): {res.stderr.strip() or 'no message'}",
+                    f"key-based root login from this machine: `ssh-copy-id "
+                    f"{self.target[name]}`, then `ssh {self.target[name]} true` must work "
+                    f"without a prompt")
+
+    def remove(self) -> int:
+        return 0

@@ -172,5 +172,16 @@ class NodeNetlink:
                 out[msg["index"]] = (queue["backlog"], queue["drops"])
         return out
 
+    def replace_plain_routes(self, delete: list[str],
+                             replace: list[tuple[str, list[tuple[str, str]]]]) -> None:
+        """Plain routes withdrawn (`delete`: prefixes) and replaced (prefix, [(gateway,
+        ifname), ...]) as the baseline's routing converges around failed links."""
+        for prefix in delete:
+            self.ipr.route("del", dst=prefix)
+        for prefix, nexthops in replace:
+            hops = [{"gateway": gw, "oif": self.ifindex(ifname)} for gw, ifname in nexthops]
+            extra = hops[0] if len(hops) == 1 else {"multipath": hops}
+            self.ipr.route("replace", dst=prefix, proto=RTPROT_BGP, **extra)
+
     def end_sid_counters(self) -> dict[IPv6Network, dict]:
         return seg6local.dump_end_sids(self.ipr, self.ifindex(SID_DEVICE))

@@ -65,3 +65,14 @@ def shape_port(ipr, ifindex: int, rate_bps: int, buffer_bytes: int, mtu: int) ->
 def set_port_rate(ipr, ifindex: int, rate_bps: int, mtu: int) -> None:
     """A shaped port's line rate changed in place (the degrade fault, and its undoing)."""
     _classes(ipr, "change-class", ifindex, rate_bps, mtu)
+
+
+def set_port_delay(ipr, ifindex: int, limit_bytes: int, delay_s: float | None, mtu: int) -> None:
+    """The FIFO behind a port's shaper replaced by a netem delay of `delay_s` (as many packets
+    as the FIFO's bytes hold), or put back (None): the delay fault and its undoing."""
+    if delay_s is None:
+        ipr.tc("replace", "bfifo", index=ifindex, handle=DATA_QDISC, parent=DATA_CLASS,
+               limit=limit_bytes)
+    else:
+        ipr.tc("replace", "netem", index=ifindex, handle=DATA_QDISC, parent=DATA_CLASS,
+               delay=int(delay_s * 1e6), limit=max(1, limit_bytes // mtu))

@@ -15,6 +15,7 @@ and the caller's own are never touched.
 """
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
@@ -150,8 +151,38 @@ def remove_dirs(paths: list[str]) -> None:
             shutil.rmtree(path, ignore_errors=True)
 
 
-def clean_record(record: registry.RunRecord, reason: str) -> int:
-    """Remove a dead run's leftovers, mark its results folder, forget it. Processes killed."""
+SERVER_CLEAN_TIMEOUT = 60.0  # s for one server's clean over ssh
+
+
+def clean_servers(record: registry.RunRecord, problems: list[str]) -> int:
+    """Run each recorded server's clean command (over ssh: its agent's `--clean`, which ends
+    what its record lists there); processes it ended. A server that cannot be reached is
+    described in `problems`: what is left there is named, not guessed at."""
+    killed = 0
+    for server, command in record.servers.items():
+        try:
+            res = subprocess.run(command, capture_output=True, text=True,
+                                 timeout=SERVER_CLEAN_TIMEOUT, stdin=subprocess.DEVNULL)
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            problems.append(f"server {server}: its clean-up did not run ({exc})")
+            continue
+        last = (res.stdout.strip().splitlines() or [""])[-1]
+        try:
+            killed += int(json.loads(last)["killed"])
+        except (ValueError, KeyError, TypeError):
+            problems.append(f"server {server}: clean-up over ssh failed (exit "
+                            f"{res.returncode}): {(res.stderr.strip() or last)[-300:]}")
+    return killed
+
+
+def clean_record(record: registry.RunRecord, reason: str,
+                 problems: list[str] | None = None) -> int:
+    """Remove a dead run's leftovers (its servers' first, over ssh), mark its results folder,
+    forget it. Processes killed."""
+    problems = problems if problems is not None else []
+    before = len(problems)
+    server_killed = clean_servers(record, problems)
+    unreached = len(problems) > before  # the record stays: `clean` again once reachable
     protected = _protected()
     proven = {node.netns for name, node in record.nodes.items()
               if node.netns is not None and is_recorded_shell(name, node)} - protected
@@ -172,9 +203,9 @@ def clean_record(record: registry.RunRecord, reason: str) -> int:
     remove_dirs(record.dirs)
     _reap()
     mark_ended_elsewhere(Path(record.results), reason)
-    if record.path is not None:
+    if record.path is not None and not unreached:
         record.path.unlink(missing_ok=True)
-    return killed
+    return killed + server_killed
 
 
 def clean_stale(problems: list[str] | None = None) -> list[tuple[registry.RunRecord, int]]:
@@ -183,5 +214,6 @@ def clean_stale(problems: list[str] | None = None) -> list[tuple[registry.RunRec
     done = []
     for record in registry.read_all(problems):
         if not record.runner_alive():
-            done.append((record, clean_record(record, "crashed: runner died, cleaned later")))
+            done.append((record, clean_record(record, "crashed: runner died, cleaned later",
+                                              problems)))
     return done

@@ -65,6 +65,8 @@ class RunRecord:
     # folder of their sshd keys and configs
     named_netns: list[str] = field(default_factory=list)
     dirs: list[str] = field(default_factory=list)
+    # cluster mode: per server, the command that cleans it over ssh (its agent's own record)
+    servers: dict[str, list[str]] = field(default_factory=dict)
     path: Path | None = None
 
     def runner_alive(self) -> bool:
@@ -86,8 +88,11 @@ def _state_dir() -> Path:
 class RunRegistry:
     """The current run's own record, appended to as the build goes."""
 
-    def __init__(self, run_id: str, results: Path, scenario: str) -> None:
-        self.path = _state_dir() / f"{run_id}.jsonl"
+    def __init__(self, run_id: str, results: Path, scenario: str,
+                 path: Path | None = None) -> None:
+        """`path`: a record kept elsewhere than the registry folder (a server agent's own,
+        in its folder on its server, read by its `--clean`)."""
+        self.path = path if path is not None else _state_dir() / f"{run_id}.jsonl"
         header = {"run_id": run_id, "runner_pid": os.getpid(),
                   "runner_start": start_time(os.getpid()), "results": str(results),
                   "scenario": scenario}
@@ -113,6 +118,11 @@ class RunRegistry:
     def add_dir(self, path: Path) -> None:
         """Record a folder of the run's own under STATE_DIR before it is made."""
         self._write({"dir": str(path)})
+
+    def add_server(self, name: str, clean: list[str]) -> None:
+        """Record a server before its agent starts, with the command (ssh included) that
+        cleans it from its agent's own record should the run die."""
+        self._write({"server": name, "clean": clean})
 
     def close(self) -> None:
         """The run removed everything it created: forget it."""
@@ -149,6 +159,12 @@ def _parse(path: Path, text: str, problems: list[str]) -> RunRecord | None:
             if isinstance(entry.get("dir"), str):
                 record.dirs.append(entry["dir"])
                 continue
+            if isinstance(entry.get("server"), str):
+                clean = entry["clean"]
+                if not isinstance(clean, list) or not all(isinstance(a, str) for a in clean):
+                    raise TypeError("clean")
+                record.servers[entry["server"]] = clean
+                continue
             pid = _int(entry["pid"])
             if not isinstance(entry["node"], str) or pid is None:
                 raise TypeError("node or pid")
@@ -158,6 +174,14 @@ def _parse(path: Path, text: str, problems: list[str]) -> RunRecord | None:
             problems.append(f"{path}: line {number} unreadable (a run killed mid-write?); "
                             f"skipped")
     return record
+
+
+def read_record(path: Path, problems: list[str]) -> RunRecord | None:
+    """One record file (a server agent's own), or None when it is not there or unreadable."""
+    try:
+        return _parse(path, path.read_text(errors="replace"), problems)
+    except OSError:
+        return None
 
 
 def read_all(problems: list[str] | None = None) -> list[RunRecord]:

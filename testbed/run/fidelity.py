@@ -272,3 +272,15 @@ def judge(obs: Observed, bounds: Bounds) -> Verdict:
                                                f" of the time (PSI)"
         reasons.append(f"CPU {obs.cpu_busy:.0%} busy over the traffic{psi}")
     return Verdict(verdict, reasons, numbers)
+
+
+def combine(judged: Sequence[tuple[str, Verdict]]) -> Verdict:
+    """The verdict of a run over several machines (cluster servers on their own kernels):
+    the worst machine's, each reason naming its machine, every machine's numbers kept under
+    `machines`. One machine: its verdict as it is."""
+    if len(judged) == 1:
+        return judged[0][1]
+    worst = max(judged, key=lambda j: VERDICTS.index(j[1].verdict))[1]
+    reasons = [f"{label}: {r}" for label, v in judged for r in v.reasons]
+    return Verdict(worst.verdict, reasons,
+                   {**worst.numbers, "machines": {label: v.to_json() for label, v in judged}})

@@ -205,9 +205,9 @@ def _teardown(network: FabricNetwork | None, registry: RunRegistry | None, plan,
 def _build_and_use(network: FabricNetwork, results: RunResults, options: RunOptions,
                    progress: Progress, transport: str | None) -> None:
     plan = network.plan
+    network.results_dir = results.dir  # what runs on servers is gathered back into it
     if isinstance(network, ClusterNetwork):
         with progress.phase("servers") as info:
-            network.log_dir = results.dir / "servers"  # each server agent's log, at the end
             info["done"] = network.add_servers()
         results.meta["cluster"] = network.facts()
         results.save()
@@ -293,16 +293,22 @@ def _bounds(scenario: Scenario, period: float) -> fidelity.Bounds:
 
 def _judge(monitor: FidelityMonitor, sampler: Sampler, lags: list[fidelity.AgentLag],
            scenario: Scenario, period: float) -> fidelity.Verdict:
-    """The run's fidelity verdict from what the monitor, the telemetry and the agents saw."""
-    hist, gap_ns, late_ns = monitor.histogram()
-    links = fidelity.LinkGaps(EDGES_PCT, hist, gap_ns, late_ns, monitor.unavailable)
+    """The run's fidelity verdict from what the monitor, the telemetry and the agents saw:
+    each machine that forwarded the fabric judged on its own ports, its own agents and its
+    own CPU; the worst of them is the run's."""
     times = sorted({r["time"] for r in sampler.rows})
     interval = max((b - a for a, b in zip(times, times[1:])), default=None)
-    cpu = monitor.cpu.summary()
     bounds = _bounds(scenario, period)
-    observed = fidelity.Observed(links, lags, interval, cpu["busy_mean"], cpu["busy_max"],
-                                 cpu["psi_some"], monitor.cpu.cores, cpu["softirq"])
-    return fidelity.judge(observed, bounds)
+    judged = []
+    for machine in monitor.machines:
+        hist, gap_ns, late_ns = machine.histogram()
+        links = fidelity.LinkGaps(EDGES_PCT, hist, gap_ns, late_ns, machine.unavailable)
+        cpu = machine.cpu
+        mine = [lag for lag in lags if lag.host in machine.nodes]
+        observed = fidelity.Observed(links, mine, interval, cpu["busy_mean"], cpu["busy_max"],
+                                     cpu["psi_some"], machine.cores, cpu["softirq"])
+        judged.append((machine.label, fidelity.judge(observed, bounds)))
+    return fidelity.combine(judged)
 
 
 def _dilation_line(scenario: Scenario, iterations) -> str:
@@ -325,7 +331,8 @@ def write_fidelity_tables(results_dir: Path, monitor: FidelityMonitor) -> None:
     import pandas as pd  # only once there are results
     pd.DataFrame(monitor.port_rows, columns=list(LINK_GAP_COLUMNS)).to_parquet(
         results_dir / table_file("link_gaps"), index=False)
-    pd.DataFrame(monitor.cpu.rows, columns=list(CPU_COLUMNS)).to_parquet(
+    several = ["server"] if len(monitor.machines) > 1 else []  # each row's machine
+    pd.DataFrame(monitor.cpu_rows, columns=[*CPU_COLUMNS, *several]).to_parquet(
         results_dir / table_file("cpu"), index=False)
 
 

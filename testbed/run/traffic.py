@@ -13,13 +13,12 @@ being kept.
 from __future__ import annotations
 
 import json
-import os
-import subprocess
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
 
 from hostagent.agent import PROGRESS_FILE
 from hostagent.config import AgentConfig, PeerConfig
@@ -130,61 +129,86 @@ def deadline_for(scenario: Scenario) -> float:
     return (w.iterations + w.warmup) * progress_rule(scenario).first_s
 
 
+class AgentFiles:
+    """The agents' small files (`ready`, `progress`, `result.json`) and the start file, where
+    the machine holding each host keeps them: read and written through the network (here
+    directly; in the cluster mode through the host's server agent, a batch per server)."""
+
+    def __init__(self, network: FabricNetwork, configs: dict[str, AgentConfig]) -> None:
+        self.network = network
+        self.configs = configs
+
+    def read(self, name: str) -> dict[str, str | None]:
+        """Host -> the text of its file `name`, None where it does not exist (yet)."""
+        paths = {h: f"{c.out_dir}/{name}" for h, c in self.configs.items()}
+        got = self.network.read_files(list(paths.items()))
+        return {h: got.get(p) for h, p in paths.items()}
+
+    def publish_start(self, start_at: float) -> None:
+        """One start time for all, written once per machine, in that machine's clock."""
+        done: set[tuple[str, str]] = set()
+        for host, cfg in self.configs.items():
+            where = (self.network.machine_of(host), cfg.start_file)
+            if where not in done:
+                done.add(where)
+                self.network.write_files(
+                    host, {cfg.start_file: repr(start_at + self.network.clock_offset(host))})
+
+
 class IterationWatch:
     """The progress rule over the agents' `progress` files: an iteration counts as completed
     when every rank has completed it (the collective needs them all)."""
 
-    def __init__(self, dirs: list[Path], rule: ProgressRule, start: float) -> None:
-        self.dirs, self.rule, self.start = dirs, rule, start
+    def __init__(self, files: AgentFiles, rule: ProgressRule, start: float) -> None:
+        self.files, self.rule, self.start = files, rule, start
         self.completions: list[float] = []
 
-    def done(self) -> int:
-        counts = []
-        for d in self.dirs:
-            try:
-                counts.append(int((d / PROGRESS_FILE).read_text() or 0))
-            except (OSError, ValueError):
-                counts.append(0)
-        return min(counts, default=0)
-
-    def failed(self) -> str | None:
-        """A host that has reported failure while its process lives on (pooled: the process
-        serves other hosts, so its exit status cannot say it): the collective cannot complete."""
-        for d in self.dirs:
-            try:
-                result = json.loads((d / "result.json").read_text())
-            except (OSError, ValueError):
-                continue
-            if result.get("status") == "failed":
-                return (f"the agent of {d.name} failed ({result.get('error')}): its peers "
-                        f"cannot complete without it")
-        return None
-
     def __call__(self, now: float) -> str | None:
-        done = self.done()
+        counts = []
+        for text in self.files.read(PROGRESS_FILE).values():
+            try:
+                counts.append(int(text or 0))
+            except ValueError:
+                counts.append(0)
+        done = min(counts, default=0)
         self.completions += [now] * (done - len(self.completions))
-        return self.failed() or self.rule.stalled(self.start, self.completions, now)
+        return _failed(self.files.read("result.json")) or self.rule.stalled(
+            self.start, self.completions, now)
 
 
-def _start_together(out: Path, configs: dict[str, AgentConfig],
-                    procs: dict[str, subprocess.Popen]) -> float:
+def _failed(results: dict[str, str | None]) -> str | None:
+    """A host that has reported failure while its process lives on (pooled: the process
+    serves other hosts, so its exit status cannot say it): the collective cannot complete."""
+    for host, text in results.items():
+        try:
+            result = json.loads(text or "")
+        except ValueError:
+            continue
+        if result.get("status") == "failed":
+            return (f"the agent of {host} failed ({result.get('error')}): its peers "
+                    f"cannot complete without it")
+    return None
+
+
+def _start_together(files: AgentFiles, procs: dict[str, Any]) -> float:
     """Wait until every agent has bound its sockets, then publish one start time to all."""
     deadline = time.time() + READY_TIMEOUT
-    while not all((Path(c.out_dir) / "ready").exists() for c in configs.values()):
+    while True:
+        ready = files.read("ready")
+        if all(v is not None for v in ready.values()):
+            break
         interrupts.checkpoint()
         dead = [h for h, p in procs.items() if p.poll() is not None]
-        dead += [h for h, c in configs.items()  # pooled: a host that failed, its process alive
-                 if (Path(c.out_dir) / "result.json").exists()
-                 and not (Path(c.out_dir) / "ready").exists()]
+        if not dead:  # pooled: a host that failed, its process alive
+            results = files.read("result.json")
+            dead = [h for h in ready if results[h] is not None and ready[h] is None]
         if dead or time.time() > deadline:
             why = (f"the agent of {dead[0]} ended before it was ready" if dead else
                    f"agents not ready after {READY_TIMEOUT:.0f} s")
-            raise TestbedError(why, f"see {out}/<host>/agent.log")
+            raise TestbedError(why, "see each agent's log in the results (agents/<host>/)")
         time.sleep(0.01)
     start_at = time.time() + START_DELAY
-    tmp = out / "start.tmp"
-    tmp.write_text(repr(start_at))
-    tmp.replace(out / "start")
+    files.publish_start(start_at)
     return start_at
 
 
@@ -205,80 +229,98 @@ def agent_groups(hosts: list[str], processes: int) -> list[list[str]]:
 
 
 def _start_pooled(network: FabricNetwork, configs: dict[str, AgentConfig], out: Path,
-                  processes: int) -> dict[str, subprocess.Popen]:
-    procs: dict[str, subprocess.Popen] = {}
-    for k, group in enumerate(agent_groups(list(configs), processes)):
-        manifest = out / f"pool-{k}.json"
-        manifest.write_text(json.dumps({"hosts": [
-            {"config": str(Path(configs[h].out_dir) / "config.json"),
-             "netns": None if i == 0 else f"/proc/{network.pid(h)}/ns/net"}
-            for i, h in enumerate(group)]}, indent=1))
-        with open(out / f"pool-{k}.log", "w") as log:
-            proc = network.node(group[0]).popen(
-                agent_command("hostagent.multi", manifest),
-                stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=out)
-        for h in group:
-            procs[h] = proc
+                  processes: int | None) -> dict[str, Any]:
+    """One process per core of each machine (or `processes` per machine), each serving a
+    contiguous group of that machine's hosts."""
+    procs: dict[str, Any] = {}
+    by_machine: dict[str, list[str]] = {}
+    for host in configs:
+        by_machine.setdefault(network.machine_of(host), []).append(host)
+    k = 0
+    for machine, hosts in by_machine.items():
+        for group in agent_groups(hosts, processes or network.cores(machine)):
+            first = group[0]
+            manifest = network.node_path(first, out / f"pool-{k}.json")
+            network.write_files(first, {manifest: json.dumps({"hosts": [
+                {"config": f"{configs[h].out_dir}/config.json",
+                 "netns": None if i == 0 else f"/proc/{network.pid(h)}/ns/net"}
+                for i, h in enumerate(group)]}, indent=1)})
+            proc = network.spawn(first, f"pool-{k}", agent_command("hostagent.multi", manifest),
+                                 network.node_path(first, out / f"pool-{k}.log"),
+                                 cwd=network.node_path(first, out))
+            for h in group:
+                procs[h] = proc
+            k += 1
     return procs
 
 
-def agent_command(module: str, arg: Path) -> list[str]:
+def agent_command(module: str, arg: Path | str) -> list[str]:
     """How an agent process starts. `-P` (and the caller's explicit cwd): it runs as root, and
     `-m` would otherwise put the runner's working directory first on sys.path, so a planted
     hostagent/ there would run."""
     return [sys.executable, "-P", "-m", module, str(arg)]
 
 
+def _gather(network: FabricNetwork, configs: dict[str, AgentConfig], out: Path) -> None:
+    """The agents' folder of every machine (each host's, the pool logs) brought back into the
+    results: from each server in the cluster mode, a no-op on one machine."""
+    first: dict[str, str] = {}
+    for host in configs:
+        first.setdefault(network.machine_of(host), host)
+    for host in first.values():
+        network.fetch(host, network.node_path(host, out), out)
+
+
 def run_agents(network: FabricNetwork, scenario: Scenario, transport: str, out: Path,
                on_start: Callable[[float], None] | None = None,
                mode: str | None = None) -> list[AgentOutcome]:
-    """Start every rank's agent, wait for all, return what each reported. `on_start` gets the
-    common start time (wall clock) as soon as it is set: the fault timeline counts from it.
-    `mode` overrides the scenario's `agents.mode`."""
+    """Start every rank's agent, on the machine holding its host, wait for all, bring back
+    what each wrote and return what each reported. `on_start` gets the common start time
+    (wall clock) as soon as it is set: the fault timeline counts from it. `mode` overrides the
+    scenario's `agents.mode`."""
     out = out.absolute()  # agents start in their own folders: a relative path would miss
     out.mkdir(parents=True, exist_ok=True)
     configs = agent_configs(network.plan, scenario, transport, out)
+    for host, cfg in configs.items():  # their folders where their machine keeps them
+        cfg.out_dir = network.node_path(host, out / host)
+        cfg.start_file = network.node_path(host, out / "start")
+    files = AgentFiles(network, configs)
     mode = mode or scenario.agents.mode
-    procs: dict[str, subprocess.Popen] = {}
+    procs: dict[str, Any] = {}
     try:
         for host, cfg in configs.items():
-            Path(cfg.out_dir).mkdir(parents=True, exist_ok=True)
-            cfg_path = Path(cfg.out_dir) / "config.json"
-            cfg.dump(cfg_path)
-            if mode == "pooled":
-                (Path(cfg.out_dir) / "agent.log").touch()
-                continue
-            log = open(Path(cfg.out_dir) / "agent.log", "w")
-            procs[host] = network.node(host).popen(
-                agent_command("hostagent.agent", cfg_path),
-                stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                cwd=cfg.out_dir)
-            log.close()
+            config = f"{cfg.out_dir}/config.json"
+            network.write_files(host, {config: json.dumps(asdict(cfg), indent=1)} | (
+                {f"{cfg.out_dir}/agent.log": ""} if mode == "pooled" else {}))
+            if mode != "pooled":
+                procs[host] = network.spawn(host, f"agent-{host}",
+                                            agent_command("hostagent.agent", config),
+                                            f"{cfg.out_dir}/agent.log", cwd=cfg.out_dir)
         if mode == "pooled":
-            procs = _start_pooled(network, configs, out,
-                                  scenario.agents.processes or os.cpu_count() or 1)
-        start_at = _start_together(out, configs, procs)
+            procs = _start_pooled(network, configs, out, scenario.agents.processes)
+        start_at = _start_together(files, procs)
         if on_start is not None:
             on_start(start_at)
-        watch = IterationWatch([Path(c.out_dir) for c in configs.values()],
-                               progress_rule(scenario), start_at)
+        watch = IterationWatch(files, progress_rule(scenario), start_at)
         waited = wait_for_agents(procs, time.time() + deadline_for(scenario) + 10, watch=watch)
     finally:
         stop(procs)  # an error or a signal: no agent outlives the wait
+        _gather(network, configs, out)
     outcomes = []
     for host, cfg in configs.items():
-        result_path = Path(cfg.out_dir) / "result.json"
+        result_path = out / host / "result.json"
         if result_path.exists():
             result = json.loads(result_path.read_text())
         else:
-            log_path = Path(cfg.out_dir) / "agent.log"
-            log = log_path.read_text()[-2000:]
+            log_path = out / host / "agent.log"
+            log = log_path.read_text()[-2000:] if log_path.exists() else ""
             if not log.strip():  # pooled: what the process itself said
                 log = "".join(p.read_text()[-2000:] for p in out.glob("pool-*.log"))
             code = procs[host].returncode
             result = {"status": "failed", "error": f"no result (exit {code}):"
                                                    f" {log.strip().splitlines()[-1:] or ''}"}
             why = waited.stopped.get(host)
+            log_path.parent.mkdir(parents=True, exist_ok=True)
             with log_path.open("a") as f:  # the agent could not say why it stopped: we do
                 f.write(f"runner: the agent ended with exit status {code} without a result"
                         + (f" (the runner stopped it: {why})" if why else "") + "\n")
@@ -320,11 +362,11 @@ def roce_spine(network: FabricNetwork, host: str, peer: str, plane: int, sport: 
 
 
 def add_roce_spines(network: FabricNetwork, out: Path, configs: dict[str, AgentConfig]) -> None:
-    """Write into each agent's paths.json the spine each of its RoCEv2 QPs crossed (the
-    agents know their plane and UDP source port, not the fabric's hash). One QP at a time,
-    so that each probe burst is the only traffic the spines see."""
+    """Write into each agent's paths.json (in the results) the spine each of its RoCEv2 QPs
+    crossed (the agents know their plane and UDP source port, not the fabric's hash). One QP
+    at a time, so that each probe burst is the only traffic the spines see."""
     for host, cfg in configs.items():
-        path = Path(cfg.out_dir) / "paths.json"
+        path = out / host / "paths.json"
         if not path.exists():
             continue
         report = json.loads(path.read_text())

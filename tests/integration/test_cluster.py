@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import socket
 import subprocess
 import time
@@ -19,11 +20,12 @@ from testbed import scenario as scenario_mod
 from testbed.emulation.cluster import ClusterNetwork
 from testbed.emulation.injector import Injector
 from testbed.emulation.telemetry import read_net_dev
+from testbed.fabric.plan import make_plan
 from testbed.fabric.timeline import Action
 from testbed.kernel import netns, vxlan
 from testbed.run.runner import fabric
 
-from .helpers import run_cli, run_scenario
+from .helpers import run_cli, run_scenario, server_agents
 from .test_interrupts import finish, meta_of, start, wait_for
 
 BASE = """name: cq
@@ -44,9 +46,27 @@ def ip_json(pid: int, *args: str) -> list:
     return json.loads(out) if out.strip() else []
 
 
+def pcap_packets(path: Path) -> int:
+    """Packets in a pcap file (libpcap format: a 24 B header, then 16 B + data per packet)."""
+    data, count, at = path.read_bytes(), 0, 24
+    while at + 16 <= len(data):
+        at += 16 + int.from_bytes(data[at + 8:at + 12], "little")
+        count += 1
+    return count
+
+
 def test_quickstart_across_two_servers_proves_every_ev_and_rank(tmp_path: Path,
                                                                  results_dir: Path):
-    runs = run_scenario(QUICK + "cluster: {emulated: 2}\n", tmp_path, results_dir)
+    """The whole run over 2 emulated servers, as over real ones: each rank's agent, a
+    background iperf3 flow (h0 on srv0 to h2 on srv1) and a capture of a tunnel end are
+    started by the agent of their node's server, in its folder there (a tmpfs only that
+    server sees), and their outputs come back into the results through the agent; the
+    fidelity monitor runs on both servers and the verdict covers both."""
+    tunnel = make_plan(scenario_mod.parse(QUICK, "t")).port_to("p0l0", "p0s1").ifname
+    runs = run_scenario(QUICK + "cluster: {emulated: 2}\n" + """background:
+  - {pattern: elephant, src: h0, dst: h2, at: 0.1, duration: 1, protocol: udp, rate: 2Mbit,
+     plane: 1}
+""", tmp_path, results_dir, "--capture", tunnel)
     assert [r.name.rsplit("-", 1)[1] for r in runs] == ["mrc", "rocev2"]
     for run in runs:
         meta = json.loads((run / "meta.json").read_text())
@@ -62,6 +82,39 @@ def test_quickstart_across_two_servers_proves_every_ev_and_rank(tmp_path: Path,
         assert not report["failures"] and not report["counter_mismatches"]
         iterations = pd.read_parquet(run / "iterations.parquet")
         assert len(iterations) == 4 * (5 + 1) and iterations.verified.all()  # warmup too
+        assert set(iterations.host) == {"h0", "h1", "h2", "h3"}
+        logs = {s: (run / "servers" / f"{s}.agent.log").read_text() for s in ("srv0", "srv1")}
+        for server, hosts in (("srv0", ("h0", "h1")), ("srv1", ("h2", "h3"))):
+            # the agent processes (per host, or pooled per server) started by its agent, in
+            # its own hosts
+            started = re.findall(r"spawn (?:agent-h\d|pool-\d+) in (h\d): pid", logs[server])
+            assert started and set(started) <= set(hosts), logs[server]
+            for host in hosts:  # its files written on its server
+                config = json.loads((run / "agents" / host / "config.json").read_text())
+                assert config["out_dir"].startswith("/run/mrc-testbed/") and \
+                    config["out_dir"].endswith(f".agents/{server}.work/agents/{host}"), config
+                assert json.loads((run / "agents" / host / "result.json").read_text())[
+                    "status"] == "ok"  # gathered back: this machine never saw that folder
+            assert "gathered " in logs[server] and " B: agents" in logs[server]
+        # the background flow: its two ends on their two servers, both reports gathered
+        assert "spawn iperf3-flow0-client in h0" in logs["srv0"]
+        assert "spawn iperf3-flow0-server in h2" in logs["srv1"]
+        (flow,) = json.loads((run / "background" / "flows.json").read_text())
+        assert flow["ran"] and flow["bytes"] > 100_000, flow
+        server_report = json.loads((run / "background" / "flow0-server.json").read_text())
+        assert server_report["end"]["sum"]["packets"] > 0
+        # the capture of srv0's tunnel end toward srv1, made on srv0 and gathered
+        assert f"spawn capture-{tunnel} in p0l0" in logs["srv0"]
+        assert pcap_packets(run / f"capture-{tunnel}.pcap") > 50
+        # the fidelity monitor on both servers, one verdict over both (one kernel: one machine)
+        for server in ("srv0", "srv1"):
+            assert "monitor_start: 16 ports" in logs[server] and "monitor_stop: " in logs[server]
+        gaps = pd.read_parquet(run / "link_gaps.parquet")
+        assert set(gaps.node) == set(cluster["servers"]["srv0"]["nodes"]) | set(
+            cluster["servers"]["srv1"]["nodes"])
+        fidelity = meta["fidelity"]
+        assert fidelity["verdict"] in ("faithful", "degraded", "not faithful")
+        assert fidelity["links"]["backlogged_gaps"] == int(gaps.gaps.sum())
         used = cluster["underlay_during_workload"]
         for server in ("srv0", "srv1"):
             # a ring over 4 ranks on 2 servers: half of the 1 MiB x 2 phases x 5 iterations
@@ -84,8 +137,7 @@ def test_quickstart_across_two_servers_proves_every_ev_and_rank(tmp_path: Path,
             qps = pd.read_parquet(run / "qps.parquet")
             crossing_qps = qps[qps.spine.notna()]
             assert len(crossing_qps) >= 4, qps
-            logs = "".join(p.read_text() for p in (run / "servers").iterdir())
-            assert "send_udp h" in logs
+            assert "send_udp h" in logs["srv0"] + logs["srv1"]
 
 
 def test_tunnel_ends_are_vxlan_ports_like_any_other(tmp_path: Path):
@@ -205,29 +257,80 @@ def test_an_underlay_too_small_for_the_fabric_is_refused_before_the_build(tmp_pa
     assert meta_of(results_dir)["ended_in_phase"] == "servers"
 
 
-def test_real_servers_are_refused_with_the_reason(tmp_path: Path, results_dir: Path):
+def test_a_real_server_that_ssh_cannot_reach_is_a_clear_error(tmp_path: Path,
+                                                                results_dir: Path):
+    """Real servers run (through the same agents); one that does not answer over ssh stops
+    the run before anything is built, naming it and the fix."""
     file = tmp_path / "real.yaml"
     file.write_text(QUICK + "cluster:\n  servers:\n"
                     "    - {name: a, ssh: root@192.0.2.1, underlay: 192.0.2.1}\n"
                     "    - {name: b, ssh: root@192.0.2.2, underlay: 192.0.2.2}\n")
     res = run_cli("run", str(file), "--verify-only", results=results_dir)
     assert res.returncode == 3, res.stderr
-    assert "real servers cannot run yet" in res.stderr and "emulated: N" in res.stderr
-    assert "still from this machine: the host agents' start and their results" in res.stderr
-    assert not results_dir.exists() or not any(results_dir.iterdir())
+    assert "server a: `ssh root@192.0.2.1 true` failed" in res.stderr, res.stderr
+    assert "ssh-copy-id root@192.0.2.1" in res.stderr
+    assert "Traceback" not in res.stderr and "  nodes " not in res.stderr
+    assert meta_of(results_dir)["ended_in_phase"] == "servers"
 
 
-def test_sigkill_then_clean_removes_every_server(tmp_path: Path, results_dir: Path):
-    file = tmp_path / "hold.yaml"
-    file.write_text(QUICK + "cluster: {emulated: 2, ssh_transport: true}\n")
-    proc = start(results_dir, str(file), "--hold", "60")
-    wait_for(proc, "holding the fabric")
-    proc.kill()
-    finish(proc)
-    time.sleep(0.2)
+def host_processes() -> dict[int, str]:
+    """Processes of a run's workload (host agents, iperf3, tcpdump) on this machine's kernel,
+    which the emulated servers share."""
+    out = {}
+    for proc in Path("/proc").iterdir():
+        if proc.name.isdigit():
+            try:
+                cmd = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+            except OSError:
+                continue
+            if "-m hostagent." in cmd or cmd.startswith(("iperf3 ", "tcpdump ")):
+                out[int(proc.name)] = cmd
+    return out
+
+
+def test_clean_after_a_killed_run_removes_everything_on_every_server(tmp_path: Path,
+                                                                     results_dir: Path):
+    """The runner and both server agents SIGKILLed while the workload runs (no agent can
+    clean its server): host agents, an iperf3 flow and a capture keep running on the
+    servers. `clean` reaches each server over ssh, as recorded, and its `--clean` ends what
+    that server's own record lists; then the emulated servers go. The leak check (conftest)
+    covers every namespace, process, agent folder and registry entry."""
+    file = tmp_path / "long.yaml"
+    file.write_text(BASE + """transport: [mrc]
+workload: {collective: all_reduce, size: 1MiB, iterations: 200}
+background: [{pattern: elephant, src: h0, dst: h2, at: 0.0, duration: 60, protocol: udp,
+              rate: 1Mbit}]
+cluster: {emulated: 2}
+""")
+    before = set(host_processes())
+    proc = start(results_dir, str(file), "--capture", "h3-eth0")
+    try:
+        wait_for(proc, "  verify ", timeout=120)
+        deadline = time.monotonic() + 30
+        running: dict[int, str] = {}
+        while time.monotonic() < deadline:  # 4 agent processes, iperf3 at both ends, tcpdump
+            running = {p: c for p, c in host_processes().items() if p not in before}
+            if len(running) >= 7:
+                break
+            time.sleep(0.2)
+        assert len(running) >= 7, running
+        agents = [int(p.split()[1]) for p in server_agents() if p.startswith("pid ")]
+        assert len(agents) == 2, agents
+        for pid in [*agents, proc.pid]:  # the agents first: none may see its session end
+            os.kill(pid, 9)
+    finally:
+        if proc.poll() is None:  # the test failed before its kill: the run tears down
+            proc.terminate()
+        finish(proc)
+    time.sleep(0.5)
+    left = {p: c for p, c in host_processes().items() if p not in before}
+    # nothing cleaned them: only `clean` can (the agent processes at least; an iperf3 or a
+    # tcpdump may end by itself once its peer's side went)
+    assert sum("-m hostagent." in c for c in left.values()) >= 4, left
     res = run_cli("clean")
-    assert res.returncode == 0, res.stderr
-    assert "12 nodes and 3 namespaces of emulated servers recorded" in res.stdout
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert "2 servers over ssh (srv0, srv1)" in res.stdout, res.stdout
+    assert not {p for p in host_processes() if p not in before}
     assert meta_of(results_dir)["status"] == "crashed"
 
 
@@ -268,6 +371,23 @@ def test_the_runner_never_reaches_into_a_node_the_server_agents_do(tmp_path: Pat
         counters = network.sample_servers(queues=True)
         assert set(counters) == set(network.plan.nodes)
         assert counters["p0s0"]["p0s0-eth1"][3] is not None  # the eBPF queue's counters
+        # a server's folder is its own (a tmpfs in its sshd's mount namespace): what its
+        # agent writes there, or a process it starts in a node, is not visible from here;
+        # it comes back only through the agent
+        network.results_dir = tmp_path
+        note, listing = tmp_path / "note.txt", tmp_path / "h2" / "links.txt"
+        remote = network.node_path("h0", note)
+        assert remote.startswith(f"{network.agent_dir}/srv0.work/")
+        network.write_files("h0", {remote: "written on srv0"})
+        assert not Path(remote).exists()
+        assert network.read_files([("h0", remote)]) == {remote: "written on srv0"}
+        proc = network.spawn("h2", "links", ["ip", "-o", "link"],
+                             network.node_path("h2", listing))
+        assert proc.wait(10) == 0
+        network.fetch("h0", remote, note)
+        network.fetch("h2", network.node_path("h2", listing), listing)
+        assert note.read_text() == "written on srv0"
+        assert "h2-eth0" in listing.read_text() and "p0l0" not in listing.read_text()
     monkeypatch.undo()
     for server in ("srv0", "srv1"):
         log = network.agent_logs[server]
@@ -279,6 +399,7 @@ def test_the_runner_never_reaches_into_a_node_the_server_agents_do(tmp_path: Pat
         assert "cleanup: 6 processes in 6 node namespaces ended" in log
         agent_pid = int(log.split("started, pid ")[1].split()[0])
         assert agent_pid != os.getpid()
+    assert "spawn links in h2: pid" in network.agent_logs["srv1"]
 
 
 def running(pid: int) -> bool:
@@ -302,7 +423,8 @@ def test_a_lost_ssh_session_makes_its_agent_clean_its_server(tmp_path: Path):
             assert isinstance(network, ClusterNetwork)
             session = network.sessions["srv1"]
             agent_pid = session.hello["pid"]
-            log = Path(session.log)
+            # the log as the server sees it (its folder is private to its sshd's mounts)
+            log = Path(f"/proc/{network.servers.sshd['srv1'].pid}/root{session.log}")
             seen["log before"] = log.exists()
             mine = {n: network.pid(n) for n in network.placement.nodes_on("srv1")}
             others = {n: network.pid(n) for n in network.placement.nodes_on("srv0")}

@@ -60,3 +60,27 @@ def test_an_agent_that_cannot_start_is_one_line(tmp_path: Path):
                                           "`starting`: exit status 7"):
         s.start()
     s.close()
+
+
+def test_files_go_to_and_come_back_from_the_agents_folder_only(session: ServerSession,
+                                                               tmp_path: Path):
+    """Written into the agent's work folder, read back, fetched chunk by chunk (a file over
+    one chunk too); a path outside the folder, through `..` or not, is refused."""
+    from testbed.emulation.remote import fetch
+    from testbed.emulation.server_jobs import CHUNK
+
+    work = session.hello["work"]
+    big = "x" * (CHUNK + 100)
+    session.request("write", files={f"{work}/a/r.json": '{"ok": 1}', f"{work}/a/big": big})
+    assert session.request("read", paths=[f"{work}/a/r.json", f"{work}/a/none"])["files"] == {
+        f"{work}/a/r.json": '{"ok": 1}', f"{work}/a/none": None}
+    assert fetch(session, f"{work}/a", tmp_path / "got", work) == (2, CHUNK + 100 + 9)
+    assert (tmp_path / "got" / "big").read_text() == big
+    assert (tmp_path / "got" / "r.json").read_text() == '{"ok": 1}'
+    for outside in (str(tmp_path / "evil"), f"{work}/../evil"):
+        with pytest.raises(ServerError, match="outside this agent's folder"):
+            session.request("write", files={outside: "x"})
+        with pytest.raises(ServerError, match="outside this agent's folder"):
+            session.request("listing", path=outside)
+    assert not (tmp_path / "evil").exists()
+    assert "gathered 2 files" in session.request("log")["text"]

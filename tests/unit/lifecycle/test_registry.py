@@ -190,3 +190,26 @@ def test_servers_and_folders_are_read_back(tmp_path: Path, monkeypatch):
     assert (node.pid, node.netns) == (123, 4026531999)
     run.close()
     assert registry.read_all() == []
+
+
+def test_servers_are_recorded_with_their_clean_command_and_cleaned_first(state: Path):
+    """A cluster run's servers: each cleaned by its recorded command (over ssh in a run;
+    here a shell that answers as a server's `--clean` does); one that fails is a problem,
+    and the record is kept for another `clean`."""
+    run = RunRegistry("cl", state / "r", "x")
+    run.add_server("s1", ["sh", "-c", "echo noise; echo '{\"killed\": 3, \"nodes\": 2}'"])
+    run.add_server("s2", ["sh", "-c", "echo 'ssh: connect: no route' >&2; exit 255"])
+    (record,) = registry.read_all()
+    assert list(record.servers) == ["s1", "s2"]
+    record.runner_start = None  # as if its runner had died
+    problems: list[str] = []
+    assert cleanup.clean_record(record, "test", problems) == 3
+    assert problems == ["server s2: clean-up over ssh failed (exit 255): ssh: connect: no "
+                        "route"]
+    assert run.path.exists()  # s2 still holds what it held: `clean` again once reachable
+    run.add_server("s2", ["sh", "-c", "echo '{\"killed\": 0}'"])  # reachable now
+    (record,) = registry.read_all()
+    problems = []
+    assert cleanup.clean_record(record, "test", problems) == 3 and not problems
+    assert not run.path.exists()
+    run.close()

@@ -155,3 +155,16 @@ def test_quantile_is_a_value_that_happened():
     assert fidelity.quantile([0.3, 0.1, 0.2], 0.5) == 0.2
     assert fidelity.quantile(list(range(100)), 0.99) == 99
     assert fidelity.quantile([], 0.99) == 0.0
+
+
+def test_several_machines_the_worst_wins_each_reason_naming_its_machine():
+    a = fidelity.Verdict(FAITHFUL, [], {"links": {"backlogged_gaps": 10}})
+    b = fidelity.Verdict(DEGRADED, ["links kept pace in 97%"], {"links": {"backlogged_gaps": 5}})
+    c = fidelity.Verdict(FAITHFUL, ["no agent reported"], {})
+    got = fidelity.combine([("a", a), ("b", b), ("c", c)])
+    assert got.verdict == DEGRADED
+    assert got.reasons == ["b: links kept pace in 97%", "c: no agent reported"]
+    assert got.numbers["links"] == {"backlogged_gaps": 5}  # the worst machine's numbers
+    assert set(got.numbers["machines"]) == {"a", "b", "c"}
+    assert got.numbers["machines"]["a"]["verdict"] == FAITHFUL
+    assert fidelity.combine([("only", b)]) is b  # one machine: as it is

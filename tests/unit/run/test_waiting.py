@@ -73,12 +73,24 @@ def test_progress_rule_by_hand():
     assert rule.limit(0.0, [5.0, 25.0, 26.0]) == 3 * 20.0 + 2.0
 
 
+def local_files(dirs: list[Path]):
+    """The agents' files as a single-machine run reads them (FabricNetwork.read_files)."""
+    from types import SimpleNamespace
+
+    from testbed.emulation.network import FabricNetwork
+    from testbed.run.traffic import AgentFiles
+    network = SimpleNamespace(read_files=lambda wanted: FabricNetwork.read_files(
+        None, wanted))  # type: ignore[arg-type]
+    return AgentFiles(network, {d.name: SimpleNamespace(out_dir=str(d)) for d in dirs})
+
+
 def test_iteration_watch_counts_iterations_every_rank_completed(tmp_path: Path):
     from testbed.run.traffic import IterationWatch
     dirs = [tmp_path / "h0", tmp_path / "h1"]
     for d in dirs:
         d.mkdir()
-    watch = IterationWatch(dirs, waiting.ProgressRule(first_s=10.0, floor_s=5.0), start=0.0)
+    watch = IterationWatch(local_files(dirs), waiting.ProgressRule(first_s=10.0, floor_s=5.0),
+                           start=0.0)
     (dirs[0] / "progress").write_text("2")  # h1 has written nothing yet: none on every rank
     assert watch(1.0) is None and watch.completions == []
     (dirs[1] / "progress").write_text("1")
@@ -107,7 +119,7 @@ def test_iteration_watch_ends_the_wait_for_a_host_that_failed_in_a_pooled_proces
     dirs = [tmp_path / "h0", tmp_path / "h1"]
     for d in dirs:
         d.mkdir()
-    watch = IterationWatch(dirs, waiting.ProgressRule(first_s=100.0), start=0.0)
+    watch = IterationWatch(local_files(dirs), waiting.ProgressRule(first_s=100.0), start=0.0)
     (dirs[0] / "result.json").write_text('{"status": "ok"}')
     assert watch(1.0) is None
     (dirs[1] / "result.json").write_text('{"status": "failed", "error": "transport failed"}')
