@@ -94,7 +94,9 @@ def path_report(peers: QPsByPeer, wall_offset: float) -> dict[str, list[dict[str
         for qp, route in entries:
             roce_plane = None if isinstance(qp, MrcQP) else route.planes[0]
             out["qps"].append({"peer": peer, "qpn": qp.qpn, "failed": qp.failed,
-                               "cwnd": qp.cc.cwnd, "plane": roce_plane,
+                               "cwnd": qp.cc.cwnd, "cc_decreases": qp.cc.decreases,
+                               "cnps": getattr(qp.cc, "cnps", None),  # DCQCN's notifications
+                               "plane": roce_plane,
                                "sport": None if roce_plane is None
                                else route.sock.getsockname()[1],
                                **asdict(qp.counters)})
