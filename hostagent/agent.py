@@ -94,7 +94,9 @@ def path_report(peers: QPsByPeer, wall_offset: float) -> dict[str, list[dict[str
         for qp, route in entries:
             roce_plane = None if isinstance(qp, MrcQP) else route.planes[0]
             out["qps"].append({"peer": peer, "qpn": qp.qpn, "failed": qp.failed,
-                               "cwnd": qp.cc.cwnd, "plane": roce_plane,
+                               "cwnd": qp.cc.cwnd, "cc_decreases": qp.cc.decreases,
+                               "cnps": getattr(qp.cc, "cnps", None),  # DCQCN's notifications
+                               "plane": roce_plane,
                                "sport": None if roce_plane is None
                                else route.sock.getsockname()[1],
                                **asdict(qp.counters)})
@@ -195,6 +197,7 @@ async def run(cfg: AgentConfig, out: Path, ns: str | None = None) -> dict[str, A
     cpu_at_start = None
     window: LagWindow | None = None  # this host's share of the process's loop-lag monitor
     status, error = "ok", None
+    ran_to_end = False  # every iteration ran (verified or not): peers may still need our ACKs
     w = cfg.workload
     try:
         # the buffer peers write into must exist before anyone may send: register, then ready
@@ -210,6 +213,7 @@ async def run(cfg: AgentConfig, out: Path, ns: str | None = None) -> dict[str, A
                            w["compute_gap"], cfg.seed, time.time, comm=comm,
                            messages=messages, records=records),
             cfg.timeout)
+        ran_to_end = True
         wrong = [r for r in records if not r.verified]
         if wrong:
             status, error = "failed", f"{len(wrong)} iterations with a wrong result: " \
@@ -225,7 +229,11 @@ async def run(cfg: AgentConfig, out: Path, ns: str | None = None) -> dict[str, A
             sampler.cancel()
         if window is not None:
             window.close()
-        if status != "stopped":
+        # Only a host that ran every iteration waits for its peers. One whose collective failed
+        # (a QP failed, its time ran out) leaves none of them anything to complete: it reports at
+        # once, so that the runner ends the run (pooled: by this host's result.json; it had
+        # waited here LINGER_MAX for peers that could never be done).
+        if ran_to_end:
             try:
                 await linger_until_peers_done(cfg, out)
             except asyncio.CancelledError:  # stopped by the runner while lingering: what

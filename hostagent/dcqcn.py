@@ -4,8 +4,13 @@ Beside NSCC (cc.py), which is a window driven by delay, ECN and trims, the basel
 the control RoCEv2 deployments use: a *rate*, driven by congestion notifications only.
 
 - The receiver echoes a CE mark in its ACK (our stand-in for a CNP). On a notification, at
-  most one per `cnp_interval` (the NP's 50 us CNP spacing, scaled): the target rate takes
-  the current rate, the current rate drops by alpha/2, and alpha moves towards 1 by `g`.
+  most one per `cnp_interval` (the NP's 50 us CNP spacing, scaled): the current rate drops by
+  alpha/2 and alpha moves towards 1 by `g`. The target rate takes the current rate (before
+  the cut) only if the rate has increased since the last cut: NVIDIA's firmware default
+  (`clamp_tgt_rate` 0, `clamp_tgt_rate_after_time_inc` 1). The paper sets the target at every
+  notification; then a run of cuts in a row, each before the previous one has drained the
+  queue, leaves the target at the lowest rate but one and recovery crawls at additive
+  increase (measured on quickstart: see the README, "The transports").
 - Every `period` without a notification, alpha decays by (1 - g).
 - Every `period` (the rate-increase timer) or every `byte_counter` bytes sent (the byte
   counter), the rate increases: the first `fast_recovery` steps halve the distance to the
@@ -54,7 +59,8 @@ class DcqcnCC:
         self.rate = cfg.line_rate  # bit/s, current
         self.target = cfg.line_rate
         self.alpha = 1.0
-        self.decreases = 0
+        self.decreases = 0  # rate cuts (one per notification acted on)
+        self.cnps = 0  # CE-echoing ACKs received: the notifications
         self.base_rtt: float | None = None
         self.srtt: float | None = None
         self.rttvar = 0.0
@@ -124,11 +130,14 @@ class DcqcnCC:
         if rtt is not None:
             self._rtt_sample(rtt)
         self._timers(now)
+        if ecn:
+            self.cnps += 1
         if not ecn or (self._last_cnp >= 0 and now - self._last_cnp < self.cfg.cnp_interval):
             return
         cfg = self.cfg
         self._last_cnp = now
-        self.target = self.rate
+        if self._timer_steps or self._byte_steps:  # increased since the last cut
+            self.target = self.rate
         self.rate = max(cfg.min_rate * cfg.line_rate, self.rate * (1 - self.alpha / 2))
         self.alpha = (1 - cfg.g) * self.alpha + cfg.g
         self.decreases += 1

@@ -52,7 +52,17 @@ def host_log(cfg: AgentConfig) -> logging.Handler:
 
 
 async def serve(hosts: list[tuple[AgentConfig, str | None]]) -> list[dict[str, Any]]:
-    return await asyncio.gather(*(agent.host_main(cfg, ns) for cfg, ns in hosts))
+    """Every host's result. Cancelled (SIGTERM from the runner), each host is stopped and still
+    returns its result: a cancelled gather would raise instead, even after every host had
+    written its result, and the process ended in a traceback rather than its summary line."""
+    tasks = [asyncio.ensure_future(agent.host_main(cfg, ns)) for cfg, ns in hosts]
+    try:
+        await asyncio.wait(tasks)
+    except asyncio.CancelledError:
+        for task in tasks:
+            task.cancel()
+        await asyncio.wait(tasks)
+    return [task.result() for task in tasks]
 
 
 def main(argv: list[str] | None = None) -> int:

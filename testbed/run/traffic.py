@@ -342,15 +342,20 @@ def roce_spine(network: FabricNetwork, host: str, peer: str, plane: int, sport: 
     counters: PATH_PROBES datagrams of the same 5-tuple, sent once the agents are done, and
     the one spine whose port facing the source leaf received them. (`ip route get` with the
     flow's ports is no substitute: on this kernel it names other next hops than forwarding
-    takes.) None between hosts of one leaf (no spine), or when no single spine saw them all."""
+    takes.) None between hosts of one leaf (no spine), when no single spine saw them all, or
+    when the host cannot send them (its port still down: a run whose QP failed on a port fault
+    ends while the fault lasts)."""
     plan = network.plan
     leaf = plan.leaf_of(host, plane)
     if leaf == plan.leaf_of(peer, plane):
         return None
     facing = {sp: plan.port_to(sp, leaf).ifname for sp in plan.spines[plane]}
     before = {sp: network.rx_packets(sp, ifname) for sp, ifname in facing.items()}
-    network.send_udp(host, str(plan.plain_address(host, plane)), sport,
-                     str(plan.plain_address(peer, plane)), ROCE_PORT, PATH_PROBES)
+    try:
+        network.send_udp(host, str(plan.plain_address(host, plane)), sport,
+                         str(plan.plain_address(peer, plane)), ROCE_PORT, PATH_PROBES)
+    except OSError:  # ENETUNREACH: no route out of that port now
+        return None
     deadline = time.time() + 1.0
     while True:
         moved = [sp for sp, ifname in facing.items()

@@ -119,16 +119,40 @@ def test_dcqcn_cuts_by_alpha_and_recovers_towards_the_target():
     alpha = cc.alpha
     cc.on_ack(0.00005, MSS, RTT, ecn=True)
     assert cc.rate == pytest.approx(0.5e9), "one reaction per CNP interval"
+    assert (cc.cnps, cc.decreases) == (2, 1), "every marked ACK is a CNP; one was acted on"
     cc.on_ack(0.0002, MSS, RTT, ecn=True)
     assert cc.rate == pytest.approx(0.5e9 * (1 - alpha / 2))
     low = cc.rate
     cc.on_ack(0.0002 + 0.00105, MSS, RTT, ecn=False)  # one increase period: fast recovery
-    assert cc.rate == pytest.approx((low + 0.5e9) / 2)
+    assert cc.rate == pytest.approx((low + 1e9) / 2)
     cc.on_timeout(0.01)
     cc.on_trim(0.01, MSS)
     cc.allows(0, MSS, 0.0102)
     assert cc.rate > low, "timeouts and trims are no signal; the timers keep increasing"
     assert cc.alpha < alpha, "alpha decays without CNPs"
+
+
+def test_dcqcn_keeps_its_target_through_cuts_in_a_row():
+    """NVIDIA's default (clamp_tgt_rate 0): a cut takes the current rate as the target only
+    if the rate increased since the last cut. Cuts in a row (each CNP interval while the
+    queue they come from drains) keep the rate the first one left from as the target, so
+    fast recovery heads back there, not to the rate before the last cut."""
+    cfg = DcqcnConfig(mss=MSS, max_cwnd=256 * MSS, line_rate=1e9, period=0.001,
+                      cnp_interval=0.0001, g=1 / 16, fast_recovery=5)
+    cc = DcqcnCC(cfg)
+    cc.allows(0, MSS, 0.0)
+    cc.allows(0, MSS, 0.0035)  # three increase periods at line rate: the rate has increased
+    for k in range(4):  # a run of cuts, one per CNP interval, no increase between them
+        cc.on_ack(0.004 + k * 0.0002, MSS, RTT, ecn=True)
+    assert cc.rate < 0.2e9
+    assert cc.target == pytest.approx(1e9), "the target is the rate before the run of cuts"
+    low = cc.rate
+    cc.allows(0, MSS, 0.0046 + 0.00105)  # one increase period later
+    assert cc.rate == pytest.approx((low + 1e9) / 2)
+    cc.allows(0, MSS, 0.0046 + 0.00205)  # another: the rate increased since the last cut
+    before = cc.rate
+    cc.on_ack(0.0046 + 0.0021, MSS, RTT, ecn=True)
+    assert cc.target == pytest.approx(before), "after an increase, a cut takes the rate"
 
 
 def test_dcqcn_paces_packets_at_its_rate():
