@@ -27,7 +27,7 @@ class Background(BaseModel):
 
     pattern: Literal["incast", "permutation", "elephant"]
     at: float = Field(0.0, ge=0, le=limits.MAX_TIME, description="s after the workload starts")
-    duration: float = Field(gt=0, le=limits.MAX_TIME)
+    duration: float = Field(gt=0, le=limits.MAX_TIME, description="whole seconds (iperf3 -t)")
     protocol: Literal["tcp", "udp"] = "tcp"
     rate: Annotated[int, RateIn(limits.MIN_RATE, limits.MAX_RATE)] | None = Field(
         None, description="per flow; UDP needs it (iperf3 would read 0 as unlimited), TCP "
@@ -42,6 +42,11 @@ class Background(BaseModel):
 
     @model_validator(mode="after")
     def _fits_pattern(self) -> Background:
+        if self.duration != int(self.duration):  # iperf3 -t truncates: 1.5 would run 1 s
+            raise ValueError(f"duration {self.duration:g} s: iperf3 counts whole seconds "
+                             f"(it would run {int(self.duration)} s"
+                             f"{', that is until stopped' if self.duration < 1 else ''}); "
+                             "use a whole number of seconds")
         if self.protocol == "udp" and self.rate is None:
             raise ValueError("a UDP background flow needs a rate (iperf3 -b)")
         need = {"incast": ("receiver",), "elephant": ("src", "dst"), "permutation": ()}
