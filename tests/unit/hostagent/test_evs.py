@@ -291,3 +291,24 @@ def test_a_silent_path_is_dead_whatever_the_delay_says():
     ev = s.by_index(0)
     # held off per packet: 2 packets in each of the first bursts, 1 in each of the next
     assert ev.state is B and ev.congestion_losses == 3 * (SILENT_TIMEOUTS - 1)
+
+
+def test_a_plane_with_more_packets_in_flight_waits_for_its_acks():
+    """Bug 7: the plane chosen is the one with the fewest packets in flight (ties in turn):
+    a plane whose packets come back slower takes fewer new ones, and one catches up as soon
+    as its packets land."""
+    s = evset()
+    for _ in range(3):
+        s.launched(s.by_index(0))  # plane 0: three packets out, not yet acknowledged
+    assert [s.pick(1.0).plane for _ in range(1)] == [1]
+    picks = []
+    for _ in range(6):
+        ev = s.pick(1.0)
+        s.launched(ev)
+        picks.append(ev.plane)
+    assert picks.count(1) == 4 and picks.count(0) == 2, picks
+    assert s.plane_inflight() == {0: 5, 1: 4}
+    for _ in range(3):
+        s.landed(0)
+    assert s.plane_inflight() == {0: 2, 1: 4}
+    assert s.pick(1.0).plane == 0
