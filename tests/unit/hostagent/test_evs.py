@@ -312,3 +312,20 @@ def test_a_plane_with_more_packets_in_flight_waits_for_its_acks():
         s.landed(0)
     assert s.plane_inflight() == {0: 2, 1: 4}
     assert s.pick(1.0).plane == 0
+
+
+def test_a_plane_whose_paths_are_all_held_off_cedes_packets_within_a_bound():
+    """When every EV of a plane is held off (marked, trimmed), the next plane takes its
+    packets, but only up to 2x its packets in flight (+1): beyond that the held plane's EVs
+    are used anyway, so that planes marked in turn do not swing whole windows between them."""
+    s = evset()
+    for i in range(4):
+        s.by_index(i).holdoff_until = 5.0  # plane 0: every path congested until t = 5
+    s.launched(s.by_index(0))  # one packet in flight on plane 0
+    planes = []
+    for _ in range(5):
+        ev = s.pick(1.0)
+        s.launched(ev)
+        planes.append(ev.plane)
+    assert planes == [1, 1, 1, 1, 0], planes  # plane 1 while it has <= 2 x 1 + 1 in flight
+    assert s.pick(6.0).plane == 0, "hold-off over: the plane with fewer in flight again"
