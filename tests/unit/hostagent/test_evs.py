@@ -317,7 +317,7 @@ def test_a_plane_with_more_packets_in_flight_waits_for_its_acks():
 def test_a_plane_whose_paths_are_all_held_off_cedes_packets_within_a_bound():
     """When every EV of a plane is held off (marked, trimmed), the next plane takes its
     packets, but only up to 2x its packets in flight (+1): beyond that the held plane's EVs
-    are used anyway, so that planes marked in turn do not swing whole windows between them."""
+    are used anyway: marks on one plane do not move the QP's whole window onto the others."""
     s = evset()
     for i in range(4):
         s.by_index(i).holdoff_until = 5.0  # plane 0: every path congested until t = 5
