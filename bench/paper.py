@@ -38,6 +38,7 @@ EXPERIMENTS = {  # name: (fault scenario, control scenario or None: compare with
     "host-flap": ("host-flap", "control-8plane"),
     "blackhole-reboot": ("blackhole-reboot", "control"),
     "incast-victim": ("incast-victim", None),
+    "incast-victim-apart": ("incast-victim-apart", None),  # the victim sends no incast
     "degrade": ("degrade", "control"),
 }
 

@@ -1,8 +1,9 @@
 """MRC: one QP sprays every packet over all its GOOD EVs and recovers each loss on its own.
 
 What this class adds to the shared QP machinery (qp.py):
-- the path of every packet is an EV chosen by the EV set (evs.py): round robin or random over
-  the active GOOD EVs, skipping congested ones for a moment;
+- the path of every packet is an EV chosen by the EV set (evs.py): the plane, then the active
+  GOOD EV, with the fewest of the QP's packets in flight (an ACK clock per plane and path:
+  each takes packets at the rate it delivers them), skipping congested EVs for a moment;
 - the receiver places packets wherever they land (out of order) and acknowledges with a
   cumulative PSN plus a 64-bit SACK bitmap;
 - a trimmed packet (header only) is NACKed at once as TRIMMED: a congestion signal; the sender
@@ -59,12 +60,16 @@ class MrcQP(QueuePair):
     def _path_for_new(self, now: float) -> int:
         ev = self.evset.pick(now)
         ev.sent += 1
+        self.evset.launched(ev)
         self.tail.sent(now)
         return ev.index
 
     def _path_for_resend(self, p: Packet, now: float) -> int:
-        ev = self.evset.pick(now, avoid=p.ev)
+        evset = self.evset
+        evset.landed(p.ev)  # the earlier copy no longer counts where it went
+        ev = evset.pick(now, avoid=p.ev)
         ev.sent += 1
+        evset.launched(ev)
         self.tail.sent(now)
         return ev.index
 
@@ -128,6 +133,7 @@ class MrcQP(QueuePair):
 
     def _ack_packet(self, psn: int, now: float) -> int:
         p = self._inflight[psn]
+        self.evset.landed(p.ev)
         if p.sends == 1:  # a resent packet's ACK may be for either copy: the echo says which
             self.evset.on_delivered(p.ev, p.sent_at)
             self.evset.on_rtt(p.ev, now - p.sent_at)  # its ACK's coalescing delay included

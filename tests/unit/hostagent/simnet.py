@@ -3,8 +3,10 @@
 Each (sender, EV) pair is one path with its own latency, jitter, loss, trim, duplication and ECN
 probabilities, or dead. Full packets stay in order on a path (a path is a chain of FIFO
 queues); trimmed headers take the path's bare latency, overtaking queued data as a switch's
-priority queue makes them do. Everything
-random comes from one seeded generator, so a failing case replays exactly.
+priority queue makes them do. Paths may share a `Link`: a FIFO port with a rate, which marks
+and trims data by its backlog as the fabric's ports do (a NIC port, or a congested switch port
+that several paths cross). Everything random comes from one seeded generator, so a failing
+case replays exactly.
 """
 from __future__ import annotations
 
@@ -17,6 +19,29 @@ from hostagent import wire
 
 
 @dataclass
+class Link:
+    """A port at `rate` bytes/s shared by the paths that name it: data queues behind data
+    (FIFO); above `ecn_bytes` of backlog it is CE-marked, above `trim_bytes` trimmed (its
+    header then takes the path's bare latency). Control packets pass ahead, as at a fabric
+    port that serves CS6 first."""
+    rate: float
+    ecn_bytes: float = float("inf")
+    trim_bytes: float = float("inf")
+    busy_until: float = 0.0
+    carried: int = 0  # data packets it sent whole
+
+    def enqueue(self, now: float, size: int) -> tuple[float, bool] | None:
+        """When a data packet of `size` bytes arriving now leaves, and whether it is marked;
+        None: trimmed."""
+        backlog = max(0.0, self.busy_until - now) * self.rate
+        if backlog > self.trim_bytes:
+            return None
+        self.busy_until = max(now, self.busy_until) + size / self.rate
+        self.carried += 1
+        return self.busy_until, backlog > self.ecn_bytes
+
+
+@dataclass
 class PathModel:
     latency: float = 50e-6
     jitter: float = 20e-6
@@ -25,6 +50,7 @@ class PathModel:
     dup: float = 0.0
     ecn: float = 0.0
     dead: bool = False
+    link: Link | None = None
 
 
 @dataclass
@@ -59,11 +85,19 @@ class SimNet:
             if header.type == wire.DATA and rng.random() < model.trim:
                 packet = wire.trim(data)
             at = self.now + model.latency
+            marked = False
+            if model.link is not None and len(packet) > wire.HEADER_SIZE \
+                    and header.type == wire.DATA:
+                queued = model.link.enqueue(self.now, len(packet))
+                if queued is None:
+                    packet = wire.trim(data)
+                else:
+                    at, marked = queued[0] + model.latency, queued[1]
             if len(packet) > wire.HEADER_SIZE or header.type != wire.DATA:
                 at += rng.random() * model.jitter
                 at = max(at, self._fifo_tail.get((side, ev), 0.0) + 1e-9)
                 self._fifo_tail[(side, ev)] = at
-            ecn = rng.random() < model.ecn
+            ecn = rng.random() < model.ecn or marked
             self._seq += 1
             heapq.heappush(self._queue, (at, self._seq, "b" if side == "a" else "a",
                                          packet, ecn))

@@ -453,3 +453,41 @@ def test_no_plane_is_taken_for_gone_while_the_qp_sees_queueing_delay():
     assert all(e.state is G for e in s.evs)
     s.on_losses_found([(i, 0.995, "rack", False) for i in range(4)], 1.001, rtt=0.01)
     assert [s.by_index(i).state for i in range(8)] == [B] * 4 + [G] * 4
+
+
+def test_a_plane_with_more_packets_in_flight_waits_for_its_acks():
+    """Bug 7: the plane chosen is the one with the fewest packets in flight (ties in turn):
+    a plane whose packets come back slower takes fewer new ones, and one catches up as soon
+    as its packets land."""
+    s = evset()
+    for _ in range(3):
+        s.launched(s.by_index(0))  # plane 0: three packets out, not yet acknowledged
+    assert [s.pick(1.0).plane for _ in range(1)] == [1]
+    picks = []
+    for _ in range(6):
+        ev = s.pick(1.0)
+        s.launched(ev)
+        picks.append(ev.plane)
+    assert picks.count(1) == 4 and picks.count(0) == 2, picks
+    assert s.plane_inflight() == {0: 5, 1: 4}
+    for _ in range(3):
+        s.landed(0)
+    assert s.plane_inflight() == {0: 2, 1: 4}
+    assert s.pick(1.0).plane == 0
+
+
+def test_a_plane_whose_paths_are_all_held_off_cedes_packets_within_a_bound():
+    """When every EV of a plane is held off (marked, trimmed), the next plane takes its
+    packets, but only up to 2x its packets in flight (+1): beyond that the held plane's EVs
+    are used anyway: marks on one plane do not move the QP's whole window onto the others."""
+    s = evset()
+    for i in range(4):
+        s.by_index(i).holdoff_until = 5.0  # plane 0: every path congested until t = 5
+    s.launched(s.by_index(0))  # one packet in flight on plane 0
+    planes = []
+    for _ in range(5):
+        ev = s.pick(1.0)
+        s.launched(ev)
+        planes.append(ev.plane)
+    assert planes == [1, 1, 1, 1, 0], planes  # plane 1 while it has <= 2 x 1 + 1 in flight
+    assert s.pick(6.0).plane == 0, "hold-off over: the plane with fewer in flight again"

@@ -385,7 +385,9 @@ def test_mrc_steers_away_from_a_hot_ev_but_not_from_an_evenly_marked_fabric():
     plane0, plane1 = hot[:4], hot[4:]
     for plane in (plane0[:3], plane1):
         assert max(plane) - min(plane) <= 2, f"skipped turns spread evenly in a plane: {hot}"
-    assert abs(sum(plane0) - sum(plane1)) <= 2, f"each plane (NIC port) gets its half: {hot}"
+    # each plane (NIC port) gets its half: to the packet when planes took turns; within 2%
+    # now that each plane takes packets as its ACKs free them (an ACK clock per plane)
+    assert abs(sum(plane0) - sum(plane1)) <= 0.02 * sum(hot), f"each plane gets its half: {hot}"
     even = spread(lambda ev: 0.3, hot_ratio=1.5)
     assert min(even) >= 0.5 * sum(even) / len(even), even
 
