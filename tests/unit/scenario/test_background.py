@@ -32,8 +32,10 @@ def test_permutation_is_a_seeded_derangement():
     ("[{pattern: elephant, duration: 1, src: h1, dst: h1}]", "needs two different hosts"),
     ("[{pattern: incast, duration: 1, receiver: h0, plane: 5}]", "no plane 5"),
     # iperf3 -t reads whole seconds: 1.5 would run 1 s, 0.8 until the workload ends
-    ("[{pattern: incast, duration: 1.5, receiver: h0}]", "iperf3 counts whole seconds (it would run 1 s)"),
-    ("[{pattern: incast, duration: 0.8, receiver: h0}]", "(it would run 0 s, that is until stopped)"),
+    ("[{pattern: incast, duration: 1.5, receiver: h0}]",
+     "iperf3 counts whole seconds (it would run 1 s)"),
+    ("[{pattern: incast, duration: 0.8, receiver: h0}]",
+     "(it would run 0 s, that is until stopped)"),
 ])
 def test_bad_background_is_rejected(text: str, message: str):
     with pytest.raises(ScenarioError) as info:
