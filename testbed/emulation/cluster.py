@@ -413,8 +413,8 @@ class ClusterNetwork(FabricNetwork):
         work = self.session_of(node).hello["work"]
         return f"{work}/{local.absolute().relative_to(self.results_dir.absolute())}"
 
-    def write_files(self, node: str, files: dict[str, str]) -> None:
-        self.session_of(node).request("write", files=files)
+    def write_files(self, node: str, texts: dict[str, str]) -> None:
+        self.session_of(node).request("write", files=texts)
 
     def spawn(self, node: str, key: str, argv: list[str], stdout: str,
               cwd: str | None = None) -> RemoteProcess:  # type: ignore[override]

@@ -37,7 +37,7 @@ from testbed.fabric.routes import node_configs
 from testbed.kernel import netns, shaping
 from testbed.kernel.fabric_queue import FabricQueues, port_config, router_ports
 from testbed.kernel.rtnl import NodeNetlink
-from testbed.lifecycle import cleanup, interrupts
+from testbed.lifecycle import cleanup, files, interrupts
 from testbed.lifecycle.progress import Progress
 from testbed.lifecycle.registry import RunRegistry
 from testbed.lifecycle.workers import parallel_map
@@ -372,11 +372,13 @@ class FabricNetwork:
         machine holding `node`: here, `local` itself (a server: its agent's folder)."""
         return str(local)
 
-    def write_files(self, node: str, files: dict[str, str]) -> None:
-        """Files on the machine holding `node` (paths from `node_path`)."""
-        for path, text in files.items():
+    def write_files(self, node: str, texts: dict[str, str]) -> None:
+        """Files on the machine holding `node` (paths from `node_path`), each whole or not at
+        all: an agent polling for its start time read an empty file and failed (seen once in
+        the suite)."""
+        for path, text in texts.items():
             Path(path).parent.mkdir(parents=True, exist_ok=True)
-            Path(path).write_text(text)
+            files.write_text(Path(path), text)
 
     def spawn(self, node: str, key: str, argv: list[str], stdout: str,
               cwd: str | None = None) -> subprocess.Popen:
