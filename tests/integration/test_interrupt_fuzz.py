@@ -26,7 +26,7 @@ transport: [mrc]
 fabric: {host_link: {rate: 25Mbit}, fabric_link: {rate: 25Mbit}}
 workload: {size: 256KiB, iterations: 3, warmup: 0}
 faults: [{at: 0.2, kind: link_down, target: {plane: 0, leaf: 0, spine: 0}, duration: 0.3}]
-background: [{pattern: elephant, src: h1, dst: h2, duration: 0.5}]
+background: [{pattern: elephant, src: h1, dst: h2, duration: 1}]
 """
 TRIALS = int(os.environ.get("MRC_INTERRUPT_TRIALS", "10"))
 SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGKILL)
