@@ -3,13 +3,17 @@
 side: every EV proven, every rank verified, busbw as a share of each transport's ideal, and
 what crossed the underlay. `sudo make cluster-demo` runs it.
 
-    sudo .venv/bin/python bench/cluster.py [NAME ...]     # default: quickstart link-down
+    sudo .venv/bin/python bench/cluster.py [NAME ...] [--repeat N] [--results DIR]
 
-For NAME it runs scenarios/NAME.yaml and scenarios/cluster-NAME.yaml (the same file with a
-`cluster:` section), both transports each.
+For NAME (default: quickstart link-down) it runs scenarios/NAME.yaml and
+scenarios/cluster-NAME.yaml (the same file with a `cluster:` section), both transports each,
+N times in turn (one pair is one sample of each side: the spread between pairs is the noise a
+difference must beat). `--results` keeps the run folders (each with its fidelity reasons);
+without it they go to a temporary folder.
 """
 from __future__ import annotations
 
+import argparse
 import json
 import subprocess
 import sys
@@ -47,15 +51,24 @@ def run(file: Path, out: Path) -> dict[str, dict]:
 
 
 def main() -> int:
-    names = sys.argv[1:] or ["quickstart", "link-down"]
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("names", nargs="*", default=["quickstart", "link-down"])
+    parser.add_argument("--repeat", type=int, default=1, help="pairs of runs per scenario")
+    parser.add_argument("--results", type=Path, help="keep the run folders here")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        return compare(args.names, args.repeat, args.results or Path(tmp))
+
+
+def compare(names: list[str], repeat: int, out: Path) -> int:
     print(f"{'scenario':<12}{'transport':>10}  {'one machine':>11}  {'2 servers':>9}  "
           f"{'EVs proven':>10}  {'ranks':>8}  {'underlay (MB, both ways)':>24}  "
           f"fidelity (one machine / 2 servers)")
     ok = True
-    with tempfile.TemporaryDirectory() as tmp:
+    for k in range(repeat):
         for name in names:
-            single = run(ROOT / "scenarios" / f"{name}.yaml", Path(tmp) / name)
-            spread = run(ROOT / "scenarios" / f"cluster-{name}.yaml", Path(tmp) / f"c-{name}")
+            single = run(ROOT / "scenarios" / f"{name}.yaml", out / f"{name}-{k}")
+            spread = run(ROOT / "scenarios" / f"cluster-{name}.yaml", out / f"c-{name}-{k}")
             for transport, one in single.items():
                 two = spread[transport]
                 good = one["verified"] and two["verified"] and two["underlay_errors"] == 0
@@ -64,7 +77,7 @@ def main() -> int:
                       f"{one['evs'] + ' ' + two['evs']:>10}  "
                       f"{'verified' if good else 'FAILED':>8}  {two['underlay_mb']:>24.2f}  "
                       f"{one['fidelity']} / {two['fidelity']}")
-    print("shares are of each transport's own ideal busbw; one run each, on a shared machine")
+    print(f"shares are of each transport's own ideal busbw; {repeat} run(s) of each side")
     return 0 if ok else 1
 
 
