@@ -472,6 +472,9 @@ class FabricNetwork:
                     fd.close()
                 except OSError:
                     pass
+            if node.slave is not None:  # the pty's other end, which the shell inherited:
+                os.close(node.slave)  # left open, 12 fds a run piled up in a drill's one
+                node.slave = None  # process until select() failed past fd 1024 (run 60)
             if node.shell is not None and node.shell.poll() is None:
                 os.kill(node.shell.pid, signal.SIGKILL)
                 node.shell.wait()
