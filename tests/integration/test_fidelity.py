@@ -32,13 +32,26 @@ def meta(run: Path) -> dict:
     return json.loads((run / "meta.json").read_text())
 
 
-def test_quickstart_is_faithful(results_dir: Path):
-    res = run_cli("run", "--no-report", "--require-faithful", results=results_dir, timeout=300)
+def test_quickstart_is_faithful(tmp_path: Path):
+    # The verdict is a measurement of this machine: one scheduler hiccup of ~30 ms in
+    # quickstart's 1.4 s of timed collectives is over the 2% bound (seen once in CI, with other
+    # work on the machine: PSI 17%). So a second sitting is allowed, and only when the first was
+    # judged on the CPU's side; links falling behind, or two sittings in a row, fail.
+    results = tmp_path / "first"
+    res = run_cli("run", "--no-report", "--require-faithful", results=results, timeout=300)
+    if res.returncode == 7:
+        for run in sorted(results.iterdir()):
+            _check_measured(run)
+            reasons = meta(run)["fidelity"]["reasons"]
+            assert not any(r.startswith("links kept pace") for r in reasons), reasons
+        print("first sitting not faithful, on the CPU's side:\n" + res.stderr)
+        results = tmp_path / "again"
+        res = run_cli("run", "--no-report", "--require-faithful", results=results, timeout=300)
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr
-    runs = sorted(results_dir.iterdir())
+    runs = sorted(results.iterdir())
     assert len(runs) == 2
     for run in runs:
-        f = meta(run)["fidelity"]
+        f = _check_measured(run)
         assert f["verdict"] == "faithful", f
         if f["links"]["backlogged_gaps"] >= 200:
             assert f["links"]["within_one_packet"] >= 0.99, f
@@ -46,14 +59,21 @@ def test_quickstart_is_faithful(results_dir: Path):
             # queue at a few packets (measured: 38 to 2,500 backlogged gaps between runs): the
             # link invariant is then not judged (said so), never passed blindly
             assert "not judged" in f["links"]["note"], f
-        assert f["agents"]["agents"] == 4 and f["cpu"]["run_total"] < 0.8
-        gaps = pd.read_parquet(run / "link_gaps.parquet")
-        assert gaps.groupby(["node", "ifname"]).ngroups == 32, "every port of 16 links"
-        assert gaps["gaps"].sum() == f["links"]["backlogged_gaps"]
-        cpu = pd.read_parquet(run / "cpu.parquet")
-        assert len(cpu) >= 4 and cpu["busy"].between(0, 1).all()
+        assert f["cpu"]["run_total"] < 0.8
         assert "fidelity: faithful" in (run / "summary.txt").read_text()
     assert (res.stdout + res.stderr).count("fidelity: faithful") == 2
+
+
+def _check_measured(run: Path) -> dict:
+    """What every verdict rests on was measured: 4 agents, every port's gaps, the CPU."""
+    f = meta(run)["fidelity"]
+    assert f["agents"]["agents"] == 4, f
+    gaps = pd.read_parquet(run / "link_gaps.parquet")
+    assert gaps.groupby(["node", "ifname"]).ngroups == 32, "every port of 16 links"
+    assert gaps["gaps"].sum() == f["links"]["backlogged_gaps"]
+    cpu = pd.read_parquet(run / "cpu.parquet")
+    assert len(cpu) >= 4 and cpu["busy"].between(0, 1).all()
+    return f
 
 
 def test_an_overloaded_run_is_not_faithful(tmp_path: Path, results_dir: Path):
