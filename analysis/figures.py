@@ -8,6 +8,7 @@ as PNG (for the HTML and quick looks) and PDF (vector, for papers).
 from __future__ import annotations
 
 import math
+import textwrap
 from pathlib import Path
 
 import matplotlib.pyplot as plt
@@ -204,7 +205,7 @@ def busbw_bars(rows: pd.DataFrame, title: str) -> Figure:
     """Bus bandwidth per series (`rows`: label, busbw and ideal in GB/s, `iterations` a list
     of per-iteration busbw): bars at nccl-tests' value, each iteration as a dot, the ideal as a bold
     line with its share."""
-    fig, ax = plt.subplots(figsize=(max(3.6, 1.7 * len(rows) + 1.5), 3.8))
+    fig, ax = plt.subplots(figsize=(max(3.6, 1.7 * len(rows)) + 1.6, 3.8))
     peak = max(float(rows["ideal"].max()), float(rows["busbw"].max())) * 8e9
     div, unit = rate_unit(peak)
     scale = 8e9 / div
@@ -225,15 +226,16 @@ def busbw_bars(rows: pd.DataFrame, title: str) -> Figure:
                     bbox={"boxstyle": "round,pad=0.2", "fc": "white", "alpha": 0.9})
     ax.set_xticks(range(len(rows)), [f"{r.label}\n(n={len(r.iterations)} iterations)"
                                      for r in rows.itertuples()])
-    ax.set_xlim(-0.6, len(rows) - 0.4 + 0.55)
+    ax.set_xlim(-0.6, len(rows) - 0.4)
     ax.set_ylabel(f"bus bandwidth ({unit})")
     ax.set_ylim(0, peak / div * 1.15)
-    ax.set_title(title)
+    # the legend sits right of the axes, so a long title is wrapped to the axes' width
+    ax.set_title("\n".join(textwrap.wrap(title, int(12 * (fig.get_figwidth() - 1.6)))))
     ax.legend(handles=[plt.Line2D([], [], color="black", linewidth=2.2,
                                   label="ideal (injection rate)"),
                        plt.Line2D([], [], marker="o", color="black", markerfacecolor="white",
                                   linestyle="none", label="one timed iteration")],
-              loc="upper right", fontsize=7)
+              loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0, fontsize=7)
     fig.tight_layout()
     return fig
 
