@@ -9,8 +9,8 @@ sample, k chosen from their measured cost so that they take at most a tenth of a
 rows carry them; the others leave them empty). Router ports running the ECN/trimming program
 also carry its counters (`ecn_marked`, `trimmed`, `bpf_dropped`) and virtual queue
 (`vq_bytes`), read from its BPF map every sample (a few microseconds a port); host ports leave
-them empty. Timestamps are wall clock, the clock the agents use. The sampler runs in a thread
-and measures its own CPU time, so its cost is a number in meta.json, not a guess.
+them empty. Timestamps are wall clock (the clock the agents use), taken as each node is read
+(in the cluster mode: when the servers are asked). The sampler runs in a thread and measures its own CPU time, so its cost is a number in meta.json, not a guess.
 """
 from __future__ import annotations
 
@@ -103,6 +103,9 @@ class Sampler:
                     self._row(now, name, ifname, c, (backlog, drops), _bpf_fields(bpf))
         for name, ports in self._ports.items() if remote is None else ():
             counters = read_net_dev(self.network.pid(name), set(ports))
+            # stamped when read: on a loaded machine a sweep over the nodes takes tens of ms,
+            # and a fault window's edges are judged against these times
+            now = time.time()
             queues = handles[name].queue_stats() if with_queues else {}
             for ifname in ports:
                 c = counters.get(ifname)
