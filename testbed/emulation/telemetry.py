@@ -10,7 +10,8 @@ rows carry them; the others leave them empty). Router ports running the ECN/trim
 also carry its counters (`ecn_marked`, `trimmed`, `bpf_dropped`) and virtual queue
 (`vq_bytes`), read from its BPF map every sample (a few microseconds a port); host ports leave
 them empty. Timestamps are wall clock (the clock the agents use), taken as each node is read
-(in the cluster mode: when the servers are asked). The sampler runs in a thread and measures its own CPU time, so its cost is a number in meta.json, not a guess.
+(in the cluster mode: when the servers are asked). The sampler runs in a thread and measures
+its own CPU time, so its cost is a number in meta.json, not a guess.
 """
 from __future__ import annotations
 
