@@ -237,21 +237,25 @@ class Recovery:
 
 
 def recovery(series: pd.Series, start: float, bin_s: float, until: float, *,
-             fraction: float = 0.9, pre_window: float = 1.0) -> Recovery:
+             fraction: float = 0.9, pre_window: float = 1.0,
+             level_from: float | None = None) -> Recovery:
     """Recovery after an event at `start` from a goodput series (bytes/s per bin, indexed by
     bin start): the time from the event until the first bin back at `fraction` of the mean
     over the `pre_window` seconds before it, after the first bin below that; and the bytes
     lost meanwhile against the pre-event rate. Only whole bins ending by `until` (the next
-    event or the workload's end) count, so the ramp-down at the end is not read as a dip."""
+    event or the workload's end) count, so the ramp-down at the end is not read as a dip.
+    `level_from`: take the level before this time instead of before `start` (a recovery
+    timed from a fault's end is back at the level before the fault began)."""
     t = series.index.to_numpy(dtype=float)
     v = series.to_numpy(dtype=float)
-    before = (t >= start - pre_window - 1e-9) & (t + bin_s <= start + 1e-9)
+    ref = start if level_from is None else level_from
+    before = (t >= ref - pre_window - 1e-9) & (t + bin_s <= ref + 1e-9)
     pre = float(v[before].mean()) if before.any() else 0.0
     threshold = fraction * pre
     if pre <= 0:
         return Recovery(start, pre, threshold, False, None, 0.0,
                         "no goodput before the event: nothing to recover to")
-    span = min(pre_window, start)
+    span = min(pre_window, ref)
     short = f"level before measured over {span:.2f} s only; " if span < pre_window else ""
     window = (t + bin_s > start) & (t + bin_s <= until + 1e-9)
     tw, vw = t[window], v[window]

@@ -19,12 +19,21 @@ ev_states.py (the spec's GOOD / ASSUMED_BAD / DENIED):
 - `ev_min_active` is the spec's floor: while only that many EVs are GOOD, no further EV is
   marked ASSUMED_BAD (the loss is counted in `floor_holds`); the QP never sprays on an
   ASSUMED_BAD EV;
-- ASSUMED_BAD EVs are probed every `probe_interval`. Each probe is matched to its reply by
-  sequence number and its RTT recorded. An EV comes back only after `probe_successes`
-  answered probes in a row (any lost probe restarts the run), so a path losing 20% of its
-  packets is not re-admitted at the first answer. If an EV is condemned again within
-  FLAP_MEMORY seconds of coming back, the run it needs doubles (up to MAX_PROBE_RUN):
-  a lossy path that passes one run by luck stays out longer the next time;
+- ASSUMED_BAD EVs are probed every `probe_interval` while silent; once a probe is answered,
+  the next leaves at once, so a run is paced by the path's own round trip (the MRC paper:
+  a path is re-admitted within a few RTTs of its recovery). Each probe is matched to its
+  reply by sequence number and its RTT recorded. An EV comes back only after
+  `probe_successes` answered probes in a row, so a path losing 20% of its packets is not
+  re-admitted at the first answer. A lost probe restarts the run, and one lost after an
+  answer (a broken run: the path answers and loses, it is lossy) also doubles the run the EV
+  needs (up to MAX_PROBE_RUN): paced by replies, a lossy path gets many tries a second, and
+  the first break puts a run out of its reach (0.8^32 against 0.8^16). A clean return, a path
+  silent until it answers a whole run without a break (a port or a switch back up), is not
+  held: if that EV is condemned again within FLAP_MEMORY seconds (the port flaps), it needs
+  the base run again; an EV condemned that soon after a return with a broken run needs twice
+  the run it passed. Measured before (drill host-flap, probes every 5 ms, the run doubled on
+  every quick re-condemnation): a port flapping every 0.4 s took 16, then 32, then 64 probes
+  (90, 180, 370 ms) to come back after each clean return;
 - congestion is not failure. An ECN mark or a trim holds the EV off for
   `congestion_holdoff` seconds (an EV marked `hot_ratio` times more often than the QP's
   others is a hot path: held off `hot_rtts` smoothed RTTs). A loss on an EV marked or trimmed
@@ -98,7 +107,7 @@ LOSS_MIN = 3  # an EV stands out with at least this many recent losses...
 LOSS_SIGMAS = 5.0  # ...and this many standard deviations above the others' rate predicts
 SILENT_LOSSES = 3  # losses in a row, nothing delivered: dead, whatever the delay says
 LOSS_RATE_FLOOR = 0.005  # the others' loss rate taken as at least this (no test against 0)
-FLAP_MEMORY = 1.0  # s: a condemnation this soon after re-admission doubles the probe run
+FLAP_MEMORY = 1.0  # s: a condemnation this soon after a return with a broken run doubles it
 MAX_PROBE_RUN = 256  # the longest run of answered probes an EV can be asked for
 PROBE_TIMEOUT_INTERVALS = 4  # a probe unanswered after this many probe intervals is lost
 HELD_SHIFT = 2  # a plane whose EVs are all held off cedes packets while others hold < 2x + 1
@@ -139,6 +148,8 @@ class EV:
     recent_losses: float = 0.0  # decayed count of its random-or-worse losses
     probe_run: int = 0  # answered probes in a row since it went bad or lost a probe
     probe_required: int = 0  # the run it needs to come back
+    runs_broken: int = 0  # probes lost after an answer since it went bad: it is lossy
+    clean_return: bool = True  # it last came back with no broken run (silent, then a run)
     probes_sent: int = 0
     probes_answered: int = 0
     probe_rtts: list[float] = field(default_factory=list)
@@ -238,10 +249,11 @@ class EVSet:
         ev.state = new
         self.transitions.append(Transition(now, ev.index, old, new, reason))
         if new is EVState.ASSUMED_BAD:
-            if ev.good_since and now - ev.good_since < FLAP_MEMORY:
+            if ev.good_since and now - ev.good_since < FLAP_MEMORY and not ev.clean_return:
                 ev.probe_required = min(2 * ev.probe_required, MAX_PROBE_RUN)
             else:
                 ev.probe_required = self.policy.probe_successes
+            ev.runs_broken = 0
             ev.active = False
             ev.condemned += 1
             ev.bad_since = now
@@ -250,6 +262,7 @@ class EVSet:
             ev.next_probe = now + self.policy.probe_interval
         elif new is EVState.GOOD:
             ev.good_since = now
+            ev.clean_return = ev.runs_broken == 0
             ev.outstanding.clear()
             ev.recent_packets = ev.recent_losses = 0.0  # the losses that condemned it are
             # judged: counting them again would condemn it at its next random loss
@@ -627,6 +640,11 @@ class EVSet:
             ev.probes_sent += 1
 
     def _probe_lost(self, ev: EV, now: float) -> None:
+        """A probe of `ev` went unanswered: the run starts again, and a run it broke (the
+        path had answered since it went bad or last lost one) doubles the run it needs."""
+        if ev.probe_run and ev.state is EVState.ASSUMED_BAD:
+            ev.runs_broken += 1
+            ev.probe_required = min(2 * ev.probe_required, MAX_PROBE_RUN)
         ev.probe_run = 0
         self._apply(ev, EVEvent.PROBE_LOST, now, "probe lost")
 
@@ -650,6 +668,8 @@ class EVSet:
         if ev.state is EVState.ASSUMED_BAD and ev.probe_run >= ev.probe_required:
             self._apply(ev, EVEvent.PROBES_ANSWERED, now,
                         f"{ev.probe_run} probes answered in a row")
+        elif ev.state is EVState.ASSUMED_BAD:
+            ev.next_probe = now  # the run's next probe leaves at once: paced by replies
         return rtt
 
     def next_probe_time(self) -> float | None:

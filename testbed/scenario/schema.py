@@ -301,7 +301,8 @@ class MrcSettings(StrictModel):
     ev_min_active: int = Field(1, ge=1, le=4096, description="no EV is marked ASSUMED_BAD "
                                "while only this many are GOOD (the spec's floor)")
     spray: Literal["round_robin", "random"] = "round_robin"
-    probe_interval: float = Field(0.005, gt=0, le=10, description="s between probes of a bad EV")
+    probe_interval: float = Field(0.005, gt=0, le=10, description="s between probes of a bad "
+                                  "EV that does not answer; an answer sends the next at once")
     probe_successes: int = Field(16, ge=1, le=256, description="answered probes in a row "
                                  "before a bad EV is GOOD again")
     congestion_memory_rtts: float = Field(8.0, ge=0, le=1000, description="a loss on an EV "
