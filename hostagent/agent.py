@@ -109,6 +109,7 @@ def path_report(peers: QPsByPeer, wall_offset: float) -> dict[str, list[dict[str
                                    "sent": ev.sent, "losses": ev.losses, "trims": ev.trims,
                                    "ecn": ev.ecn, "condemned": ev.condemned,
                                    "congestion_losses": ev.congestion_losses,
+                                   "hot_swaps": ev.hot_swaps,
                                    "random_losses": ev.random_losses,
                                    "floor_holds": ev.floor_holds,
                                    "timeouts": ev.timeouts,
@@ -138,7 +139,8 @@ async def wait_for_start(cfg: AgentConfig, out: Path) -> None:
 
 async def sample_ev_load(peers: QPsByPeer, period: float, wall_offset: float,
                          rows: list[dict[str, Any]]) -> None:
-    """Every `period`, each MRC EV's packets sent so far: the per-EV load over time
+    """Every `period`, each MRC EV's packets sent so far, its smoothed RTT, packets in flight
+    and whether it is in the active set: the per-EV load and delay over time
     (ev_load.parquet). Cancelled when the workload ends."""
     loop = asyncio.get_running_loop()
     evs = [(peer, qp, ev) for peer, entries in peers.items() for qp, _ in entries
@@ -146,7 +148,8 @@ async def sample_ev_load(peers: QPsByPeer, period: float, wall_offset: float,
     while True:
         now = loop.time() + wall_offset
         rows += [{"time": now, "peer": peer, "qpn": qp.qpn, "ev": ev.index, "plane": ev.plane,
-                  "sent": ev.sent} for peer, qp, ev in evs]
+                  "sent": ev.sent, "srtt": ev.srtt, "inflight": ev.inflight,
+                  "active": ev.active} for peer, qp, ev in evs]
         await asyncio.sleep(period)
 
 

@@ -42,6 +42,9 @@ ev_states.py (the spec's GOOD / ASSUMED_BAD / DENIED):
   is held off as a hot path, not condemned. (Measured in the incast: the victim's plane-0
   paths ran behind its plane-1 paths, and losses inferred on them, mostly packets still
   queued, condemned all four of them twice or more, 21 condemnations in one run.)
+- a hot path by delay: an active EV whose own smoothed RTT stays more than the delay target
+  above its plane's best active EV's crosses a queue they do not (another flow's, on one
+  spine): it is swapped for a spare of its plane, and stays GOOD (`_cool_if_hot`);
 - a timeout is judged by what the EV did since the packet was sent (issue 9, the 1% loss
   row). If the EV has delivered a packet sent after the one that timed out, the path works
   and the loss is random: it is judged like a gap, against the QP's other EVs. Only a silent
@@ -112,6 +115,9 @@ MAX_PROBE_RUN = 256  # the longest run of answered probes an EV can be asked for
 PROBE_TIMEOUT_INTERVALS = 4  # a probe unanswered after this many probe intervals is lost
 HELD_SHIFT = 2  # a plane whose EVs are all held off cedes packets while others hold < 2x + 1
 MAX_PROBE_RTTS = 1000  # probe RTTs kept per EV (the first ones: how a path came back)
+HOT_SAMPLES = 4  # RTT samples an active EV needs before its delay is judged against its plane
+HOT_MEMORY_RTTS = 16.0  # a hot EV swapped out is not swapped back in for this many RTTs of
+# its plane's best path (not its own: a burst's RTT would keep it out for seconds)
 
 
 @dataclass
@@ -155,6 +161,9 @@ class EV:
     probe_rtts: list[float] = field(default_factory=list)
     outstanding: dict[int, float] = field(default_factory=dict)  # probe seq -> sent at
     inflight: int = 0  # the QP's packets on it not yet acknowledged nor resent elsewhere
+    rtt_samples: int = 0  # RTT samples since it last became active (the hot rule waits for some)
+    hot_until: float = 0.0  # swapped out as a hot path: not swapped back in before this
+    hot_swaps: int = 0  # times it was swapped out for a spare as a hot path
 
 
 @dataclass(frozen=True)
@@ -421,13 +430,54 @@ class EVSet:
         self._apply(ev, EVEvent.LOSS, now, reason)
         return EVEvent.LOSS
 
-    def on_rtt(self, index: int, rtt: float) -> None:
+    def on_rtt(self, index: int, rtt: float, now: float = 0.0,
+               target: float | None = None) -> None:
         """An RTT sample of this EV: a packet sent once, acknowledged (by an ACK or its
         SACK bitmap: every packet gives one, where the ACKs' own triggers would leave some EVs
-        without any when ACKs are coalesced in step with the spray)."""
+        without any when ACKs are coalesced in step with the spray). `target`: the QP's
+        queueing delay target, for the hot-path rule (None: not applied)."""
         ev = self.by_index(index)
         if ev is not None:
             ev.srtt, ev.rttvar = smoothed(ev.srtt, ev.rttvar, rtt)
+            ev.rtt_samples += 1
+            if target is not None and ev.rtt_samples >= HOT_SAMPLES and ev.active:
+                self._cool_if_hot(ev, now, target)
+
+    def _cool_if_hot(self, ev: EV, now: float, target: float) -> None:
+        """The hot-path rule by delay. An active EV whose smoothed RTT is more than `target`
+        above the best of its plane's other active EVs crosses a queue they do not (another
+        flow's, on one spine -> leaf link). It is swapped for a spare of its plane that was not
+        itself swapped out in the last HOT_MEMORY_RTTS of the plane's best RTT, and stays GOOD,
+        a spare: this is congestion, not failure (bug 5 of issue 9). With no such spare it is
+        held off for `hot_rtts` of its RTTs, so that its siblings take its turns. The spare
+        starts with no RTT of its own (RACK waits the ACK timeout for its first packets rather
+        than judge them by another path's RTT) and is judged after HOT_SAMPLES samples.
+        Why by delay and not by marks: in the incast every EV's ACKs came back marked alike,
+        by the receiver's own port (the victim fills it), while one spine -> leaf-0 link held
+        the TCP incast's bursts, 30-95 KB deep. A plane's EVs are sprayed in turn, so the
+        plane ran at the pace of that path: paper-incast-victim-apart's victim sent a third of
+        its port's rate on plane 0 for 1.6 s, until a RACK loss happened to condemn the EV
+        and the spare, idle meanwhile, took its place (plane 0 then ran at its line rate)."""
+        assert ev.srtt is not None
+        best = None
+        for e in self._usable.get(ev.plane, ()):
+            if e is not ev and e.srtt is not None and e.rtt_samples >= HOT_SAMPLES and (
+                    best is None or e.srtt < best):
+                best = e.srtt
+        if best is None or ev.srtt - best <= target or ev.state is not EVState.GOOD:
+            return
+        spares = [e for e in self._planes[ev.plane]
+                  if not e.active and e.state is EVState.GOOD and e.hot_until <= now]
+        if not spares:
+            ev.holdoff_until = max(ev.holdoff_until, now + self.policy.hot_rtts * ev.srtt)
+            return
+        spare = self.rng.choice(spares)
+        ev.active = False
+        ev.hot_swaps += 1
+        ev.hot_until = now + HOT_MEMORY_RTTS * best
+        spare.active = True
+        spare.srtt, spare.rttvar, spare.rtt_samples = None, 0.0, 0
+        self._refresh()
 
     def queued(self, index: int, base_rtt: float | None, target: float) -> bool:
         """Its own smoothed RTT is more than `target` above the QP's base RTT: a queue on

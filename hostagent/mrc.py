@@ -136,7 +136,8 @@ class MrcQP(QueuePair):
         self.evset.landed(p.ev)
         if p.sends == 1:  # a resent packet's ACK may be for either copy: the echo says which
             self.evset.on_delivered(p.ev, p.sent_at)
-            self.evset.on_rtt(p.ev, now - p.sent_at)  # its ACK's coalescing delay included
+            # its ACK's coalescing delay included
+            self.evset.on_rtt(p.ev, now - p.sent_at, now, self.cfg.target_delay)
             self.tail.delivered(p.sent_at, psn)
         return super()._ack_packet(psn, now)
 

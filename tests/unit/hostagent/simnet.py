@@ -5,14 +5,16 @@ probabilities, or dead. Full packets stay in order on a path (a path is a chain 
 queues); trimmed headers take the path's bare latency, overtaking queued data as a switch's
 priority queue makes them do. Paths may share a `Link`: a FIFO port with a rate, which marks
 and trims data by its backlog as the fabric's ports do (a NIC port, or a congested switch port
-that several paths cross). Everything random comes from one seeded generator, so a failing
-case replays exactly.
+that several paths cross). A path may also cross another flow's queue (`CrossQueue`: a switch
+port held by traffic that is not ours, such as a TCP incast's bursts on one spine). Everything
+random comes from one seeded generator, so a failing case replays exactly.
 """
 from __future__ import annotations
 
 import asyncio
 import heapq
 import random
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from hostagent import wire
@@ -42,6 +44,26 @@ class Link:
 
 
 @dataclass
+class CrossQueue:
+    """A switch port at `rate` bytes/s on a path, where `backlog(t)` bytes of another flow
+    are queued at time t: our data waits behind them, is CE-marked above `ecn_bytes` and
+    trimmed above `trim_bytes`, as at the fabric's ports. (The other flow's queue alone: ours
+    is too small beside it to matter, as the victim's few packets beside the incast's.)"""
+    rate: float
+    backlog: Callable[[float], float]
+    ecn_bytes: float = float("inf")
+    trim_bytes: float = float("inf")
+
+    def wait(self, now: float) -> tuple[float, bool] | None:
+        """Seconds a data packet arriving now waits, and whether it is marked; None:
+        trimmed."""
+        queued = self.backlog(now)
+        if queued > self.trim_bytes:
+            return None
+        return queued / self.rate, queued > self.ecn_bytes
+
+
+@dataclass
 class PathModel:
     latency: float = 50e-6
     jitter: float = 20e-6
@@ -51,6 +73,7 @@ class PathModel:
     ecn: float = 0.0
     dead: bool = False
     link: Link | None = None
+    cross: CrossQueue | None = None  # after `link` (a spine port past the host's)
 
 
 @dataclass
@@ -93,6 +116,13 @@ class SimNet:
                     packet = wire.trim(data)
                 else:
                     at, marked = queued[0] + model.latency, queued[1]
+            if model.cross is not None and len(packet) > wire.HEADER_SIZE \
+                    and header.type == wire.DATA:
+                waited = model.cross.wait(at - model.latency)
+                if waited is None:
+                    packet = wire.trim(data)
+                else:
+                    at, marked = at + waited[0], marked or waited[1]
             if len(packet) > wire.HEADER_SIZE or header.type != wire.DATA:
                 at += rng.random() * model.jitter
                 at = max(at, self._fifo_tail.get((side, ev), 0.0) + 1e-9)

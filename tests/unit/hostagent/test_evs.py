@@ -11,6 +11,7 @@ import pytest
 from hostagent.ev_states import TRANSITIONS, EVEvent, EVState
 from hostagent.evs import (
     FLAP_MEMORY,
+    HOT_MEMORY_RTTS,
     PROBE_TIMEOUT_INTERVALS,
     SILENT_LOSSES,
     EVPolicy,
@@ -554,3 +555,54 @@ def test_a_plane_whose_paths_are_all_held_off_cedes_packets_within_a_bound():
         planes.append(ev.plane)
     assert planes == [1, 1, 1, 1, 0], planes  # plane 1 while it has <= 2 x 1 + 1 in flight
     assert s.pick(6.0).plane == 0, "hold-off over: the plane with fewer in flight again"
+
+
+def rtts(s: EVSet, samples: dict[int, float], now: float, target: float = 0.008,
+         n: int = 4) -> None:
+    """`n` RTT samples of each EV in `samples`, in turn in its order, at `now`: an EV listed
+    last is judged once the others have their samples."""
+    for _ in range(n):
+        for ev, rtt in samples.items():
+            s.on_rtt(ev, rtt, now, target)
+
+
+def test_a_path_much_slower_than_its_planes_others_is_swapped_for_a_spare():
+    """One active EV of plane 0 runs 30 ms behind its siblings (a TCP incast's queue on its
+    spine): it is swapped for the plane's spare, stays GOOD (congestion is not failure) and is
+    not swapped back in while the plane's best RTT times HOT_MEMORY_RTTS has not passed."""
+    s = evset(active_per_plane=3)
+    plane0 = [e.index for e in s.evs if e.active and e.plane == 0]
+    spare = next(e.index for e in s.evs if not e.active and e.plane == 0)
+    hot, calm = plane0[0], plane0[1:]
+    rtts(s, dict.fromkeys(calm, 0.001) | {hot: 0.031}, now=1.0)
+    assert not s.by_index(hot).active and s.by_index(hot).state is G
+    assert s.by_index(spare).active and s.by_index(hot).hot_swaps == 1
+    assert s.by_index(spare).srtt is None, "judged by its own RTT, not the hot one's"
+    assert hot not in {s.pick(1.0).index for _ in range(40)}
+    # now the spare is hot too: the one swapped out is still remembered, nothing to swap
+    rtts(s, {spare: 0.031}, now=1.0 + HOT_MEMORY_RTTS * 0.001 / 2)
+    assert s.by_index(spare).active and not s.by_index(hot).active
+    # later it may come back in
+    rtts(s, {spare: 0.031}, now=1.0 + 2 * HOT_MEMORY_RTTS * 0.001)
+    assert s.by_index(hot).active and not s.by_index(spare).active
+
+
+def test_a_plane_slow_alike_swaps_nothing_and_delay_within_the_target_is_not_hot():
+    """The rule compares an EV with its plane's other EVs: a plane whose paths are all slow
+    (its port shared, its leaf congested) has no better path to swap in; a path a few ms
+    behind its siblings, within the delay target, is not hot."""
+    s = evset(active_per_plane=3)
+    plane0 = [e.index for e in s.evs if e.active and e.plane == 0]
+    rtts(s, dict.fromkeys(plane0, 0.03) | dict.fromkeys(range(4, 8), 0.001), now=1.0)
+    rtts(s, {plane0[0]: 0.037}, now=1.0)
+    assert all(s.by_index(i).active for i in plane0)
+    assert all(s.by_index(i).hot_swaps == 0 for i in range(8))
+
+
+def test_a_hot_path_with_no_spare_is_held_off():
+    """With every path of the plane active there is nothing to swap in: the hot EV is held
+    off for hot_rtts of its RTTs, and its siblings take its turns."""
+    s = evset()
+    rtts(s, {1: 0.001, 2: 0.001, 3: 0.001, 0: 0.031}, now=1.0)
+    assert s.by_index(0).active and s.by_index(0).holdoff_until >= 1.0 + 4 * 0.02
+    assert 0 not in {s.pick(1.01).index for _ in range(40)}
