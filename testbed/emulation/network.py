@@ -425,7 +425,7 @@ class FabricNetwork:
             return []
         got, self.monitor = self.monitor.stop(), None
         return [Machine([], set(self.plan.nodes), got["ports"], got["unavailable"],
-                        got["cpu_rows"], got["cpu"], got["cores"])]
+                        got["cpu_rows"], got["cores"], processes={"runner": got["cpu_rows"]})]
 
     def fifo_limit(self, port: Port, link: Link) -> int:
         """Bytes of the FIFO behind the port's shaper. Where the ECN/trimming program runs, its

@@ -45,6 +45,7 @@ from typing import Any
 
 from pyroute2 import IPRoute
 
+from testbed.emulation.cpu import boot_id
 from testbed.emulation.monitor import MachineMonitor
 from testbed.emulation.network import (
     _configure_node,
@@ -110,7 +111,7 @@ class ServerAgent:
     def op_hello(self, req: dict) -> dict:
         return {"pid": os.getpid(), "host": socket.gethostname(), "python": sys.version.split()[0],
                 "netns": cleanup.netns_of("self"), "work": str(self.files.root),
-                "cores": os.cpu_count() or 1, "boot_id": _boot_id()}
+                "cores": os.cpu_count() or 1, "boot_id": boot_id()}
 
     def op_preflight(self, req: dict) -> dict:
         """What this server lacks to hold nodes, tunnels and the workload's processes."""
@@ -595,14 +596,6 @@ def serve(agent: ServerAgent, requests, replies) -> None:
             reply = {"ok": False, "error": f"{type(exc).__name__}: {exc}"}
         replies.write(json.dumps(reply) + "\n")
         replies.flush()
-
-
-def _boot_id() -> str:
-    """This kernel's boot id: servers that report the same one share a machine (emulated)."""
-    try:
-        return Path("/proc/sys/kernel/random/boot_id").read_text().strip()
-    except OSError:
-        return socket.gethostname()
 
 
 def record_path(folder: Path, server: str) -> Path:

@@ -104,6 +104,24 @@ def test_the_runs_own_cpu(on_cpu: float, verdict: str):
         assert any("the run itself used" in r for r in v.reasons)
 
 
+@pytest.mark.parametrize(("runner", "verdict"), [
+    (None, FAITHFUL),  # agents 70% + softirq 5%: the runner unmeasured counts nothing
+    (0.04, FAITHFUL),  # 70% + 4% + 5% = 79%
+    (0.05, DEGRADED),  # 80%: the runner's own process tips it
+    (0.15, NOT_FAITHFUL),  # 90%
+])
+def test_the_runners_own_process_counts_in_the_runs_cpu(runner: float | None, verdict: str):
+    agents = [AgentLag(f"h{i}", 0.001, 0.002, 100, on_cpu=1.4, runq=0.0, span=4.0)
+              for i in range(4)]
+    v = judge(observe(agents=agents, runner=runner), BOUNDS)
+    assert v.verdict == verdict
+    cpu = v.numbers["cpu"]
+    assert cpu["run_runner"] == runner
+    assert cpu["run_total"] == pytest.approx(0.7 + (runner or 0.0) + 0.05)
+    if verdict != FAITHFUL:
+        assert f"(agents 70%, runner {runner:.0%}, kernel forwarding 5%;" in v.reasons[0]
+
+
 def test_a_busy_machine_alone_is_not_a_verdict_but_is_quoted():
     v = judge(observe(cpu_busy=1.0, psi_some=0.9), BOUNDS)
     assert v.verdict == FAITHFUL and v.reasons == []
