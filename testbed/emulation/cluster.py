@@ -36,6 +36,7 @@ from typing import Any
 from testbed.emulation.cpu import CpuSampler, boot_id
 from testbed.emulation.monitor import CPU_PERIOD, Machine
 from testbed.emulation.network import FIFO_HEADROOM, FabricNetwork, NetlinkVeth
+from testbed.emulation.port_counters import PortSample
 from testbed.emulation.remote import (
     RemoteProcess,
     ServerError,
@@ -365,9 +366,9 @@ class ClusterNetwork(FabricNetwork):
             ask_all(self.sessions.values(), "probe_close")
         return out
 
-    def sample_servers(self, queues: bool) -> dict[str, dict[str, list]]:
+    def sample_ports(self, queues: bool) -> dict[str, dict[str, PortSample]]:
         """Every node's port counters, each server's agent reading its own (telemetry)."""
-        out: dict[str, dict[str, list]] = {}
+        out: dict[str, dict[str, PortSample]] = {}
         for got in ask_all(self.sessions.values(), "sample", queues=queues).values():
             out.update(got["nodes"])
         return out

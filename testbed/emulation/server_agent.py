@@ -41,7 +41,6 @@ import threading
 import time
 from ipaddress import IPv6Address
 from pathlib import Path
-from typing import Any
 
 from pyroute2 import IPRoute
 
@@ -56,8 +55,8 @@ from testbed.emulation.network import (
     veth_message,
 )
 from testbed.emulation.nft_workers import NodeNft
+from testbed.emulation.port_counters import read_net_dev, read_node_ports
 from testbed.emulation.server_jobs import NodeProcesses, ServerFiles
-from testbed.emulation.telemetry import read_net_dev
 from testbed.fabric.placement import place
 from testbed.fabric.plan import FabricPlan, make_plan
 from testbed.fabric.routes import node_configs
@@ -242,19 +241,9 @@ class ServerAgent:
         """Every port of this server's nodes: /proc/<pid>/net/dev counters, the FIFO's backlog
         and drops (when `queues`), the eBPF queue's counters; with this server's time."""
         plan = self._plan()
-        out: dict[str, dict[str, Any]] = {}
-        for name in sorted(self.pids):
-            ports = {p.ifname: p for p in plan.ports(name)}
-            counters = read_net_dev(self.pids[name], set(ports))
-            handle = self._handle(name)
-            qstats = handle.queue_stats() if req.get("queues") else {}
-            out[name] = {}
-            for ifname, port in ports.items():
-                if ifname not in counters:
-                    continue
-                q = qstats.get(handle.ifindex(ifname), (None, None))
-                bpf = self.queues.counters(port.ifindex) if self.queues is not None else None
-                out[name][ifname] = [list(counters[ifname]), q[0], q[1], bpf]
+        out = {name: read_node_ports(self.pids[name], plan.ports(name), self._handle(name),
+                                     self.queues, bool(req.get("queues")))
+               for name in sorted(self.pids)}
         return {"time_ns": time.time_ns(), "nodes": out}
 
     def op_link(self, req: dict) -> dict:
