@@ -27,10 +27,14 @@ class Ports:
             t0 = time.thread_time()
             while time.thread_time() - t0 < 0.001:
                 pass
+        fifo = [10, 11] if queues else [None, None]
         bpf = {"marked": 1, "trimmed": 2, "dropped": 3, "queue": 4}
-        return {p.node: {p.ifname: [list(range(8)), 10 if queues else None,
-                                    11 if queues else None, bpf if p.node.startswith("p") else None]}
-                for name in self.plan.nodes for p in self.plan.ports(name)}
+        return {name: {p.ifname: [list(range(8)), *fifo, bpf if router(name) else None]
+                       for p in self.plan.ports(name)} for name in self.plan.nodes}
+
+
+def router(node: str) -> bool:
+    return PLAN.nodes[node].role != "host"
 
 
 def test_rows_from_the_networks_own_ports():
@@ -40,12 +44,14 @@ def test_rows_from_the_networks_own_ports():
     time.sleep(0.1)
     sampler.stop()
     assert sampler.error is None and sampler.samples == len(network.asked) > 2
-    leaf = next(r for r in sampler.rows if r["node"].startswith("p") and r["queue_backlog"] is not None)
+    leaf = next(r for r in sampler.rows if router(r["node"]) and r["queue_backlog"] is not None)
     assert leaf["rx_bytes"] == 0 and leaf["tx_drop"] == 7 and leaf["queue_drops"] == 11
     assert (leaf["ecn_marked"], leaf["trimmed"], leaf["bpf_dropped"], leaf["vq_bytes"]) == \
         (1, 2, 3, 4)
     assert leaf["link"] and leaf["kind"] in ("host", "fabric")
-    host = next(r for r in sampler.rows if r["node"] == "h0")
+    assert {r["node"] for r in sampler.rows} == set(PLAN.nodes)
+    assert len({(r["node"], r["ifname"]) for r in sampler.rows}) == 2 * len(PLAN.links)
+    host = next(r for r in sampler.rows if not router(r["node"]))
     assert host["ecn_marked"] is None and host["vq_bytes"] is None
     # 1 ms of queue statistics against a tenth of a 2 ms period: every 5th sample
     assert network.asked[0] and sampler.queue_every >= 5
