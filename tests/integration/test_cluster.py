@@ -115,6 +115,8 @@ def test_quickstart_across_two_servers_proves_every_ev_and_rank(tmp_path: Path,
         fidelity = meta["fidelity"]
         assert fidelity["verdict"] in ("faithful", "degraded", "not faithful")
         assert fidelity["links"]["backlogged_gaps"] == int(gaps.gaps.sum())
+        # the run's own processes on that kernel: both servers' agents and this runner
+        assert 0 < fidelity["cpu"]["run_runner"] < 1, fidelity["cpu"]
         used = cluster["underlay_during_workload"]
         for server in ("srv0", "srv1"):
             # a ring over 4 ranks on 2 servers: half of the 1 MiB x 2 phases x 5 iterations
