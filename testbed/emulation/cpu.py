@@ -66,25 +66,32 @@ class CpuSampler:
         self.psi_available = _read_psi() is not None
         self.rows: list[dict] = []
         self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="cpu-sampler", daemon=True)
+        self._thread: threading.Thread | None = None
 
     def start(self) -> None:
+        """The first counters are read here, so the first interval starts at this call."""
+        self._thread = threading.Thread(target=self._run, args=(self._read(),),
+                                        name="cpu-sampler", daemon=True)
         self._thread.start()
+
+    @staticmethod
+    def _read() -> tuple[int, int, int, int | None, float, float]:
+        """(busy, softirq, total jiffies, PSI us, wall clock, this process's CPU s): every
+        thread of this process, those that ended included (CLOCK_PROCESS_CPUTIME_ID)."""
+        busy, soft, total = parse_stat(PROC_STAT.read_text())
+        return busy, soft, total, _read_psi(), time.time(), time.process_time()
 
     def stop(self) -> None:
         """Idempotent; a sampler never started has nothing to stop."""
         self._stop.set()
-        if self._thread.is_alive():
+        if self._thread is not None and self._thread.is_alive():
             self._thread.join()
 
-    def _run(self) -> None:
-        busy0, soft0, total0 = parse_stat(PROC_STAT.read_text())
-        psi0, t0, own0 = _read_psi(), time.time(), time.process_time()
+    def _run(self, first: tuple[int, int, int, int | None, float, float]) -> None:
+        busy0, soft0, total0, psi0, t0, own0 = first
         while True:
             stopping = self._stop.wait(self.period)
-            busy, soft, total = parse_stat(PROC_STAT.read_text())
-            # every thread of this process, those that ended included (CLOCK_PROCESS_CPUTIME_ID)
-            psi, now, own = _read_psi(), time.time(), time.process_time()
+            busy, soft, total, psi, now, own = self._read()
             if total > total0 and now > t0:
                 self.rows.append({
                     "time": now, "interval_s": now - t0,
