@@ -8,8 +8,10 @@ each of its QPs lands on depends on the hash, and so on the seed).
 For every run it prints the collective's busbw over the whole run and over the iterations that
 overlap the fault window (or, for the flap, the iterations while the ports are down and those
 after), each as a ratio to the control's busbw (the same scenario without faults, same
-transport and seed), the QPs that failed and what the row needs (EV condemnations of the lossy
-path; the incast victim's iteration time during the incast against before it). Results folders
+transport and seed), the QPs that failed, each run's fidelity verdict and own CPU (agents +
+runner + softirq, share of all cores) beside its control's, and what the row needs (EV
+condemnations of the lossy path; the incast victim's iteration time during the incast against
+before it). Results folders
 go to results/paper-<utc>/ and a JSON of every number to results/paper-<utc>/paper.json.
 """
 from __future__ import annotations
@@ -126,7 +128,9 @@ def measure(run_dir: Path) -> dict | None:
            "n_before": len(before),
            "failed_qps": int(qps["failed"].notna().sum()) if "failed" in qps else 0,
            "retransmits": int(qps["retransmits"].sum()), "timeouts": int(qps["timeouts"].sum()),
-           "fidelity": (r.meta.get("fidelity") or {}).get("verdict", "-")}
+           "fidelity": (r.meta.get("fidelity") or {}).get("verdict", "-"),
+           "cpu": {k: ((r.meta.get("fidelity") or {}).get("cpu") or {}).get(k)
+                   for k in ("run_total", "run_agents", "run_runner", "softirq", "busy_mean")}}
     for col in ("tail_probes", "rack_losses", "stalls"):
         if col in qps:
             out[col] = int(qps[col].sum())
@@ -159,6 +163,12 @@ def ratio(a: float | None, b: float | None) -> float | None:
 
 def _ratio(x: float | None) -> str:
     return f"{x:.2f}" if x is not None else "-"
+
+
+def _cpu(m: dict | None) -> str:
+    """The run's own share of the cores as the verdict counts it (agents + runner + softirq)."""
+    total = ((m or {}).get("cpu") or {}).get("run_total")
+    return f"{total:.0%}" if total is not None else "-"
 
 
 def main() -> int:
@@ -221,7 +231,7 @@ def main() -> int:
                       f"{_ratio(m['ratio_window']):>8}{_ratio(m['ratio_after']):>8}"
                       f"{m['n_window']:>6}{m['failed_qps']:>7}{m['retransmits']:>7}"
                       f"{m['timeouts']:>5}  {m['fidelity']}/{(base or {}).get('fidelity', '-')}"
-                      f"  {extra}"
+                      f"  run CPU {_cpu(m)}/{_cpu(base)}  {extra}"
                       f"{'' if m['verified'] else '  NOT VERIFIED'}", flush=True)
                 (out / "paper.json").write_text(json.dumps(rows, indent=1, default=str))
     print("whole, window, after: busbw as a ratio to the control run's (same fabric, transport "

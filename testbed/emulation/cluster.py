@@ -33,8 +33,10 @@ from ipaddress import IPv6Address, IPv6Network
 from pathlib import Path
 from typing import Any
 
-from testbed.emulation.monitor import Machine
+from testbed.emulation.cpu import CpuSampler, boot_id
+from testbed.emulation.monitor import CPU_PERIOD, Machine
 from testbed.emulation.network import FIFO_HEADROOM, FabricNetwork, NetlinkVeth
+from testbed.emulation.port_counters import PortSample
 from testbed.emulation.remote import (
     RemoteProcess,
     ServerError,
@@ -110,7 +112,7 @@ class ClusterNetwork(FabricNetwork):
         self.agent_logs: dict[str, str] = {}
         self._started: dict[str, dict[str, int]] = {}  # server -> node -> pid of its shell
         self.nft_poller: NftPoller | None = None
-        self._monitoring = False
+        self._own_cpu: CpuSampler | None = None  # this process's CPU while monitoring
 
     @staticmethod
     def placement_lines(plan: FabricPlan) -> list[str]:
@@ -364,11 +366,15 @@ class ClusterNetwork(FabricNetwork):
             ask_all(self.sessions.values(), "probe_close")
         return out
 
-    def sample_servers(self, queues: bool) -> dict[str, dict[str, list]]:
-        """Every node's port counters, each server's agent reading its own (telemetry)."""
-        out: dict[str, dict[str, list]] = {}
+    def sample_ports(self, queues: bool) -> dict[str, dict[str, PortSample]]:
+        """Every node's port counters, each server's agent reading its own (telemetry), their
+        read times in this machine's clock."""
+        out: dict[str, dict[str, PortSample]] = {}
         for got in ask_all(self.sessions.values(), "sample", queues=queues).values():
-            out.update(got["nodes"])
+            for node, ports in got["nodes"].items():
+                shift = self.clock_offset(node)
+                out[node] = {ifname: [*sample[:4], sample[4] - shift]
+                             for ifname, sample in ports.items()}
         return out
 
     def nft_worker(self, node: str, stop: threading.Event, setup: str) -> RemoteNft:
@@ -451,28 +457,37 @@ class ClusterNetwork(FabricNetwork):
     # ---- the fidelity monitor, on every server ----
     def start_monitor(self) -> None:
         ask_all(self.sessions.values(), "monitor_start")
-        self._monitoring = True
+        self._own_cpu = CpuSampler(CPU_PERIOD)  # this process's, for a server on its kernel
+        self._own_cpu.start()
 
     def stop_monitor(self) -> list[Machine]:
         """Each machine's measurements: servers that share a kernel (one boot id: emulated
-        servers) are one machine, their ports together and their CPU read once."""
-        if not self._monitoring:
+        servers) are one machine, their ports together and their CPU read once; the run's own
+        processes there are each server's agent, and this process when it runs on that kernel
+        too (emulated servers)."""
+        if self._own_cpu is None:
             return []
-        self._monitoring = False
+        own, self._own_cpu = self._own_cpu, None
+        own.stop()
         got = ask_all(self.sessions.values(), "monitor_stop")
         groups: dict[str, list[str]] = {}
         for server in sorted(got):
             groups.setdefault(self.sessions[server].hello.get("boot_id") or server,
                               []).append(server)
         machines = []
-        for servers in groups.values():
+        for kernel, servers in groups.items():
             first = got[servers[0]]
             label = "+".join(servers) + (" (one kernel)" if len(servers) > 1 else "")
+            processes = {f"{s}'s agent": got[s]["cpu_rows"] for s in servers}
+            if kernel == boot_id():
+                processes["runner"] = own.rows
+            clock = self.clocks.get(servers[0])
             machines.append(Machine(
                 servers, {n for s in servers for n in got[s]["nodes"]},
                 [r for s in servers for r in got[s]["ports"]],
                 next((got[s]["unavailable"] for s in servers if got[s]["unavailable"]), None),
-                first["cpu_rows"], first["cpu"], first["cores"], label))
+                first["cpu_rows"], first["cores"], label, processes,
+                clock.offset_ns / 1e9 if clock is not None else 0.0))
         return machines
 
     def set_link(self, a: str, b: str, up: bool) -> None:
@@ -496,6 +511,8 @@ class ClusterNetwork(FabricNetwork):
         killed, problems = 0, []
         if self.nft_poller is not None:
             self.nft_poller.close()
+        if self._own_cpu is not None:
+            self._own_cpu.stop()
         for name, session in self.sessions.items():
             try:
                 killed += session.request("cleanup", timeout=30)["killed"]

@@ -1,20 +1,33 @@
 """The CPU side of the fidelity monitor: how busy the machine was while the workload ran.
 
 Every period, the machine-wide busy share (from /proc/stat: everything but idle and iowait,
-softirq included, where the fabric's forwarding runs) and the share of the interval in which
-some task waited for a CPU (PSI, /proc/pressure/cpu, where the kernel has it). Both are
-cumulative counters, so a starved sampler loses resolution, not time: each row covers the
-interval since the previous one.
+softirq included, where the fabric's forwarding runs), the share of the interval in which
+some task waited for a CPU (PSI, /proc/pressure/cpu, where the kernel has it), and the share
+of all cores the sampling process itself used, every thread of it (the runner: its telemetry,
+fault injector and this monitor; in the cluster mode a server's agent). All are cumulative
+counters, so a starved sampler loses resolution, not time: each row covers the interval since
+the previous one.
 """
 from __future__ import annotations
 
 import os
+import socket
 import threading
 import time
 from pathlib import Path
 
 PROC_STAT = Path("/proc/stat")
 PSI_CPU = Path("/proc/pressure/cpu")
+BOOT_ID = Path("/proc/sys/kernel/random/boot_id")
+
+
+def boot_id() -> str:
+    """This kernel's boot id: processes (a server's agent, the runner) that report the same one
+    share a machine and its cores (emulated servers do)."""
+    try:
+        return BOOT_ID.read_text().strip()
+    except OSError:
+        return socket.gethostname()
 
 
 def parse_stat(text: str) -> tuple[int, int, int]:
@@ -53,45 +66,64 @@ class CpuSampler:
         self.psi_available = _read_psi() is not None
         self.rows: list[dict] = []
         self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="cpu-sampler", daemon=True)
+        self._thread: threading.Thread | None = None
 
     def start(self) -> None:
+        """The first counters are read here, so the first interval starts at this call."""
+        self._thread = threading.Thread(target=self._run, args=(self._read(),),
+                                        name="cpu-sampler", daemon=True)
         self._thread.start()
+
+    @staticmethod
+    def _read() -> tuple[int, int, int, int | None, float, float]:
+        """(busy, softirq, total jiffies, PSI us, wall clock, this process's CPU s): every
+        thread of this process, those that ended included (CLOCK_PROCESS_CPUTIME_ID)."""
+        busy, soft, total = parse_stat(PROC_STAT.read_text())
+        return busy, soft, total, _read_psi(), time.time(), time.process_time()
 
     def stop(self) -> None:
         """Idempotent; a sampler never started has nothing to stop."""
         self._stop.set()
-        if self._thread.is_alive():
+        if self._thread is not None and self._thread.is_alive():
             self._thread.join()
 
-    def _run(self) -> None:
-        busy0, soft0, total0 = parse_stat(PROC_STAT.read_text())
-        psi0, t0 = _read_psi(), time.time()
+    def _run(self, first: tuple[int, int, int, int | None, float, float]) -> None:
+        busy0, soft0, total0, psi0, t0, own0 = first
         while True:
             stopping = self._stop.wait(self.period)
-            busy, soft, total = parse_stat(PROC_STAT.read_text())
-            psi, now = _read_psi(), time.time()
-            if total > total0:
+            busy, soft, total, psi, now, own = self._read()
+            if total > total0 and now > t0:
                 self.rows.append({
                     "time": now, "interval_s": now - t0,
                     "busy": (busy - busy0) / (total - total0),
                     "softirq": (soft - soft0) / (total - total0),
-                    "psi_some": (None if psi is None or psi0 is None or now <= t0
-                                 else min(1.0, (psi - psi0) / 1e6 / (now - t0)))})
-            busy0, soft0, total0, psi0, t0 = busy, soft, total, psi, now
+                    "psi_some": (None if psi is None or psi0 is None
+                                 else min(1.0, (psi - psi0) / 1e6 / (now - t0))),
+                    "process": (own - own0) / (now - t0) / self.cores})
+            busy0, soft0, total0, psi0, t0, own0 = busy, soft, total, psi, now, own
             if stopping:
                 return
 
     def summary(self) -> dict:
-        """Busy share and PSI over the whole phase, weighted by each interval's length."""
-        if not self.rows:
-            return {"busy_mean": None, "busy_max": None, "psi_some": None, "softirq": None}
-        span = sum(r["interval_s"] for r in self.rows)
-        busy = sum(r["busy"] * r["interval_s"] for r in self.rows) / span
-        soft = sum(r["softirq"] * r["interval_s"] for r in self.rows) / span
-        psi_rows = [r for r in self.rows if r["psi_some"] is not None]
-        psi = (sum(r["psi_some"] * r["interval_s"] for r in psi_rows) / span
-               if psi_rows and len(psi_rows) == len(self.rows) else None)
-        return {"busy_mean": round(busy, 4),
-                "busy_max": round(max(r["busy"] for r in self.rows), 4),
-                "psi_some": None if psi is None else round(psi, 4), "softirq": round(soft, 4)}
+        return summarize(self.rows)
+
+
+def summarize(rows: list[dict], since: float | None = None) -> dict:
+    """Busy share, softirq, PSI and the sampling process's share of all cores, each weighted by
+    its interval's length, over the rows that end after `since` (the workload's start, on the
+    rows' clock; None: all of them)."""
+    rows = [r for r in rows if since is None or r["time"] > since]
+    if not rows:
+        return {"busy_mean": None, "busy_max": None, "psi_some": None, "softirq": None,
+                "process": None}
+    span = sum(r["interval_s"] for r in rows)
+
+    def mean(key: str) -> float | None:
+        known = [r for r in rows if r.get(key) is not None]
+        if len(known) < len(rows):  # a gap in a counter: no mean over a part
+            return None
+        return round(sum(r[key] * r["interval_s"] for r in known) / span, 4)
+
+    return {"busy_mean": mean("busy"), "busy_max": round(max(r["busy"] for r in rows), 4),
+            "psi_some": mean("psi_some"), "softirq": mean("softirq"),
+            "process": mean("process")}

@@ -4,14 +4,15 @@ the nodes it holds, and its CPU sampler.
 One per run on a single machine (FabricNetwork); in the cluster mode one per server, run by
 the server's agent (the link-gap program attaches to its own kernel's tracepoint and sees only
 that kernel's ports). `stop()` returns what the machine measured as plain data (what the agent
-sends back): every port's histogram rows (link_gaps.parquet's), the CPU rows and summary.
+sends back): every port's histogram rows (link_gaps.parquet's) and the CPU rows, which carry
+the share of the cores the monitor's own process used (the runner, or the server's agent).
 """
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
 
-from testbed.emulation.cpu import CpuSampler
+from testbed.emulation.cpu import CpuSampler, summarize
 from testbed.fabric.plan import FabricPlan
 from testbed.kernel.link_gap import EDGES_PCT, LinkGapMonitor, LinkGapUnavailable
 
@@ -45,7 +46,7 @@ class MachineMonitor:
             self.gaps.set_rate(ifindex, rate_bps)
 
     def stop(self) -> dict:
-        """{"ports": histogram rows, "unavailable", "cpu_rows", "cpu": summary, "cores"}."""
+        """{"ports": histogram rows, "unavailable", "cpu_rows", "cores"}."""
         if self.result is not None:
             return self.result
         self.cpu.stop()
@@ -65,27 +66,41 @@ class MachineMonitor:
             self.gaps.close()
             self.gaps = None
         self.result = {"ports": rows, "unavailable": self.unavailable,
-                       "cpu_rows": self.cpu.rows, "cpu": self.cpu.summary(),
-                       "cores": self.cpu.cores}
+                       "cpu_rows": self.cpu.rows, "cores": self.cpu.cores}
         return self.result
 
 
 @dataclass
 class Machine:
     """What one machine measured: its servers (none on a single machine), the nodes it held,
-    its ports' histogram rows and its CPU."""
+    its ports' histogram rows and its CPU: the machine's (`cpu_rows`) and, in `processes`,
+    each of the run's own processes on it (the runner, servers' agents: they compete with the
+    agents for its cores), each by its CPU rows' `process` share. `clock_offset`: its clock
+    minus the runner's, s."""
 
     servers: list[str]
     nodes: set[str]
     ports: list[dict]
     unavailable: str | None
     cpu_rows: list[dict]
-    cpu: dict
     cores: int
     label: str = field(default="this machine")
+    processes: dict[str, list[dict]] = field(default_factory=dict)
+    clock_offset: float = 0.0
 
     def histogram(self) -> tuple[tuple[int, ...], int, int]:
         return histogram(self.ports)
+
+    def cpu(self, since: float | None = None) -> dict:
+        """The machine's CPU summary over the rows after `since` (the runner's clock), with
+        `runner`: the share of all cores the run's own processes used here (None when one of
+        them has no measure)."""
+        at = None if since is None else since + self.clock_offset
+        out = summarize(self.cpu_rows, at)
+        shares = [summarize(rows, at)["process"] for rows in self.processes.values()]
+        out["runner"] = (None if not shares or any(s is None for s in shares)
+                         else round(sum(s for s in shares if s is not None), 4))
+        return out
 
 
 def histogram(rows: list[dict]) -> tuple[tuple[int, ...], int, int]:

@@ -31,6 +31,7 @@ from pyroute2.netlink.rtnl.ifinfmsg import ifinfmsg
 
 from testbed.emulation.monitor import Machine, MachineMonitor
 from testbed.emulation.nft_workers import NodeNft
+from testbed.emulation.port_counters import PortSample, read_node_ports
 from testbed.errors import TestbedError
 from testbed.fabric.plan import FabricPlan, Link, Port
 from testbed.fabric.routes import node_configs
@@ -239,7 +240,7 @@ class FabricNetwork:
         self.monitor: MachineMonitor | None = None  # the fidelity monitor's, while it runs
         self.results_dir: Path | None = None  # the run's results folder (the runner sets it)
         self._netlink: dict[str, NodeNetlink] = {}
-        self._fault_sockets = threading.local()  # the fault injector's thread's own
+        self._thread_sockets = threading.local()  # each thread's own (injector, telemetry)
         self._all_sockets: list[NodeNetlink] = []
         self._closed = False
 
@@ -337,11 +338,19 @@ class FabricNetwork:
             handle.ipr.link("set", index=handle.ifindex(port.ifname),
                             state="up" if up else "down")
 
+    # ---- telemetry (from the sampler's thread) ----
+    def sample_ports(self, queues: bool) -> dict[str, dict[str, PortSample]]:
+        """Every node's port counters by node and interface name (port_counters.py), with
+        the FIFOs' backlog and drops when `queues`; through the calling thread's sockets."""
+        return {name: read_node_ports(self.pid(name), self.plan.ports(name),
+                                      self._thread_netlink(name), self.queues, queues)
+                for name in self.plan.nodes}
+
     # ---- the netlink part of faults (from the injector's thread) ----
-    def _fault_netlink(self, name: str) -> NodeNetlink:
+    def _thread_netlink(self, name: str) -> NodeNetlink:
         """The calling thread's netlink socket in the node (a socket is not shared between
         threads); all are closed with the network."""
-        handles = self._fault_sockets.__dict__.setdefault("handles", {})
+        handles = self._thread_sockets.__dict__.setdefault("handles", {})
         if name not in handles:
             handles[name] = NodeNetlink(self.pid(name), self.ifindex.get(name))
             self._all_sockets.append(handles[name])
@@ -350,18 +359,18 @@ class FabricNetwork:
     def set_routes(self, node: str, delete: list[str],
                    replace: list[tuple[str, list[tuple[str, str]]]]) -> None:
         """Plain routes withdrawn and replaced (the baseline's routing converging)."""
-        self._fault_netlink(node).replace_plain_routes(delete, replace)
+        self._thread_netlink(node).replace_plain_routes(delete, replace)
 
     def set_port_rate(self, port: Port, link: Link, rate_bps: int) -> None:
         """The port's shaper at a new rate (degrade), and its virtual queue's and monitor's."""
-        handle = self._fault_netlink(port.node)
+        handle = self._thread_netlink(port.node)
         shaping.set_port_rate(handle.ipr, handle.ifindex(port.ifname), rate_bps,
                               self.plan.scenario.fabric.mtu)
         self.set_queue_rate(port, link, rate_bps)
 
     def set_port_delay(self, port: Port, link: Link, delay_s: float | None) -> None:
         """A netem delay in place of the port's FIFO, or the FIFO back (None)."""
-        handle = self._fault_netlink(port.node)
+        handle = self._thread_netlink(port.node)
         shaping.set_port_delay(handle.ipr, handle.ifindex(port.ifname),
                                self.fifo_limit(port, link), delay_s,
                                self.plan.scenario.fabric.mtu)
@@ -425,7 +434,7 @@ class FabricNetwork:
             return []
         got, self.monitor = self.monitor.stop(), None
         return [Machine([], set(self.plan.nodes), got["ports"], got["unavailable"],
-                        got["cpu_rows"], got["cpu"], got["cores"])]
+                        got["cpu_rows"], got["cores"], processes={"runner": got["cpu_rows"]})]
 
     def fifo_limit(self, port: Port, link: Link) -> int:
         """Bytes of the FIFO behind the port's shaper. Where the ECN/trimming program runs, its

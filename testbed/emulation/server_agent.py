@@ -41,10 +41,10 @@ import threading
 import time
 from ipaddress import IPv6Address
 from pathlib import Path
-from typing import Any
 
 from pyroute2 import IPRoute
 
+from testbed.emulation.cpu import boot_id
 from testbed.emulation.monitor import MachineMonitor
 from testbed.emulation.network import (
     _configure_node,
@@ -55,8 +55,8 @@ from testbed.emulation.network import (
     veth_message,
 )
 from testbed.emulation.nft_workers import NodeNft
+from testbed.emulation.port_counters import read_net_dev, read_node_ports
 from testbed.emulation.server_jobs import NodeProcesses, ServerFiles
-from testbed.emulation.telemetry import read_net_dev
 from testbed.fabric.placement import place
 from testbed.fabric.plan import FabricPlan, make_plan
 from testbed.fabric.routes import node_configs
@@ -110,7 +110,7 @@ class ServerAgent:
     def op_hello(self, req: dict) -> dict:
         return {"pid": os.getpid(), "host": socket.gethostname(), "python": sys.version.split()[0],
                 "netns": cleanup.netns_of("self"), "work": str(self.files.root),
-                "cores": os.cpu_count() or 1, "boot_id": _boot_id()}
+                "cores": os.cpu_count() or 1, "boot_id": boot_id()}
 
     def op_preflight(self, req: dict) -> dict:
         """What this server lacks to hold nodes, tunnels and the workload's processes."""
@@ -241,19 +241,9 @@ class ServerAgent:
         """Every port of this server's nodes: /proc/<pid>/net/dev counters, the FIFO's backlog
         and drops (when `queues`), the eBPF queue's counters; with this server's time."""
         plan = self._plan()
-        out: dict[str, dict[str, Any]] = {}
-        for name in sorted(self.pids):
-            ports = {p.ifname: p for p in plan.ports(name)}
-            counters = read_net_dev(self.pids[name], set(ports))
-            handle = self._handle(name)
-            qstats = handle.queue_stats() if req.get("queues") else {}
-            out[name] = {}
-            for ifname, port in ports.items():
-                if ifname not in counters:
-                    continue
-                q = qstats.get(handle.ifindex(ifname), (None, None))
-                bpf = self.queues.counters(port.ifindex) if self.queues is not None else None
-                out[name][ifname] = [list(counters[ifname]), q[0], q[1], bpf]
+        out = {name: read_node_ports(self.pids[name], plan.ports(name), self._handle(name),
+                                     self.queues, bool(req.get("queues")))
+               for name in sorted(self.pids)}
         return {"time_ns": time.time_ns(), "nodes": out}
 
     def op_link(self, req: dict) -> dict:
@@ -595,14 +585,6 @@ def serve(agent: ServerAgent, requests, replies) -> None:
             reply = {"ok": False, "error": f"{type(exc).__name__}: {exc}"}
         replies.write(json.dumps(reply) + "\n")
         replies.flush()
-
-
-def _boot_id() -> str:
-    """This kernel's boot id: servers that report the same one share a machine (emulated)."""
-    try:
-        return Path("/proc/sys/kernel/random/boot_id").read_text().strip()
-    except OSError:
-        return socket.gethostname()
 
 
 def record_path(folder: Path, server: str) -> Path:

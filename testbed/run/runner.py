@@ -292,10 +292,11 @@ def _bounds(scenario: Scenario, period: float) -> fidelity.Bounds:
 
 
 def _judge(monitor: FidelityMonitor, sampler: Sampler, lags: list[fidelity.AgentLag],
-           scenario: Scenario, period: float) -> fidelity.Verdict:
+           scenario: Scenario, period: float, since: float | None) -> fidelity.Verdict:
     """The run's fidelity verdict from what the monitor, the telemetry and the agents saw:
     each machine that forwarded the fabric judged on its own ports, its own agents and its
-    own CPU; the worst of them is the run's."""
+    own CPU (from `since`, the agents' common start: their start-up is not the workload's);
+    the worst of them is the run's."""
     times = sorted({r["time"] for r in sampler.rows})
     interval = max((b - a for a, b in zip(times, times[1:])), default=None)
     bounds = _bounds(scenario, period)
@@ -303,10 +304,11 @@ def _judge(monitor: FidelityMonitor, sampler: Sampler, lags: list[fidelity.Agent
     for machine in monitor.machines:
         hist, gap_ns, late_ns = machine.histogram()
         links = fidelity.LinkGaps(EDGES_PCT, hist, gap_ns, late_ns, machine.unavailable)
-        cpu = machine.cpu
+        cpu = machine.cpu(since)
         mine = [lag for lag in lags if lag.host in machine.nodes]
         observed = fidelity.Observed(links, mine, interval, cpu["busy_mean"], cpu["busy_max"],
-                                     cpu["psi_some"], machine.cores, cpu["softirq"])
+                                     cpu["psi_some"], machine.cores, cpu["softirq"],
+                                     cpu["runner"])
         judged.append((machine.label, fidelity.judge(observed, bounds)))
     return fidelity.combine(judged)
 
@@ -390,7 +392,8 @@ def _run_workload(network: FabricNetwork, results: RunResults, progress: Progres
             "cpu_share_of_one_core": round(sampler.cpu_seconds / wall, 4) if wall else None,
             "error": sampler.error}
         lags = _agent_lags(out, outcomes, iterations, _bounds(scenario, period).port_queue_s)
-        verdict = _judge(monitor, sampler, lags, scenario, period)
+        verdict = _judge(monitor, sampler, lags, scenario, period,
+                         results.meta.get("workload_start"))
         results.meta["fidelity"] = verdict.to_json()
         write_fidelity_tables(results.dir, monitor)
         table += verdict.line() + "\n" + _dilation_line(scenario, iterations)

@@ -19,7 +19,7 @@ from testbed import errors
 from testbed import scenario as scenario_mod
 from testbed.emulation.cluster import ClusterNetwork
 from testbed.emulation.injector import Injector
-from testbed.emulation.telemetry import read_net_dev
+from testbed.emulation.port_counters import read_net_dev
 from testbed.fabric.plan import make_plan
 from testbed.fabric.timeline import Action
 from testbed.kernel import netns, vxlan
@@ -115,6 +115,8 @@ def test_quickstart_across_two_servers_proves_every_ev_and_rank(tmp_path: Path,
         fidelity = meta["fidelity"]
         assert fidelity["verdict"] in ("faithful", "degraded", "not faithful")
         assert fidelity["links"]["backlogged_gaps"] == int(gaps.gaps.sum())
+        # the run's own processes on that kernel: both servers' agents and this runner
+        assert 0 < fidelity["cpu"]["run_runner"] < 1, fidelity["cpu"]
         used = cluster["underlay_during_workload"]
         for server in ("srv0", "srv1"):
             # a ring over 4 ranks on 2 servers: half of the 1 MiB x 2 phases x 5 iterations
@@ -368,7 +370,7 @@ def test_the_runner_never_reaches_into_a_node_the_server_agents_do(tmp_path: Pat
             assert proc is not None and "ssh" in proc.args, proc.args
             assert f"root@{network.placement.underlay[server]}" in proc.args
             assert "testbed.emulation.server_agent" in proc.args[-1]
-        counters = network.sample_servers(queues=True)
+        counters = network.sample_ports(queues=True)
         assert set(counters) == set(network.plan.nodes)
         assert counters["p0s0"]["p0s0-eth1"][3] is not None  # the eBPF queue's counters
         # a server's folder is its own (a tmpfs in its sshd's mount namespace): what its

@@ -73,6 +73,11 @@ def _check_measured(run: Path) -> dict:
     assert gaps["gaps"].sum() == f["links"]["backlogged_gaps"]
     cpu = pd.read_parquet(run / "cpu.parquet")
     assert len(cpu) >= 4 and cpu["busy"].between(0, 1).all()
+    # the runner's own process (telemetry at 10 Hz at least) counts in the run's CPU
+    assert cpu["process"].between(0, 1).all() and 0 < f["cpu"]["run_runner"] < 0.5, f
+    c = f["cpu"]
+    assert c["run_sum"] >= c["run_agents"] + c["run_runner"], c
+    assert c["run_total"] == min(c["run_sum"], c["busy_mean"]), c  # the machine's bounds it
     return f
 
 

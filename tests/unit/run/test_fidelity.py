@@ -97,11 +97,43 @@ def test_timers_late_beyond_the_rto_are_not_faithful():
 def test_the_runs_own_cpu(on_cpu: float, verdict: str):
     agents = [AgentLag(f"h{i}", 0.001, 0.002, 100, on_cpu=on_cpu, runq=2.0, span=4.0)
               for i in range(4)]
-    v = judge(observe(agents=agents), BOUNDS)
+    v = judge(observe(agents=agents, cpu_busy=1.0), BOUNDS)
     assert v.verdict == verdict
     assert v.numbers["cpu"]["run_agents"] == pytest.approx(on_cpu * 4 / 8)
     if verdict != FAITHFUL:
         assert any("the run itself used" in r for r in v.reasons)
+
+
+@pytest.mark.parametrize(("runner", "verdict"), [
+    (None, FAITHFUL),  # agents 70% + softirq 5%: the runner unmeasured counts nothing
+    (0.04, FAITHFUL),  # 70% + 4% + 5% = 79%
+    (0.05, DEGRADED),  # 80%: the runner's own process tips it
+    (0.15, NOT_FAITHFUL),  # 90%
+])
+def test_the_runners_own_process_counts_in_the_runs_cpu(runner: float | None, verdict: str):
+    agents = [AgentLag(f"h{i}", 0.001, 0.002, 100, on_cpu=1.4, runq=0.0, span=4.0)
+              for i in range(4)]
+    v = judge(observe(agents=agents, runner=runner, cpu_busy=1.0), BOUNDS)
+    assert v.verdict == verdict
+    cpu = v.numbers["cpu"]
+    assert cpu["run_runner"] == runner
+    assert cpu["run_total"] == cpu["run_sum"] == pytest.approx(0.7 + (runner or 0.0) + 0.05)
+    if verdict != FAITHFUL:
+        assert f"(agents 70%, runner {runner:.0%}, kernel forwarding 5%;" in v.reasons[0]
+
+
+@pytest.mark.parametrize(("busy", "total", "verdict"), [
+    (0.65, 0.65, FAITHFUL),  # quickstart measured: terms summing to 81%, the machine 65% busy
+    (0.85, 0.81, DEGRADED),  # others' work made the machine busier: the sum stands
+    (None, 0.81, DEGRADED),  # no machine share: the sum
+])
+def test_the_runs_cpu_is_at_most_the_machines_busy_share(busy, total: float, verdict: str):
+    # agents 62% + runner 9% + softirq 10% = 81%: softirq in the agents' context counts twice
+    agents = [AgentLag(f"h{i}", 0.001, 0.002, 100, on_cpu=1.24, span=4.0) for i in range(4)]
+    v = judge(observe(agents=agents, runner=0.09, softirq=0.10, cpu_busy=busy), BOUNDS)
+    assert v.verdict == verdict
+    assert v.numbers["cpu"]["run_sum"] == pytest.approx(0.81)
+    assert v.numbers["cpu"]["run_total"] == pytest.approx(total)
 
 
 def test_a_busy_machine_alone_is_not_a_verdict_but_is_quoted():

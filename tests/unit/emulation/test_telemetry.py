@@ -1,0 +1,66 @@
+"""The telemetry sampler over any network that reads its own ports (`sample_ports`): the same
+rows whether this machine or a server's agent read them, queue statistics every k-th sample."""
+from __future__ import annotations
+
+import time
+
+from testbed import scenario
+from testbed.emulation.telemetry import Sampler
+from testbed.fabric.plan import make_plan
+
+PLAN = make_plan(scenario.parse(
+    "name: t\nfabric: {planes: 1, leaves_per_plane: 2, spines_per_plane: 1, hosts_per_leaf: 1}\n",
+    "x"))
+
+
+class Ports:
+    """A network as the sampler sees it: its plan and its ports' counters, 1 ms a sample with
+    queue statistics (a netlink dump's cost, on the sampler's own thread)."""
+
+    def __init__(self) -> None:
+        self.plan = PLAN
+        self.asked: list[bool] = []
+
+    def sample_ports(self, queues: bool) -> dict[str, dict[str, list]]:
+        self.asked.append(queues)
+        if queues:
+            t0 = time.thread_time()
+            while time.thread_time() - t0 < 0.001:
+                pass
+        fifo = [10, 11] if queues else [None, None]
+        bpf = {"marked": 1, "trimmed": 2, "dropped": 3, "queue": 4}
+        return {name: {p.ifname: [list(range(8)), *fifo, bpf if router(name) else None,
+                                  read_at(name, len(self.asked))]
+                       for p in self.plan.ports(name)} for name in self.plan.nodes}
+
+
+def read_at(node: str, sample: int) -> float:
+    """When the fake read a node: each node apart, as a slow sweep over the nodes reads them."""
+    return 1000.0 * sample + sorted(PLAN.nodes).index(node)
+
+
+def router(node: str) -> bool:
+    return PLAN.nodes[node].role != "host"
+
+
+def test_rows_from_the_networks_own_ports():
+    network = Ports()
+    sampler = Sampler(network, period=0.002)  # type: ignore[arg-type]
+    sampler.start()
+    time.sleep(0.1)
+    sampler.stop()
+    assert sampler.error is None and sampler.samples == len(network.asked) > 2
+    leaf = next(r for r in sampler.rows if router(r["node"]) and r["queue_backlog"] is not None)
+    assert leaf["rx_bytes"] == 0 and leaf["tx_drop"] == 7 and leaf["queue_drops"] == 11
+    assert (leaf["ecn_marked"], leaf["trimmed"], leaf["bpf_dropped"], leaf["vq_bytes"]) == \
+        (1, 2, 3, 4)
+    assert leaf["link"] and leaf["kind"] in ("host", "fabric")
+    assert {r["node"] for r in sampler.rows} == set(PLAN.nodes)
+    assert len({(r["node"], r["ifname"]) for r in sampler.rows}) == 2 * len(PLAN.links)
+    # each row carries its node's own read time, not the sweep's start
+    assert all(r["time"] % 1000.0 == sorted(PLAN.nodes).index(r["node"]) for r in sampler.rows)
+    host = next(r for r in sampler.rows if not router(r["node"]))
+    assert host["ecn_marked"] is None and host["vq_bytes"] is None
+    # 1 ms of queue statistics against a tenth of a 2 ms period: every 5th sample
+    assert network.asked[0] and sampler.queue_every >= 5
+    assert not all(network.asked[1:-1]) and network.asked[-1]  # the last one has them again
