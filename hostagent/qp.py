@@ -245,7 +245,10 @@ class QueuePair:
         order[p.psn] = None
         if p.epoch != self._progress:
             p.timeouts, p.epoch = 0, self._progress
-        self._arm(p, base)
+        cfg = self.cfg  # _expiry inlined (a send is its timer's start): asked for every packet
+        p.deadline = deadline = now + (base if p.timeouts <= cfg.linear_cnt
+                                       else retry_interval(cfg, p.timeouts, base))
+        heapq.heappush(self._timers, (deadline, p.psn, sends))
         p.msg.evs.add(p.ev)
         self._out.append((p.ev, self._data_datagram(p, now, self._prev_on_path(p))))
         self.cc.on_send(now, p.length + PACKET_OVERHEAD)
