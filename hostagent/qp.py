@@ -11,8 +11,8 @@ of the connection landed, ACK generation, the retransmission timer with linear t
 exponential backoff of the spec (timeout, retry.linear_cnt, retry.exp_cnt: a packet's
 consecutive *timeouts* count, reset whenever the QP makes progress; resends after a NACK or a
 trim are not timeouts), and per-message statistics. Every ACK is an RTT sample (it echoes the
-send time of the copy that triggered it, resent or not), the timeout is at least srtt + 4
-rttvar, and a timer that comes due after the timeout rose, or after its path delivered,
+send time of the copy that triggered it, resent or not; `karn`), the timeout is at least srtt
++ 4 rttvar, and a timer that comes due after the timeout rose, or after its path delivered,
 starts again: a path whose RTT exceeds the configured timeout converges (issue 9). `MrcQP`
 (mrc.py) and `RoceQP` (rocev2.py) add what differs: path choice, loss reaction, receive order.
 """
@@ -172,6 +172,11 @@ def us_clock(now: float) -> int:
 
 class QueuePair:
     """Both directions of one connection: outgoing writes and incoming ones from the peer."""
+
+    # The ACK's echo of the triggering copy's send time is an RTT sample even for a resent
+    # packet, and tells a spurious timeout (MRC, as UET's ACKs). True: Karn's rule instead, for
+    # a transport whose real headers carry no send time (RoCEv2's BTH/AETH).
+    karn = False
 
     def __init__(self, qpn: int, peer_qpn: int, buffer: memoryview, cfg: QPConfig,
                  cc: NsccCC | DcqcnCC, seed: int) -> None:
@@ -479,8 +484,11 @@ class QueuePair:
         # the copy it echoes was sent before that packet last timed out (in whole us: a resend
         # leaves at the instant of its timeout): the timeout was spurious (RFC 3522, Eifel
         # detection, by the same timestamps)
-        spurious = trigger is not None and trigger.timed_out_at >= 0 and \
+        spurious = trigger is not None and trigger.timed_out_at >= 0 and not self.karn and \
             0 < (us_clock(trigger.timed_out_at) - h.ts) & 0xFFFFFFFF < 1 << 31
+        sample: float | None = rtt
+        if self.karn and (trigger is None or trigger.sends > 1):
+            sample = None
         acked = 0
         for psn in newly:
             acked += self._ack_packet(psn, now)
@@ -488,7 +496,7 @@ class QueuePair:
             self._progress += 1
         self._lowest_unacked = max(self._lowest_unacked, h.psn)
         self._on_path_feedback(h.ev, now, bool(h.flags & wire.ECN))
-        self.cc.on_ack(now, acked, rtt, bool(h.flags & wire.ECN))
+        self.cc.on_ack(now, acked, sample, bool(h.flags & wire.ECN))
         if spurious and trigger is not None:
             self.counters.spurious_timeouts += 1
             self._spurious_timeout(trigger, now - rtt, now)
