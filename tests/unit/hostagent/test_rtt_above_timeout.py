@@ -15,6 +15,7 @@ import random
 from hostagent.evs import EVPolicy, EVSet
 from hostagent.mrc import MrcQP
 from hostagent.qp import QPConfig, WriteDone
+from hostagent.rocev2 import RoceQP
 
 from .simnet import Link, PathModel, SimNet
 
@@ -133,3 +134,19 @@ def test_a_silent_peer_gets_one_resend_per_timer_pass_not_the_whole_window():
     assert a.counters.timeouts > 32 * 5, "every packet counts its timeouts"
     assert a.counters.retransmits == 5, a.counters
     assert end <= 4 * 0.002 + 0.004 + 0.008 + 1e-6, end
+
+
+def test_rocev2_keeps_karns_rule():
+    """RoCEv2's real headers carry no send time: an ACK for a resent packet cannot say which
+    copy it answers, so the baseline takes no RTT sample from it and tells no spurious
+    timeout (the testbed's shared header would let it: that would be MRC's echo, not RoCE)."""
+    cfg = QPConfig(mss=256, init_cwnd=8 * 1024, max_cwnd=32 * 1024, timeout=0.002)
+    bufs = bytearray(256), bytearray(256)
+    a, b = RoceQP(1, 2, memoryview(bufs[0]), cfg, 7), RoceQP(2, 1, memoryview(bufs[1]), cfg, 8)
+    net = SimNet(a, b, seed=7)
+    for side in ("a", "b"):
+        net.paths[(side, 0)] = PathModel(latency=5e-3, jitter=0.0)
+    a.post_write(0, memoryview(bytes(256)), 0, None, 0.0, peer=1)
+    net.run(lambda: done(a))
+    assert a.counters.timeouts >= 1
+    assert a.cc.srtt is None and a.counters.spurious_timeouts == 0
