@@ -10,8 +10,11 @@ their offset in the registered buffer, WRITE_WITH_IMM completing only when every
 of the connection landed, ACK generation, the retransmission timer with linear then
 exponential backoff of the spec (timeout, retry.linear_cnt, retry.exp_cnt: a packet's
 consecutive *timeouts* count, reset whenever the QP makes progress; resends after a NACK or a
-trim are not timeouts), and per-message statistics. `MrcQP` (mrc.py) and
-`RoceQP` (rocev2.py) add what differs: path choice, loss reaction, receive order.
+trim are not timeouts), and per-message statistics. Every ACK is an RTT sample (it echoes the
+send time of the copy that triggered it, resent or not; `karn`), the timeout is at least srtt
++ 4 rttvar, and a timer that comes due after the timeout rose, or after its path delivered,
+starts again: a path whose RTT exceeds the configured timeout converges (issue 9). `MrcQP`
+(mrc.py) and `RoceQP` (rocev2.py) add what differs: path choice, loss reaction, receive order.
 """
 from __future__ import annotations
 
@@ -130,6 +133,8 @@ class QPCounters:
     tail_probes: int = 0  # MRC: tail-loss probes sent (recovery.py)
     rack_losses: int = 0  # MRC: losses found by RACK, before the ACK timeout
     stalls: int = 0  # MRC: timeout bursts taken for a host stall (evs.py)
+    spurious_timeouts: int = 0  # timeouts whose packet's earlier copy was acknowledged after
+    rearmed: int = 0  # timers restarted when due: the timeout rose, or the path delivered, since
 
 
 @dataclass(slots=True)  # one per write, one Packet per packet: slots make both cheaper
@@ -156,6 +161,8 @@ class Packet:
     timeouts: int = 0  # consecutive timeouts (only timeouts; reset when the QP progresses)
     epoch: int = 0  # the QP's progress count when `timeouts` was last counted
     deadline: float = 0.0
+    clock: float = 0.0  # when its timer started: its last send, or its last timeout if held
+    timed_out_at: float = -1.0  # when it last timed out (its ACK may show that was spurious)
 
 
 def us_clock(now: float) -> int:
@@ -165,6 +172,11 @@ def us_clock(now: float) -> int:
 
 class QueuePair:
     """Both directions of one connection: outgoing writes and incoming ones from the peer."""
+
+    # The ACK's echo of the triggering copy's send time is an RTT sample even for a resent
+    # packet, and tells a spurious timeout (MRC, as UET's ACKs). True: Karn's rule instead, for
+    # a transport whose real headers carry no send time (RoCEv2's BTH/AETH).
+    karn = False
 
     def __init__(self, qpn: int, peer_qpn: int, buffer: memoryview, cfg: QPConfig,
                  cc: NsccCC | DcqcnCC, seed: int) -> None:
@@ -231,14 +243,14 @@ class QueuePair:
     def _send_packet(self, p: Packet, now: float, base: float) -> None:
         """Send `p` now; `base` is `_timeout()`, which the caller computes once per poll."""
         sends = p.sends = p.sends + 1
-        p.sent_at = now
+        p.sent_at = p.clock = now
         order = self._send_order
         if sends > 1:
             del order[p.psn]
         order[p.psn] = None
         if p.epoch != self._progress:
             p.timeouts, p.epoch = 0, self._progress
-        cfg = self.cfg
+        cfg = self.cfg  # _expiry inlined (a send is its timer's start): asked for every packet
         p.deadline = deadline = now + (base if p.timeouts <= cfg.linear_cnt
                                        else retry_interval(cfg, p.timeouts, base))
         heapq.heappush(self._timers, (deadline, p.psn, sends))
@@ -250,6 +262,18 @@ class QueuePair:
         if sends > 1:
             counters.retransmits += 1
             p.msg.stats.retransmits += 1
+
+    def _expiry(self, p: Packet, base: float) -> float:
+        """When `p` times out: the retry schedule's interval from `base` (`_timeout()`), counted
+        from its timer's start or from the last sign of life of its path, whichever is later."""
+        cfg = self.cfg
+        start = max(p.clock, self._heard_on(p.ev))
+        return start + (base if p.timeouts <= cfg.linear_cnt
+                        else retry_interval(cfg, p.timeouts, base))
+
+    def _arm(self, p: Packet, base: float) -> None:
+        p.deadline = deadline = self._expiry(p, base)
+        heapq.heappush(self._timers, (deadline, p.psn, p.sends))
 
     def _timeout(self) -> float:
         """The configured timeout, or more when the measured RTT needs it: emulated hosts share
@@ -329,15 +353,28 @@ class QueuePair:
             self._flush_ack(now, force=True)
         if self._pace_wait is not None and now >= self._pace_wait:
             self._pace_wait = None
+        base = None
         while self._timers and self._timers[0][0] <= now:
             _, psn, sends = heapq.heappop(self._timers)
             p = self._inflight.get(psn)
             if p is None or p.sends != sends:
                 continue  # acked or resent since
-            self.counters.timeouts += 1
             if p.epoch != self._progress:
                 p.timeouts, p.epoch = 0, self._progress
+            if base is None:
+                base = self._timeout()
+            if self._expiry(p, base) > now:
+                # The RTT estimate rose, or its path delivered, since its timer started: it is
+                # not late by what the QP now knows (TCP restarts its one timer at every ACK
+                # that brings news, RFC 6298 5.3). Without this, a window sent before the
+                # first RTT samples showed a queue longer than the timeout all timed out,
+                # and was all resent, while its first packets' ACKs were arriving.
+                self._arm(p, base)
+                self.counters.rearmed += 1
+                continue
+            self.counters.timeouts += 1
             p.timeouts += 1
+            p.timed_out_at = now
             if retries_exhausted(self.cfg, p.timeouts):
                 self._fail(f"PSN {psn} unacknowledged after {p.timeouts} timeouts in a row "
                            f"({p.sends} sends, last on EV {p.ev})")
@@ -437,10 +474,21 @@ class QueuePair:
             if psn in self._inflight:
                 newly.append(psn)
             bitmap ^= bit
-        rtt = None
+        # The ACK echoes the send time of the very copy that triggered it: its RTT is a valid
+        # sample even when that packet was sent more than once (Karn's rule is for ACKs that
+        # cannot say which copy they answer; RFC 7323's timestamps lift it the same way). With
+        # Karn's rule, a queue longer than the timeout made every packet a resend, no sample
+        # survived, the timeout never rose, and the QP failed (bench/agent.py, one path).
+        rtt = ((us_clock(now) - h.ts) & 0xFFFFFFFF) / 1e6
         trigger = self._inflight.get(h.imm)
-        if trigger is not None and trigger.sends == 1:
-            rtt = ((us_clock(now) - h.ts) & 0xFFFFFFFF) / 1e6
+        # the copy it echoes was sent before that packet last timed out (in whole us: a resend
+        # leaves at the instant of its timeout): the timeout was spurious (RFC 3522, Eifel
+        # detection, by the same timestamps)
+        spurious = trigger is not None and trigger.timed_out_at >= 0 and not self.karn and \
+            0 < (us_clock(trigger.timed_out_at) - h.ts) & 0xFFFFFFFF < 1 << 31
+        sample: float | None = rtt
+        if self.karn and (trigger is None or trigger.sends > 1):
+            sample = None
         acked = 0
         for psn in newly:
             acked += self._ack_packet(psn, now)
@@ -448,8 +496,11 @@ class QueuePair:
             self._progress += 1
         self._lowest_unacked = max(self._lowest_unacked, h.psn)
         self._on_path_feedback(h.ev, now, bool(h.flags & wire.ECN))
-        self.cc.on_ack(now, acked, rtt, bool(h.flags & wire.ECN))
-        self._after_ack(h, now)
+        self.cc.on_ack(now, acked, sample, bool(h.flags & wire.ECN))
+        if spurious and trigger is not None:
+            self.counters.spurious_timeouts += 1
+            self._spurious_timeout(trigger, now - rtt, now)
+        self._after_ack(h, now, trigger, rtt)
 
     def _ack_packet(self, psn: int, now: float) -> int:
         p = self._inflight.pop(psn)
@@ -496,6 +547,11 @@ class QueuePair:
     def _prev_on_path(self, p: Packet) -> int:
         return wire.NO_PSN
 
+    def _heard_on(self, ev: int) -> float:
+        """When an ACK last came back for a packet sent on `ev` (timers count from then too,
+        qp.py); -1: timers count from the send alone (the RoCEv2 baseline)."""
+        return -1.0
+
     def _receive_data(self, h: wire.Header, payload: memoryview, now: float,
                       ecn: bool) -> None:
         raise NotImplementedError
@@ -517,8 +573,14 @@ class QueuePair:
     def _on_path_feedback(self, ev: int, now: float, ecn: bool) -> None:
         """An ACK came back for a packet sent on `ev`, CE-marked or not."""
 
-    def _after_ack(self, h: wire.Header, now: float) -> None:
-        pass
+    def _after_ack(self, h: wire.Header, now: float, trigger: Packet | None,
+                   rtt: float) -> None:
+        """After an ACK: `trigger` is the packet whose copy triggered it (None: acknowledged
+        before), `rtt` that copy's RTT."""
+
+    def _spurious_timeout(self, p: Packet, sent: float, now: float) -> None:
+        """`p` timed out, but its copy sent at `sent` (before the timeout) arrived: the path
+        delivers, late (its RTT is already in the estimate: every ACK is a sample)."""
 
     def _extra_deadline(self) -> float | None:
         return None

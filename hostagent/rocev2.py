@@ -29,6 +29,8 @@ def dcqcn(cfg: QPConfig) -> DcqcnCC:
 
 
 class RoceQP(QueuePair):
+    karn = True  # a RoCEv2 ACK (AETH) cannot say which copy of a resent packet it answers
+
     def __init__(self, qpn: int, peer_qpn: int, buffer: memoryview, cfg: QPConfig,
                  seed: int) -> None:
         super().__init__(qpn, peer_qpn, buffer, cfg, dcqcn(cfg), seed)
