@@ -185,7 +185,7 @@ def main() -> int:
     controls: dict[tuple[str, str, int], dict] = {}
     rows = []
     print(f"results: {out}", flush=True)
-    print(f"{'experiment':<18}{'transport':<8}{'seed':>5}{'whole':>8}{'window':>8}"
+    print(f"{'experiment':<22}{'transport':<8}{'seed':>5}{'whole':>8}{'window':>8}"
           f"{'after':>8}{'n win':>6}{'failed':>7}{'retx':>7}{'t/o':>5}  fidelity "
           f"(fault/control)  extra", flush=True)
     for name in args.experiments:
@@ -227,7 +227,7 @@ def main() -> int:
                               f"(n={m['n_window']})" if m["cct_before"] and m["cct_window"]
                               else "no iterations before or during")
                     extra += ("; " if extra else "") + victim
-                print(f"{name:<18}{transport:<8}{seed:>5}{_ratio(m['ratio_whole']):>8}"
+                print(f"{name:<22}{transport:<8}{seed:>5}{_ratio(m['ratio_whole']):>8}"
                       f"{_ratio(m['ratio_window']):>8}{_ratio(m['ratio_after']):>8}"
                       f"{m['n_window']:>6}{m['failed_qps']:>7}{m['retransmits']:>7}"
                       f"{m['timeouts']:>5}  {m['fidelity']}/{(base or {}).get('fidelity', '-')}"

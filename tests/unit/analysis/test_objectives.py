@@ -86,6 +86,18 @@ def test_goodput_in_the_window_is_a_share_of_the_control_run():
     assert pre.value == pytest.approx(0.5, abs=0.01) and "before the first fault" in pre.measured
 
 
+def test_a_share_just_under_its_limit_is_not_shown_as_the_limit():
+    """94.6% against ">= 95%" printed as "95% ... fail" reads as a judge's bug: one decimal
+    where whole percent would round onto the limit."""
+    (share,) = O.evaluate([faulty()], [run(STEADY)], {"goodput_ratio": 0.45})
+    limit = share.value + 0.001
+    assert round(limit, 2) == round(share.value, 2)  # both print as the same whole percent
+    (close,) = O.evaluate([faulty()], [run(STEADY)], {"goodput_ratio": limit})
+    assert close.status == "fail"
+    assert close.measured.startswith(f"{share.value:.1%} "), close.measured
+    assert share.measured.startswith(f"{share.value:.0%} "), "far from the limit: whole percent"
+
+
 def test_the_window_ends_with_the_workload_when_the_fault_outlasts_it():
     """A fault undone after the last iteration ended: the window stops at the workload's
     end, or its idle tail would count as goodput lost to the fault."""
