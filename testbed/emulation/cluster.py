@@ -317,7 +317,7 @@ class ClusterNetwork(FabricNetwork):
     def session_of(self, node: str) -> ServerSession:
         return self.sessions[self.placement.server_of[node]]
 
-    def end_sid_counters(self) -> dict[tuple[str, IPv6Network], int]:
+    def end_sid_counters(self, progress: Progress) -> dict[tuple[str, IPv6Network], int]:
         """Packets through every router's End SIDs, each server reading its own routers."""
         out: dict[tuple[str, IPv6Network], int] = {}
         for routers in ask_all(self.sessions.values(), "end_sids").values():
@@ -325,7 +325,7 @@ class ClusterNetwork(FabricNetwork):
                 out.update({(router, IPv6Network(sid)): n for sid, n in sids.items()})
         return out
 
-    def probe_through_servers(self, job: ProbeJob) -> ProbeOutcome:
+    def probe_evs(self, job: ProbeJob, progress: Progress) -> ProbeOutcome:
         """Every EV probed by the agent of its source's server; every server reports what
         its hosts received; judged here as on one machine. Lost probes are resent for
         `job.retries` more rounds."""

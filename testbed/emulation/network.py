@@ -18,6 +18,7 @@ import threading
 import time
 import zlib
 from collections.abc import Callable
+from ipaddress import IPv6Network
 from pathlib import Path
 
 from mininet.link import Intf
@@ -32,6 +33,7 @@ from pyroute2.netlink.rtnl.ifinfmsg import ifinfmsg
 from testbed.emulation.monitor import Machine, MachineMonitor
 from testbed.emulation.nft_workers import NodeNft
 from testbed.emulation.port_counters import PortSample, read_node_ports
+from testbed.emulation.verify import ProbeJob, ProbeOutcome, probe_all, read_counters
 from testbed.errors import TestbedError
 from testbed.fabric.plan import FabricPlan, Link, Port
 from testbed.fabric.routes import node_configs
@@ -337,6 +339,16 @@ class FabricNetwork:
             handle = self.netlink(node)
             handle.ipr.link("set", index=handle.ifindex(port.ifname),
                             state="up" if up else "down")
+
+    # ---- verification: every EV probed, every End SID's counter read before and after ----
+    def probe_evs(self, job: ProbeJob, progress: Progress) -> ProbeOutcome:
+        """Every EV of `job` probed from its source host, over this machine's cores."""
+        return probe_all(job, progress)
+
+    def end_sid_counters(self, progress: Progress) -> dict[tuple[str, IPv6Network], int]:
+        """Packets through every router's End SIDs, read over this machine's cores."""
+        return read_counters([(r, self.pid(r), self.ifindex[r]) for r in self.plan.routers],
+                             progress)
 
     # ---- telemetry (from the sampler's thread) ----
     def sample_ports(self, queues: bool) -> dict[str, dict[str, PortSample]]:

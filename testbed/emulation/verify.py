@@ -21,8 +21,8 @@ import time
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from ipaddress import IPv6Address, IPv6Network
+from typing import Protocol
 
-from testbed.emulation.network import FabricNetwork
 from testbed.fabric import paths
 from testbed.fabric.paths import EV
 from testbed.fabric.plan import FabricPlan
@@ -315,16 +315,31 @@ def _router_counters(job: tuple[str, int, dict[str, int]]) -> dict[tuple[str, IP
         handle.close()
 
 
-def read_counters(network: FabricNetwork, progress: Progress) -> dict[tuple[str, IPv6Network], int]:
-    """Packets through every router's End SIDs, read over the cores."""
-    jobs = [(r, network.pid(r), network.ifindex[r]) for r in network.plan.routers]
+def read_counters(jobs: list[tuple[str, int, dict[str, int]]],
+                  progress: Progress) -> dict[tuple[str, IPv6Network], int]:
+    """Packets through every router's End SIDs (each job: router, pid, its ifindexes), read
+    over the cores."""
     out: dict[tuple[str, IPv6Network], int] = {}
     for counters in parallel_map(_router_counters, jobs, progress, "counters"):
         out.update(counters)
     return out
 
 
-def verify(network: FabricNetwork, progress: Progress) -> VerifyReport:
+class Network(Protocol):
+    """What verification asks of a network: it probes and counts where its nodes are, over
+    this machine's cores (network.py) or through its servers' agents (cluster.py)."""
+
+    plan: FabricPlan
+    ifindex: dict[str, dict[str, int]]
+
+    def pid(self, name: str) -> int: ...
+
+    def probe_evs(self, job: ProbeJob, progress: Progress) -> ProbeOutcome: ...
+
+    def end_sid_counters(self, progress: Progress) -> dict[tuple[str, IPv6Network], int]: ...
+
+
+def verify(network: Network, progress: Progress) -> VerifyReport:
     plan = network.plan
     cfg = plan.scenario.verify
     evs, scope = select_evs(plan)
@@ -333,13 +348,9 @@ def verify(network: FabricNetwork, progress: Progress) -> VerifyReport:
                for h in plan.hosts for p in range(plan.planes)}
     job = ProbeJob(plan, {h: network.pid(h) for h in plan.hosts}, ifindex, evs,
                    cfg.timeout, cfg.retries)
-    # the cluster mode's network probes through its servers' agents (cluster.py)
-    remote = getattr(network, "probe_through_servers", None)
-    counters = getattr(network, "end_sid_counters", None) or (lambda: read_counters(network,
-                                                                                     progress))
-    before = counters()
-    outcome = remote(job) if remote is not None else probe_all(job, progress)
-    after = counters()
+    before = network.end_sid_counters(progress)
+    outcome = network.probe_evs(job, progress)
+    after = network.end_sid_counters(progress)
 
     report = VerifyReport(scope, len(evs), sum(outcome.sent.values()), outcome.datagrams, 0.0,
                           routers_checked=len(plan.routers))
