@@ -103,6 +103,8 @@ def _route(route: Route, ifindex) -> rtmsg:
         attrs.append(("RTA_MULTIPATH", [
             {"oif": ifindex(h.ifname), "hops": 0, "attrs": [("RTA_GATEWAY", str(h.gateway))]}
             for h in route.nexthops]))
+    if route.source is not None:
+        attrs.append(("RTA_PREFSRC", str(route.source)))
     msg["attrs"] = attrs
     msg["header"]["type"] = RTM_NEWROUTE
     msg["header"]["flags"] = _NEW

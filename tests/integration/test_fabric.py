@@ -10,6 +10,7 @@ from pathlib import Path
 
 from testbed.emulation.verify import PROBE_PORT, verify
 from testbed.fabric.paths import ev
+from testbed.fabric.plan import block
 from testbed.kernel import netns
 from testbed.lifecycle.progress import Progress
 
@@ -104,6 +105,17 @@ def test_baseline_routes_are_ecmp_with_l4_hash(quickstart):
     assert routes.count("nexthop via") == 2 and "proto bgp" in routes
     assert leaf.cmd("sysctl -n net.ipv6.fib_multipath_hash_policy").strip() == "1"
     assert "1 received" in quickstart.node("h0").cmd("ping -c1 -W2 fd10:1:1::103")
+
+
+def test_a_hosts_usid_routes_name_its_source(quickstart):
+    """The kernel takes the route's source instead of choosing one per datagram (RFC 6724
+    over every address of the port), and it is the address that choice gave."""
+    host = quickstart.node("h0")
+    for plane in range(2):
+        own = quickstart.plan.srv6_address("h0", plane)
+        assert f"src {own} " in host.cmd(f"ip -6 route show {block(plane)}")
+        far = ev(quickstart.plan, "h0", "h3", plane, 0).address
+        assert f"src {own} " in host.cmd(f"ip -6 route get {far}")
 
 
 def test_end_sids_carry_the_next_csid_flavor(quickstart):

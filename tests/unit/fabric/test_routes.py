@@ -198,6 +198,10 @@ def test_host_config(quick):
         "fcbb:bb01::/32": ("srv6", [("fd20:1:1::2", "h1-eth1")]),
         "fd10:1::/32": ("plain", [("fd20:1:1::2", "h1-eth1")]),
     }
+    # MRC's one unbound socket: each plane's uSID route names the plane's own uSID address as
+    # the source, the one the kernel's per-datagram choice (longest match) would pick
+    assert {str(r.dst): str(r.source) for r in cfg.routes if r.source is not None} == {
+        "fcbb:bb00::/32": "fcbb:bb00:101::", "fcbb:bb01::/32": "fcbb:bb01:101::"}
     assert cfg.end_sids == (IPv6Network("fcbb:bb00:101::/48"), IPv6Network("fcbb:bb01:101::/48"))
 
 
