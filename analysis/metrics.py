@@ -82,9 +82,7 @@ def bandwidth(ccts: pd.DataFrame, world: int) -> pd.DataFrame:
 
 def nccl_rows(iterations: pd.DataFrame) -> list[nccl.Row]:
     """The rows of the nccl-tests table (mean over timed iterations), by `hostagent.nccl`."""
-    fields = IterationRecord.__dataclass_fields__
-    records = [IterationRecord(**{k: r[k] for k in fields})
-               for r in iterations.to_dict("records")]
+    records = IterationRecord.of_rows(iterations.to_dict("records"))
     return nccl.summarize(records, int(iterations["rank"].nunique()))
 
 

@@ -81,7 +81,7 @@ class RunView:
 
     @property
     def busbw(self) -> float:
-        """GB/s at the mean CCT of the timed iterations: nccl-tests' number (summary.txt's)."""
+        """GB/s at nccl-tests' time of the timed iterations (summary.txt's number)."""
         return metrics.nccl_rows(self.run.iterations)[0].busbw
 
     def percentiles(self) -> list[metrics.Percentile]:

@@ -3,8 +3,15 @@
 algbw = S / t with S the whole array in bytes (for all-gather and reduce-scatter too); busbw
 scales it by the share of the data each rank must move over its links, so that busbw of a good
 implementation is comparable with the link rate whatever the collective and world size
-(nccl-tests' doc/PERFORMANCE.md). t is the collective completion time (CCT): last rank's end
-minus first rank's start of one iteration. The emulated hosts share one machine's clock, so
+(nccl-tests' doc/PERFORMANCE.md).
+
+t in the table is nccl-tests' time: each rank times its loop of timed iterations from the
+moment the loop starts, divided by the iterations, and the ranks' times are averaged
+(`loop_time`). The collective completion time (CCT: last rank's end minus first rank's start of
+one iteration) is the per-iteration number the tails and fault windows use. Its mean is not t:
+iterations run back to back without a barrier, so when ranks drift apart consecutive iterations
+overlap, and a mean of CCTs counts the overlap twice (ref-64 at 63605f1: MRC read 72% of the
+ideal for iterations that completed at 88%). The emulated hosts share one machine's clock, so
 starts and ends of different ranks are comparable.
 """
 from __future__ import annotations
@@ -51,6 +58,26 @@ def cct(records: Iterable[IterationRecord]) -> dict[int, float]:
     return {it: last[it] - first[it] for it in sorted(first)}
 
 
+def loop_time(records: Iterable[IterationRecord]) -> float:
+    """nccl-tests' seconds per iteration, from every rank's records of the timed iterations of
+    one collective and size. nccl-tests starts every rank's timer after a barrier, runs the
+    iterations back to back and averages the ranks' elapsed times. Here the loop starts at the
+    earliest start of any rank (a rank that enters later pays for it, as a rank arriving late
+    at the barrier would make the others wait), and a rank's time leaves out its own gaps
+    between iterations: making and checking buffers, and `compute_gap`, which nccl-tests' loop
+    does not have."""
+    by_rank: dict[int, list[IterationRecord]] = defaultdict(list)
+    for r in records:
+        by_rank[r.rank].append(r)
+    if not by_rank:
+        raise ValueError("no iteration records")
+    begin = min(r.start for group in by_rank.values() for r in group)
+    per_rank = [min(r.start for r in group) - begin + sum(r.end - r.start for r in group)
+                for group in by_rank.values()]
+    iterations = {r.iteration for group in by_rank.values() for r in group}
+    return fmean(per_rank) / len(iterations)
+
+
 @dataclass(frozen=True)
 class Row:
     """One line of the table: one message size. `wrong` counts the rank-iterations whose result
@@ -62,7 +89,7 @@ class Row:
     count: int  # elements
     type: str
     redop: str
-    time_us: float  # mean CCT of the timed (non-warmup) iterations
+    time_us: float  # nccl-tests' time of the timed (non-warmup) iterations: loop_time
     algbw: float  # GB/s
     busbw: float  # GB/s
     wrong: int
@@ -88,10 +115,10 @@ def summarize(records: Iterable[IterationRecord], world: int) -> list[Row]:
         if incomplete:
             raise ValueError(f"{kind} {size} B: iterations {incomplete} lack some of the "
                              f"{world} ranks")
-        timed = list(cct(r for r in group if not r.warmup).values())
+        timed = [r for r in group if not r.warmup]
         if not timed:
             raise ValueError(f"{kind} {size} B: no timed (non-warmup) iteration")
-        seconds = fmean(timed)
+        seconds = loop_time(timed)
         rows.append(Row(kind, size, size // DTYPE.itemsize, _TYPE_NAME, _REDOP[kind],
                         seconds * 1e6, algbw(size, seconds), busbw(kind, world, size, seconds),
                         sum(not r.verified for r in group)))

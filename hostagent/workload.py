@@ -23,8 +23,9 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -148,6 +149,13 @@ class IterationRecord:
     bytes: int  # size of the whole array (nccl-tests' size)
     verified: bool
     error: str | None
+
+    @classmethod
+    def of_rows(cls, rows: Iterable[Mapping[str, Any]]) -> list[IterationRecord]:
+        """Records from table rows (iterations.parquet's, or result.json's), extra columns
+        such as `host` left out."""
+        names = cls.__dataclass_fields__
+        return [cls(**{k: row[k] for k in names}) for row in rows]
 
 
 @dataclass(frozen=True)

@@ -117,8 +117,7 @@ def collect(out: Path, results_dir: Path, outcomes: list[AgentOutcome], scenario
         frames["messages"]["evs_used"] = frames["messages"]["evs_used"].apply(list)
     for name, frame in frames.items():
         frame.to_parquet(results_dir / table_file(name), index=False)
-    records = [IterationRecord(**{k: r[k] for k in IterationRecord.__dataclass_fields__})
-               for r in iterations]
+    records = IterationRecord.of_rows(iterations)
     world = len(scenario.rank_hosts())
     # an agent that failed reported none or part of its iterations: the table counts only
     # iterations every rank completed (the run then fails, naming the agent)

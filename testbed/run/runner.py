@@ -15,6 +15,8 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from hostagent import nccl
+from hostagent.workload import IterationRecord
 from runcontract import CPU_COLUMNS, LINK_GAP_COLUMNS, BackgroundWindow, table_file
 from testbed.emulation.background import BackgroundTraffic
 from testbed.emulation.capture import Captures, port_of
@@ -314,14 +316,15 @@ def _judge(monitor: FidelityMonitor, sampler: Sampler, lags: list[fidelity.Agent
 
 
 def _dilation_line(scenario: Scenario, iterations) -> str:
-    """With fabric.real_rate: the time-dilation factor and the timed iterations' mean time as
-    emulated and at the real rate (the report's summary scales the CCT tail too)."""
+    """With fabric.real_rate: the time-dilation factor and the timed iterations' time (the
+    table's, nccl-tests') as emulated and at the real rate (the report's summary scales the CCT
+    tail too)."""
     factor = budget.dilation(scenario)
     if factor is None:
         return ""
     timed = iterations[~iterations["warmup"].astype(bool) & iterations["start"].notna()]
-    per = timed.groupby("iteration").agg(start=("start", "min"), end=("end", "max"))
-    mean = float((per["end"] - per["start"]).mean()) if len(per) else float("nan")
+    records = IterationRecord.of_rows(timed.to_dict("records"))
+    mean = nccl.loop_time(records) if records else float("nan")
     return (f"# Time dilation: {factor:,.0f}x (fabric.real_rate "
             f"{format_rate(scenario.fabric.real_rate or 0)} / host links "
             f"{format_rate(scenario.fabric.host_link.rate)}): mean time {mean * 1e6:.0f} us "

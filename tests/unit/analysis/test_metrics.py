@@ -49,8 +49,7 @@ def test_cct_is_last_end_minus_first_start_like_nccl():
     c = M.cct(it, t0=0.0)
     assert c["cct"].tolist() == pytest.approx([1.0, 2.0, 4.0])
     assert c["warmup"].tolist() == [True, False, False]
-    records = [IterationRecord(**{k: r[k] for k in IterationRecord.__dataclass_fields__})
-               for r in it.to_dict("records")]
+    records = IterationRecord.of_rows(it.to_dict("records"))
     assert c["cct"].tolist() == pytest.approx(list(nccl.cct(records).values()))
 
 
@@ -62,10 +61,12 @@ def test_busbw_factors(kind: str, factor: float):
     assert c["busbw"].tolist() == pytest.approx([0.008 * factor, 0.004 * factor])
 
 
-def test_nccl_rows_use_the_mean_time_of_timed_iterations():
+def test_nccl_rows_use_nccl_tests_time_of_timed_iterations():
     (row,) = M.nccl_rows(_iterations([9.0, 1.0, 3.0]))  # warmup 9 s left out
-    assert row.time_us == pytest.approx(2e6)
-    assert row.busbw == pytest.approx(1_000_000 / 2 / 1e9 * 2 * 1 / 2)
+    # the loop starts at 10.0: rank 0 spends 0.5 + 1.5 s in it, rank 1 0.01 s late and
+    # 0.99 + 2.99 s: (2.0 + 3.99) / 2 ranks / 2 iterations
+    assert row.time_us == pytest.approx(1.4975e6)
+    assert row.busbw == pytest.approx(1_000_000 / 1.4975 / 1e9 * 2 * 1 / 2)
 
 
 def test_ideal_busbw_all_planes_for_mrc_one_per_qp_for_rocev2():
@@ -246,7 +247,7 @@ def test_dilation_scales_times_by_the_real_over_the_emulated_rate():
               "mrc")
     assert f.dilation() == 40_000
     assert facts(parse("name: d\n", "t"), "mrc").dilation() is None
-    it = _iterations([9.0, 1.0, 3.0])  # timed: 1 s and 3 s, mean 2 s
+    it = _iterations([9.0, 1.0, 3.0], world=1)  # timed: 1 s and 3 s, 2 s each on average
     view = SimpleNamespace(run=SimpleNamespace(facts=f, iterations=it), label="mrc",
                            percentiles=lambda: M.percentiles(np.array([1.0, 3.0])))
     text = summary.dilation([view])

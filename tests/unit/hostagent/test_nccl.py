@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from hostagent.nccl import Row, algbw, bus_factor, busbw, cct, format_table, summarize
+from hostagent.nccl import Row, algbw, bus_factor, busbw, cct, format_table, loop_time, summarize
 from hostagent.workload import IterationRecord
 
 
@@ -49,9 +49,28 @@ def test_summarize_hand_example():
     [row] = summarize(RECORDS, world=2)
     assert (row.collective, row.size, row.count, row.type, row.redop, row.wrong) == (
         "all_reduce", 10**6, 250_000, "float", "sum", 1)
-    assert row.time_us == pytest.approx(5000)  # mean of 4 and 6 ms; warmup left out
-    assert row.algbw == pytest.approx(0.2)  # 1e6 B / 5 ms
-    assert row.busbw == pytest.approx(0.2)  # x 2(2-1)/2
+    # the loop starts at 1.0; rank 0 spends 3 + 6 ms in it, rank 1 1 ms late + 3 + 4 ms:
+    # (9 + 8) / 2 ranks / 2 iterations; warmup left out
+    assert row.time_us == pytest.approx(4250)
+    assert row.algbw == pytest.approx(1e6 / 4.25e-3 / 1e9)
+    assert row.busbw == pytest.approx(row.algbw)  # x 2(2-1)/2
+
+
+def test_loop_time_counts_the_overlap_of_drifting_ranks_once():
+    """Rank 1 runs 5 s behind rank 0 throughout: two iterations of 10 s each end at 25 s.
+    Each CCT is 15 s (rank 0's start to rank 1's end), yet the loop took 20 and 25 s."""
+    drifting = [record(0, 0, 0.0, 10.0), record(1, 0, 5.0, 15.0),
+                record(0, 1, 10.0, 20.0), record(1, 1, 15.0, 25.0)]
+    assert cct(drifting) == pytest.approx({0: 15.0, 1: 15.0})
+    assert loop_time(drifting) == pytest.approx((20.0 + 25.0) / 2 / 2)
+
+
+def test_loop_time_leaves_out_each_ranks_gaps_between_iterations():
+    """Making and checking buffers (here 2 s on rank 0, 1 s on rank 1) is outside nccl-tests'
+    timed loop; a rank that starts late still counts from the loop's start."""
+    gaps = [record(0, 0, 0.0, 4.0), record(1, 0, 1.0, 4.0),
+            record(0, 1, 6.0, 10.0), record(1, 1, 5.0, 10.0)]
+    assert loop_time(gaps) == pytest.approx(((4 + 4) + (1 + 3 + 5)) / 2 / 2)
 
 
 def test_summarize_one_row_per_size_in_order():
@@ -95,7 +114,7 @@ def test_format_table_from_records():
     text = format_table(summarize(RECORDS, world=2), transport="rocev2", world=2)
     assert text.splitlines()[0] == "# all_reduce over rocev2, 2 ranks"
     assert text.splitlines()[4] == (
-        "     1000000        250000     float     sum   5000.0    0.2000    0.2000       1")
+        "     1000000        250000     float     sum   4250.0    0.2353    0.2353       1")
     assert "# Wrong results        : 1 FAILED" in text
 
 
