@@ -12,6 +12,10 @@
    each delivered packet cost: the senders' and receivers' processes (iperf3's own report; the
    agents' from their start to their end) plus the machine's softirq time over the same
    interval (forwarding through the emulated hops; machine-wide, so others' work adds to it).
+   `kernel bound`: the ratio the agent would reach if its user-space time were nil: iperf3's
+   whole CPU per packet over the agent's kernel part alone (its system time, mostly
+   sendmmsg/recvmmsg carrying its data and ACK packets through the hops, plus softirq). Below
+   1.0x, no change to the agent's Python can reach iperf3 on this machine.
 2. Ring all-reduce busbw against the ideal (planes used x host link rate) on quickstart (links
    at 25 Mbit/s, a rate the agents sustain; 4096 B packets), for both transports.
 
@@ -132,12 +136,15 @@ def main() -> None:
               f"{r['pps'] / base:>10.2f}x{r['proc_us'] + r['softirq_us']:>9.1f} ="
               f"{r['proc_us']:>5.1f} +{r['softirq_us']:>5.1f}   "
               f"(iperf3 loss {r['lost_percent']:.0f}%)")
+    iperf3_us = refs["iperf3 UDP, one way"]["proc_us"] + refs["iperf3 UDP, one way"]["softirq_us"]
     for t, r in results.items():
+        kernel_us = r["proc_us"] * r["kernel"] + r["softirq_us"]
         print(f"   {'agent ' + t:<32}{r['goodput_mbps']:>8.1f} Mb/s"
               f"{r['pps']:>12,.0f}{r['pps'] / base:>10.2f}x"
               f"{r['proc_us'] + r['softirq_us']:>9.1f} ={r['proc_us']:>5.1f} +"
               f"{r['softirq_us']:>5.1f}   ({r['retransmits']} retransmissions, every byte "
-              f"verified; agents' CPU {r['kernel']:.0%} in the kernel)")
+              f"verified; agents' CPU {r['kernel']:.0%} in the kernel; kernel bound "
+              f"{iperf3_us / kernel_us:.2f}x)")
 
     print("\n2. ring all-reduce busbw against the ideal (scenarios/quickstart.yaml)")
     sc = scenario_mod.load(BUSBW)[0]

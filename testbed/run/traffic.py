@@ -367,9 +367,11 @@ def roce_spine(network: FabricNetwork, host: str, peer: str, plane: int, sport: 
 
 
 def add_roce_spines(network: FabricNetwork, out: Path, configs: dict[str, AgentConfig]) -> None:
-    """Write into each agent's paths.json (in the results) the spine each of its RoCEv2 QPs
-    crossed (the agents know their plane and UDP source port, not the fabric's hash). One QP
-    at a time, so that each probe burst is the only traffic the spines see."""
+    """Write into each agent's paths.json (in the results) the spine each of its RoCEv2 QPs that
+    sent data crossed (the agents know their plane and UDP source port, not the fabric's hash).
+    One QP at a time, so that each probe burst is the only traffic the spines see. A QP that
+    sent nothing has no spine: a ring uses 2 of a rank's peers, and probing all of ref-64's
+    16,128 QPs took 50 s after the workload had ended."""
     for host, cfg in configs.items():
         path = out / host / "paths.json"
         if not path.exists():
@@ -377,6 +379,6 @@ def add_roce_spines(network: FabricNetwork, out: Path, configs: dict[str, AgentC
         report = json.loads(path.read_text())
         peers = {p.rank: p.host for p in cfg.peers}
         for q in report.get("qps", []):
-            if q.get("plane") is not None and q.get("sport") is not None:
+            if q.get("plane") is not None and q.get("sport") is not None and q.get("data_sent"):
                 q["spine"] = roce_spine(network, host, peers[q["peer"]], q["plane"], q["sport"])
         path.write_text(json.dumps(report))

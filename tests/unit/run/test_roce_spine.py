@@ -7,10 +7,13 @@ h0's plane-0 port down for 10 s)."""
 from __future__ import annotations
 
 import errno
+import json
+from pathlib import Path
+from types import SimpleNamespace
 
 from testbed import scenario
 from testbed.fabric.plan import make_plan
-from testbed.run.traffic import PATH_PROBES, roce_spine
+from testbed.run.traffic import PATH_PROBES, add_roce_spines, roce_spine
 
 
 class FakeNetwork:
@@ -51,3 +54,20 @@ def test_a_host_that_cannot_send_has_no_spine_rather_than_an_error():
     net = FakeNetwork(lands_on=0, refuse=OSError(errno.ENETUNREACH, "Network is unreachable"))
     host, peer = _cross_leaf_pair(net.plan)
     assert roce_spine(net, host, peer, 0, 12345) is None
+
+
+def test_only_the_qps_that_sent_data_are_probed(tmp_path: Path):
+    """A ring uses 2 of a rank's peers: its idle QPs get no spine and cost no probes."""
+    net = FakeNetwork(lands_on=1)
+    host, peer = _cross_leaf_pair(net.plan)
+    (tmp_path / host).mkdir()
+    qps = [{"peer": 1, "plane": 0, "sport": 1000 + k, "data_sent": sent}
+           for k, sent in enumerate((5, 0, 7))]
+    (tmp_path / host / "paths.json").write_text(json.dumps({"qps": qps}))
+    cfg = SimpleNamespace(peers=[SimpleNamespace(rank=1, host=peer)])
+    add_roce_spines(net, tmp_path, {host: cfg})
+    report = json.loads((tmp_path / host / "paths.json").read_text())
+    spines = [q.get("spine") for q in report["qps"]]
+    assert spines == [net.plan.nodes[net.plan.spines[0][1]].index, None,
+                      net.plan.nodes[net.plan.spines[0][1]].index]
+    assert sum(net.counts.values()) == 2 * PATH_PROBES
