@@ -1,5 +1,11 @@
 """Telemetry of every port while the workload runs: counters sampled on a fixed period.
 
+The period is the scenario's `telemetry.period`, or by default 10 Hz stretched until a sweep
+over every port takes at most SWEEP_BUDGET of a core (measured once before the traffic):
+the sampler shares the cores with the agents, and on ref-64 (112 nodes, 30-67 ms a sweep) the
+fixed 0.25 s it had took 27% of a core, 14% of the run's CPU, enough to tip MRC at 1 Mbit/s
+over the fidelity monitor's 90% bound.
+
 The network reads its nodes' ports (`FabricNetwork.sample_ports`; in the cluster mode each
 server's agent reads its own, all servers at once): interface counters from
 /proc/<pid>/net/dev, about 50 microseconds a node; queue drops and backlog (the byte FIFO
@@ -21,21 +27,22 @@ import time
 
 from testbed.emulation.network import FabricNetwork
 
-QUEUE_BUDGET = 0.1  # share of one core the queue statistics may take
+SWEEP_BUDGET = 0.05  # share of one core the port sweeps may take (a default period stretches)
+QUEUE_BUDGET = 0.05  # share of one core the queue statistics may take
 _QUEUE_FIELDS = ("ecn_marked", "trimmed", "bpf_dropped", "vq_bytes")
 _FIELDS = ("rx_bytes", "rx_packets", "rx_errors", "rx_drop", "tx_bytes", "tx_packets",
            "tx_errors", "tx_drop")
 
 
-def default_period(nodes: int) -> float:
-    """10 Hz on small fabrics; slower where a sample costs more than the fabric can spare."""
-    return 0.1 if nodes <= 40 else 0.25 if nodes <= 120 else 0.5
+DEFAULT_PERIOD = 0.1  # s: 10 Hz, where a sweep costs little (quickstart: about 3 ms)
 
 
 class Sampler:
-    def __init__(self, network: FabricNetwork, period: float) -> None:
+    def __init__(self, network: FabricNetwork, period: float | None) -> None:
+        """`period`: the scenario's, kept as given; None: DEFAULT_PERIOD, stretched by cost."""
         self.network = network
-        self.period = period
+        self.period = DEFAULT_PERIOD if period is None else period
+        self._stretch = period is None
         plan = network.plan
         links = plan.link_by_ports
         self._ports = {name: {p.ifname: links[(name, p.ifname)] for p in plan.ports(name)}
@@ -51,6 +58,15 @@ class Sampler:
     def start(self) -> None:
         self._thread.start()
 
+    def _fit_period(self) -> None:
+        """Stretch a default period to what a sweep costs here. The first read opens this
+        thread's netlink sockets in every node and costs more than the sweeps will; the second
+        is timed. Neither makes rows: the traffic has not started."""
+        self.network.sample_ports(False)
+        t0 = time.thread_time()
+        self.network.sample_ports(False)
+        self.period = max(self.period, (time.thread_time() - t0) / SWEEP_BUDGET)
+
     def stop(self) -> None:
         self._stop.set()
         self._thread.join()
@@ -58,6 +74,8 @@ class Sampler:
     def _run(self) -> None:
         t_cpu = time.thread_time()
         try:
+            if self._stretch:
+                self._fit_period()
             next_at = time.monotonic()
             while not self._stop.is_set():
                 self._sample()

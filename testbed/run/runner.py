@@ -25,7 +25,7 @@ from testbed.emulation.cluster import preflight as cluster_preflight
 from testbed.emulation.fidelity import FidelityMonitor
 from testbed.emulation.injector import Injector
 from testbed.emulation.network import FabricNetwork
-from testbed.emulation.telemetry import Sampler, default_period
+from testbed.emulation.telemetry import Sampler
 from testbed.emulation.verify import verify
 from testbed.errors import EnvironmentProblem, TestbedError, VerificationFailed
 from testbed.fabric import budget
@@ -347,8 +347,7 @@ def _run_workload(network: FabricNetwork, results: RunResults, progress: Progres
     w = scenario.workload
     hosts = scenario.rank_hosts()
     out = results.dir / "agents"
-    period = scenario.telemetry.period or default_period(len(network.plan.nodes))
-    sampler = Sampler(network, period)
+    sampler = Sampler(network, scenario.telemetry.period)
     injector = Injector(network, scenario.faults, schedule(
         network.plan, scenario.faults, scenario.routing.convergence_delay))
     hosts_all = list(network.plan.hosts)
@@ -390,12 +389,13 @@ def _run_workload(network: FabricNetwork, results: RunResults, progress: Progres
                 results.meta["workload_start"], scheduled)]  # what ran, for the figures
         wall = (sampler.rows[-1]["time"] - sampler.rows[0]["time"]) if sampler.rows else 0.0
         results.meta["telemetry"] = {
-            "period_s": period, "samples": sampler.samples,
+            "period_s": sampler.period, "samples": sampler.samples,
             "queue_stats_every": sampler.queue_every, "cpu_seconds": round(sampler.cpu_seconds, 3),
             "cpu_share_of_one_core": round(sampler.cpu_seconds / wall, 4) if wall else None,
             "error": sampler.error}
-        lags = _agent_lags(out, outcomes, iterations, _bounds(scenario, period).port_queue_s)
-        verdict = _judge(monitor, sampler, lags, scenario, period,
+        lags = _agent_lags(out, outcomes, iterations,
+                           _bounds(scenario, sampler.period).port_queue_s)
+        verdict = _judge(monitor, sampler, lags, scenario, sampler.period,
                          results.meta.get("workload_start"))
         results.meta["fidelity"] = verdict.to_json()
         write_fidelity_tables(results.dir, monitor)

@@ -27,7 +27,7 @@ from hostagent.nic import FRAME_OVERHEAD
 from hostagent.qp import QPConfig, time_to_fail
 from hostagent.wire import HEADER_SIZE
 from testbed.emulation.network import FabricNetwork
-from testbed.emulation.telemetry import default_period
+from testbed.emulation.telemetry import DEFAULT_PERIOD
 from testbed.errors import TestbedError
 from testbed.fabric import paths
 from testbed.fabric.plan import FabricPlan
@@ -74,20 +74,20 @@ def agent_configs(plan: FabricPlan, scenario: Scenario, transport: str,
             scenario.qps_per_peer(transport), qp, mrc, workload, scenario.seed,
             str(out / "start"), str(out / host), timeout=deadline_for(scenario), gso=q.gso,
             nic=nic_limits(scenario), ev_sample_period=ev_sample_period(
-                scenario, transport, sum(len(p.evs) for p in peers), len(plan.nodes)))
+                scenario, transport, sum(len(p.evs) for p in peers)))
     return configs
 
 
 MAX_SAMPLED_EVS = 256  # per agent: beyond, the load over time costs the agents too much CPU
 
 
-def ev_sample_period(scenario: Scenario, transport: str, evs: int, nodes: int) -> float | None:
+def ev_sample_period(scenario: Scenario, transport: str, evs: int) -> float | None:
     """How often an MRC agent records each EV's load (the telemetry period), or None where it
     has more EVs than it can sample cheaply (ref-64: about 1,000 each): then only the final
     counters (paths.parquet) exist."""
     if transport != "mrc" or evs * scenario.qps_per_peer("mrc") > MAX_SAMPLED_EVS:
         return None
-    return scenario.telemetry.period or default_period(nodes)
+    return scenario.telemetry.period or DEFAULT_PERIOD
 
 
 def _denied(ev: paths.EV, denied) -> bool:

@@ -13,20 +13,24 @@ PLAN = make_plan(scenario.parse(
     "x"))
 
 
+def _spend(seconds: float) -> None:
+    t0 = time.thread_time()
+    while time.thread_time() - t0 < seconds:
+        pass
+
+
 class Ports:
     """A network as the sampler sees it: its plan and its ports' counters, 1 ms a sample with
-    queue statistics (a netlink dump's cost, on the sampler's own thread)."""
+    queue statistics (a netlink dump's cost, on the sampler's own thread), `sweep` s without."""
 
-    def __init__(self) -> None:
+    def __init__(self, sweep: float = 0.0) -> None:
         self.plan = PLAN
+        self.sweep = sweep
         self.asked: list[bool] = []
 
     def sample_ports(self, queues: bool) -> dict[str, dict[str, list]]:
         self.asked.append(queues)
-        if queues:
-            t0 = time.thread_time()
-            while time.thread_time() - t0 < 0.001:
-                pass
+        _spend(0.001 if queues else self.sweep)
         fifo = [10, 11] if queues else [None, None]
         bpf = {"marked": 1, "trimmed": 2, "dropped": 3, "queue": 4}
         return {name: {p.ifname: [list(range(8)), *fifo, bpf if router(name) else None,
@@ -61,6 +65,22 @@ def test_rows_from_the_networks_own_ports():
     assert all(r["time"] % 1000.0 == sorted(PLAN.nodes).index(r["node"]) for r in sampler.rows)
     host = next(r for r in sampler.rows if not router(r["node"]))
     assert host["ecn_marked"] is None and host["vq_bytes"] is None
-    # 1 ms of queue statistics against a tenth of a 2 ms period: every 5th sample
-    assert network.asked[0] and sampler.queue_every >= 5
+    # 1 ms of queue statistics against a twentieth of a 2 ms period: every 10th sample
+    assert network.asked[0] and sampler.queue_every >= 10
     assert not all(network.asked[1:-1]) and network.asked[-1]  # the last one has them again
+
+
+def test_a_default_period_stretches_to_the_sweeps_cost():
+    """10 ms of CPU a sweep against a twentieth of a core: 0.2 s, not 10 Hz; the two
+    measuring sweeps leave no row. A period the scenario gives is kept, whatever a sweep
+    costs."""
+    network = Ports(sweep=0.01)
+    sampler = Sampler(network, period=None)  # type: ignore[arg-type]
+    sampler.start()
+    sampler.stop()
+    assert 0.2 <= sampler.period < 0.3
+    assert sampler.samples == len(network.asked) - 2 and sampler.samples >= 1
+    given = Sampler(Ports(sweep=0.01), period=0.05)  # type: ignore[arg-type]
+    given.start()
+    given.stop()
+    assert given.period == 0.05
