@@ -202,21 +202,22 @@ def utilisation_heatmap(panels: list[tuple[str, pd.DataFrame, list]], bin_s: flo
 
 
 def busbw_bars(rows: pd.DataFrame, title: str) -> Figure:
-    """Bus bandwidth per series (`rows`: label, busbw and ideal in GB/s, `iterations` a list
-    of per-iteration busbw): bars at nccl-tests' value, each iteration as a dot, the ideal as a bold
-    line with its share."""
+    """Bus bandwidth per series (`rows`: label, busbw and ideal in GB/s, `ranks` each rank's
+    busbw at its own loop time, `iterations` how many were timed): bars at nccl-tests' value
+    (the ranks' mean time), each rank as a dot, the ideal as a bold line with its share."""
     fig, ax = plt.subplots(figsize=(max(3.6, 1.7 * len(rows)) + 1.6, 3.8))
-    peak = max(float(rows["ideal"].max()), float(rows["busbw"].max())) * 8e9
+    peak = max(float(rows["ideal"].max()), float(rows["busbw"].max()),
+               max(max(r) for r in rows["ranks"])) * 8e9
     div, unit = rate_unit(peak)
     scale = 8e9 / div
     for i, r in enumerate(rows.itertuples()):
         st = style(i)
         ax.bar(i, r.busbw * scale, width=0.6, color=st["color"], alpha=0.75,
                hatch=st["hatch"], edgecolor="black")
-        dots = np.asarray(r.iterations, dtype=float) * scale
+        dots = np.asarray(r.ranks, dtype=float) * scale
         jitter = np.linspace(-0.15, 0.15, dots.size) if dots.size > 1 else np.zeros(1)
-        ax.plot(i + jitter, dots, linestyle="none", marker=st["marker"], markersize=4,
-                color="black", markerfacecolor="white")
+        ax.plot(i + jitter, dots, linestyle="none", marker=st["marker"],
+                markersize=4 if dots.size <= 16 else 2.5, color="black", markerfacecolor="white")
         ax.hlines(r.ideal * scale, i - 0.38, i + 0.38, colors="black", linewidth=2.2)
         ax.annotate(f"ideal {r.ideal * scale:.3g} {unit}", (i, r.ideal * scale),
                     xytext=(0, 3), textcoords="offset points", ha="center", va="bottom",
@@ -224,8 +225,8 @@ def busbw_bars(rows: pd.DataFrame, title: str) -> Figure:
         ax.annotate(f"{r.busbw * scale:.3g} {unit}\n{r.busbw / r.ideal:.0%} of ideal",
                     (i, r.busbw * scale / 2), ha="center", va="center", fontsize=8,
                     bbox={"boxstyle": "round,pad=0.2", "fc": "white", "alpha": 0.9})
-    ax.set_xticks(range(len(rows)), [f"{r.label}\n(n={len(r.iterations)} iterations)"
-                                     for r in rows.itertuples()])
+    ax.set_xticks(range(len(rows)), [f"{r.label}\n(n={len(r.ranks)} ranks,\n"
+                                     f"{r.iterations} iterations)" for r in rows.itertuples()])
     ax.set_xlim(-0.6, len(rows) - 0.4)
     ax.set_ylabel(f"bus bandwidth ({unit})")
     ax.set_ylim(0, peak / div * 1.15)
@@ -234,7 +235,8 @@ def busbw_bars(rows: pd.DataFrame, title: str) -> Figure:
     ax.legend(handles=[plt.Line2D([], [], color="black", linewidth=2.2,
                                   label="ideal (injection rate)"),
                        plt.Line2D([], [], marker="o", color="black", markerfacecolor="white",
-                                  linestyle="none", label="one timed iteration")],
+                                  linestyle="none", label="one rank, at its own\ntime per "
+                                  "timed iteration")],
               loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0, fontsize=7)
     fig.tight_layout()
     return fig

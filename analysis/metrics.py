@@ -86,6 +86,16 @@ def nccl_rows(iterations: pd.DataFrame) -> list[nccl.Row]:
     return nccl.summarize(records, int(iterations["rank"].nunique()))
 
 
+def rank_busbw(iterations: pd.DataFrame) -> list[float]:
+    """Each rank's busbw (GB/s) at its own time in the timed loop (`hostagent.nccl.rank_times`,
+    rank order): the spread behind the table's one number, which is at the ranks' mean time."""
+    timed = iterations[~iterations["warmup"].astype(bool)]
+    records = IterationRecord.of_rows(timed.to_dict("records"))
+    world = int(iterations["rank"].nunique())
+    return [nccl.busbw(records[0].kind, world, records[0].bytes, seconds)  # type: ignore[arg-type]
+            for seconds in nccl.rank_times(records).values()]
+
+
 # ---- goodput over time ----------------------------------------------------------------------
 
 def deliveries(messages: pd.DataFrame, iterations: pd.DataFrame, t0: float) -> pd.DataFrame:

@@ -176,7 +176,8 @@ def utilisation_figure(views: list[RunView]) -> Figure:
 
 def busbw_figure(views: list[RunView]) -> Figure:
     rows = pd.DataFrame([{"label": v.label, "busbw": v.busbw, "ideal": v.ideal,
-                          "iterations": v.timed["busbw"].to_list()} for v in views])
+                          "ranks": metrics.rank_busbw(v.run.iterations),
+                          "iterations": len(v.timed)} for v in views])
     return figures.busbw_bars(rows, _title(views, "Bus bandwidth"))
 
 

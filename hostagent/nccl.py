@@ -6,13 +6,13 @@ implementation is comparable with the link rate whatever the collective and worl
 (nccl-tests' doc/PERFORMANCE.md).
 
 t in the table is nccl-tests' time: each rank times its loop of timed iterations from the
-moment the loop starts, divided by the iterations, and the ranks' times are averaged
-(`loop_time`). The collective completion time (CCT: last rank's end minus first rank's start of
-one iteration) is the per-iteration number the tails and fault windows use. Its mean is not t:
-iterations run back to back without a barrier, so when ranks drift apart consecutive iterations
-overlap, and a mean of CCTs counts the overlap twice (ref-64 at 63605f1: MRC read 72% of the
-ideal for iterations that completed at 88%). The emulated hosts share one machine's clock, so
-starts and ends of different ranks are comparable.
+moment the loop starts, divided by the iterations (`rank_times`), and the ranks' times are
+averaged (`loop_time`). The collective completion time (CCT: last rank's end minus first
+rank's start of one iteration) is the per-iteration number the tails and fault windows use.
+Its mean is not t: iterations run back to back without a barrier, so when ranks drift apart
+consecutive iterations overlap, and a mean of CCTs counts the overlap twice (ref-64 at
+63605f1: MRC read 72% of the ideal for iterations that completed at 88%). The emulated hosts
+share one machine's clock, so starts and ends of different ranks are comparable.
 """
 from __future__ import annotations
 
@@ -58,24 +58,28 @@ def cct(records: Iterable[IterationRecord]) -> dict[int, float]:
     return {it: last[it] - first[it] for it in sorted(first)}
 
 
-def loop_time(records: Iterable[IterationRecord]) -> float:
-    """nccl-tests' seconds per iteration, from every rank's records of the timed iterations of
-    one collective and size. nccl-tests starts every rank's timer after a barrier, runs the
-    iterations back to back and averages the ranks' elapsed times. Here the loop starts at the
-    earliest start of any rank (a rank that enters later pays for it, as a rank arriving late
-    at the barrier would make the others wait), and a rank's time leaves out its own gaps
-    between iterations: making and checking buffers, and `compute_gap`, which nccl-tests' loop
-    does not have."""
+def rank_times(records: Iterable[IterationRecord]) -> dict[int, float]:
+    """Each rank's seconds per iteration in nccl-tests' timed loop, from every rank's records
+    of the timed iterations of one collective and size. nccl-tests starts every rank's timer
+    after a barrier and runs the iterations back to back. Here the loop starts at the earliest
+    start of any rank (a rank that enters later pays for it, as a rank arriving late at the
+    barrier would make the others wait), and a rank's time leaves out its own gaps between
+    iterations: making and checking buffers, and `compute_gap`, which nccl-tests' loop does not
+    have."""
     by_rank: dict[int, list[IterationRecord]] = defaultdict(list)
     for r in records:
         by_rank[r.rank].append(r)
     if not by_rank:
         raise ValueError("no iteration records")
     begin = min(r.start for group in by_rank.values() for r in group)
-    per_rank = [min(r.start for r in group) - begin + sum(r.end - r.start for r in group)
-                for group in by_rank.values()]
-    iterations = {r.iteration for group in by_rank.values() for r in group}
-    return fmean(per_rank) / len(iterations)
+    iterations = len({r.iteration for group in by_rank.values() for r in group})
+    return {rank: (min(r.start for r in group) - begin + sum(r.end - r.start for r in group))
+            / iterations for rank, group in sorted(by_rank.items())}
+
+
+def loop_time(records: Iterable[IterationRecord]) -> float:
+    """nccl-tests' seconds per iteration: the ranks' times (`rank_times`) averaged."""
+    return fmean(rank_times(records).values())
 
 
 @dataclass(frozen=True)

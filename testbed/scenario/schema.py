@@ -324,7 +324,8 @@ class Telemetry(StrictModel):
     """Sampling of every port's counters during the workload (links.parquet)."""
 
     period: float | None = Field(None, ge=0.01, le=60, description="seconds between samples; "
-                                 "default 0.1 up to 40 nodes, 0.25 up to 120, else 0.5")
+                                 "default 0.1, longer where a sweep over every port costs "
+                                 "more than 5% of a core (measured at the start)")
 
 
 class Agents(StrictModel):

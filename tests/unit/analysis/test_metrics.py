@@ -69,6 +69,15 @@ def test_nccl_rows_use_nccl_tests_time_of_timed_iterations():
     assert row.busbw == pytest.approx(1_000_000 / 1.4975 / 1e9 * 2 * 1 / 2)
 
 
+def test_rank_busbw_is_each_ranks_own_loop_time_around_the_tables_number():
+    """Ranks 0 and 1 spend 1.0 and 1.995 s per timed iteration (see the test above): the
+    figure's dots, with the table's busbw at their mean time between them."""
+    it = _iterations([9.0, 1.0, 3.0])
+    assert M.rank_busbw(it) == pytest.approx([1_000_000 / 1.0 / 1e9, 1_000_000 / 1.995 / 1e9])
+    (row,) = M.nccl_rows(it)
+    assert min(M.rank_busbw(it)) < row.busbw < max(M.rank_busbw(it))
+
+
 def test_ideal_busbw_all_planes_for_mrc_one_per_qp_for_rocev2():
     """RoCEv2 runs one QP per plane by default (a NIC port each): its ideal is every plane;
     with fewer QPs than planes, only the planes its QPs use."""
