@@ -3,15 +3,15 @@
 The period is the scenario's `telemetry.period`, or by default 10 Hz stretched until a sweep
 over every port takes at most SWEEP_BUDGET of a core (measured once before the traffic):
 the sampler shares the cores with the agents, and on ref-64 (112 nodes, 30-67 ms a sweep) the
-fixed 0.25 s it had took 27% of a core, 14% of the run's CPU, enough to tip MRC at 1 Mbit/s
-over the fidelity monitor's 90% bound.
+fixed 0.25 s it had took 27% of a core: 14 of the 95 points of the run's CPU with which MRC at
+1 Mbit/s was judged not faithful (the bound is 90%; the stretched period left the runner 6-8).
 
 The network reads its nodes' ports (`FabricNetwork.sample_ports`; in the cluster mode each
 server's agent reads its own, all servers at once): interface counters from
 /proc/<pid>/net/dev, about 50 microseconds a node; queue drops and backlog (the byte FIFO
 behind each port's shaper, where congestion losses happen) from a netlink qdisc dump per node,
 which costs about 1 ms a node in pyroute2: they are read every k-th sample, k chosen from their
-measured cost so that they take at most a tenth of a core (their rows carry them; the others
+measured cost so that they take at most QUEUE_BUDGET of a core (their rows carry them; the others
 leave them empty). Router ports running the ECN/trimming program also carry its counters
 (`ecn_marked`, `trimmed`, `bpf_dropped`) and virtual queue (`vq_bytes`), read from its BPF map
 every sample (a few microseconds a port); host ports leave them empty. Timestamps are wall
