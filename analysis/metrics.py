@@ -92,7 +92,7 @@ def rank_busbw(iterations: pd.DataFrame) -> list[float]:
     timed = iterations[~iterations["warmup"].astype(bool)]
     records = IterationRecord.of_rows(timed.to_dict("records"))
     world = int(iterations["rank"].nunique())
-    return [nccl.busbw(records[0].kind, world, records[0].bytes, seconds)  # type: ignore[arg-type]
+    return [nccl.busbw(records[0].kind, world, records[0].bytes, seconds)
             for seconds in nccl.rank_times(records).values()]
 
 
