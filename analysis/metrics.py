@@ -14,8 +14,8 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from hostagent import nccl
-from hostagent.workload import IterationRecord
+from hostagent.workloads import nccl
+from hostagent.workloads.iterations import IterationRecord
 from runcontract import BackgroundWindow
 
 QUANTILES = (50.0, 99.0, 99.9)
@@ -60,7 +60,7 @@ def percentiles(values: Iterable[float], qs: Iterable[float] = QUANTILES) -> lis
 
 def cct(iterations: pd.DataFrame, t0: float) -> pd.DataFrame:
     """One row per iteration: start (first rank) and end (last rank) in s since t0, the
-    collective completion time `cct` (s; the definition of `hostagent.nccl.cct`), bytes,
+    collective completion time `cct` (s; the definition of `hostagent.workloads.nccl.cct`), bytes,
     warmup, how many ranks reported it and whether every rank verified it."""
     g = iterations.groupby("iteration")
     out = g.agg(start=("start", "min"), end=("end", "max"), kind=("kind", "first"),
@@ -81,14 +81,16 @@ def bandwidth(ccts: pd.DataFrame, world: int) -> pd.DataFrame:
 
 
 def nccl_rows(iterations: pd.DataFrame) -> list[nccl.Row]:
-    """The rows of the nccl-tests table (mean over timed iterations), by `hostagent.nccl`."""
+    """The rows of the nccl-tests table (mean over timed iterations), by
+    `hostagent.workloads.nccl`."""
     records = IterationRecord.of_rows(iterations.to_dict("records"))
     return nccl.summarize(records, int(iterations["rank"].nunique()))
 
 
 def rank_busbw(iterations: pd.DataFrame) -> list[float]:
-    """Each rank's busbw (GB/s) at its own time in the timed loop (`hostagent.nccl.rank_times`,
-    rank order): the spread behind the table's one number, which is at the ranks' mean time."""
+    """Each rank's busbw (GB/s) at its own time in the timed loop
+    (`hostagent.workloads.nccl.rank_times`, rank order): the spread behind the table's one
+    number, which is at the ranks' mean time."""
     timed = iterations[~iterations["warmup"].astype(bool)]
     records = IterationRecord.of_rows(timed.to_dict("records"))
     world = int(iterations["rank"].nunique())

@@ -30,7 +30,7 @@ def _ms(seconds: float, starred: bool) -> str:
 
 def table(views: list[RunView]) -> str:
     """One row per run: nccl-tests' time of the timed iterations and algbw and busbw at that
-    time (`hostagent.nccl`, as in summary.txt), the share of the ideal,
+    time (`hostagent.workloads.nccl`, as in summary.txt), the share of the ideal,
     wrong results, and the CCT tail with its sample count."""
     facts = views[0].run.facts
     names = list(dict.fromkeys(v.run.facts.scenario for v in views))

@@ -2,7 +2,7 @@
 """The transports' own CPU per packet, without sockets, kernel or fabric: two QPs joined in
 memory, both directions at once, on a virtual clock.
 
-What it measures is the sans-IO protocol code alone (qp.py, mrc.py or rocev2.py, evs.py, cc.py,
+What it measures is the sans-IO protocol code alone (qp.py, mrc.py or rocev2.py, evs.py, nscc.py,
 wire.py): the part of an agent's CPU per packet that no batching of system calls removes. The
 network is perfect (no loss, no reordering beyond what spraying over EVs with equal latency
 gives) and every byte is checked at the end, so the number is the floor of the protocol's cost,
@@ -25,10 +25,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from hostagent.evs import EVPolicy, EVSet  # noqa: E402
-from hostagent.mrc import MrcQP  # noqa: E402
-from hostagent.qp import QPConfig, QueuePair, WriteDone  # noqa: E402
-from hostagent.rocev2 import RoceQP  # noqa: E402
+from hostagent.protocol.evs import EVPolicy, EVSet  # noqa: E402
+from hostagent.protocol.mrc import MrcQP  # noqa: E402
+from hostagent.protocol.qp import QPConfig, QueuePair, WriteDone  # noqa: E402
+from hostagent.protocol.rocev2 import RoceQP  # noqa: E402
 
 TABLE = [(i, i // 4) for i in range(16)]  # 4 planes x 4 spines, as bench/scale.py's fabric
 CFG = QPConfig(mss=1024, init_cwnd=256 * 1024, max_cwnd=1024 * 1024)

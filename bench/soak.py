@@ -67,7 +67,7 @@ def _agents() -> list[int]:
     for entry in Path("/proc").iterdir():
         if entry.name.isdigit():
             try:
-                if b"hostagent.agent" in (entry / "cmdline").read_bytes():
+                if b"hostagent.runtime.agent" in (entry / "cmdline").read_bytes():
                     out.append(int(entry.name))
             except OSError:
                 pass

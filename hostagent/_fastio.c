@@ -5,7 +5,7 @@
  * time, turning recvmmsg's buffers into bytes and traffic classes, packing a header and
  * concatenating the payload behind it, unpacking a header into a tuple. Each of these is a few
  * lines of C and a fraction of the Python's cost. The protocol (qp.py, mrc.py, rocev2.py...)
- * stays Python and sans-IO; hostagent/batchio.py and hostagent/wire.py are the only callers.
+ * stays Python and sans-IO; hostagent/runtime/batchio.py and hostagent/protocol/wire.py are the only callers.
  *
  * Built by `make ext` (scripts/install.sh runs it): gcc, the Python headers, zlib.
  *

@@ -11,7 +11,7 @@ MISSING = ("hostagent/_fastio.c is not built: run `sudo make install` (it builds
            "python3-dev and zlib1g-dev; `make ext` rebuilds only it)")
 
 try:
-    from . import _fastio as fastio
+    from hostagent import _fastio as fastio
 except ImportError as exc:
     raise ImportError(MISSING, name="hostagent._fastio") from exc
 

@@ -30,7 +30,7 @@ from pyroute2.netlink import NLM_F_ACK, NLM_F_CREATE, NLM_F_EXCL, NLM_F_REQUEST
 from pyroute2.netlink.rtnl import RTM_NEWLINK
 from pyroute2.netlink.rtnl.ifinfmsg import ifinfmsg
 
-from testbed.emulation.monitor import Machine, MachineMonitor
+from testbed.emulation.machine_monitor import Machine, MachineMonitor
 from testbed.emulation.nft_workers import NodeNft
 from testbed.emulation.port_counters import PortSample, read_node_ports
 from testbed.emulation.verify import ProbeJob, ProbeOutcome, probe_all, read_counters

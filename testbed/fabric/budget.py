@@ -13,7 +13,7 @@ workload offers
     CPU = packets/s x (agent_s + links_per_packet x kernel_s_per_link)   core-seconds per second,
 
 which must stay within `CPU_SHARE` of the cores: the fidelity verdict's bound on the run's own
-CPU (testbed/run/fidelity.py, RUN_CPU_DEGRADED). The rate chosen is the highest rung of
+CPU (testbed/run/verdict.py, RUN_CPU_DEGRADED). The rate chosen is the highest rung of
 `limits.AUTO_RATE_LADDER` at or below the R that solves CPU = CPU_SHARE x cores. The per-packet
 costs come from a measurement on this machine (testbed/emulation/calibration.py).
 """
@@ -22,8 +22,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from hostagent.nic import FRAME_OVERHEAD
-from hostagent.wire import HEADER_SIZE
+from hostagent.protocol.nic import FRAME_OVERHEAD
+from hostagent.protocol.wire import HEADER_SIZE
 from testbed.scenario import Scenario
 from testbed.scenario.limits import AUTO_RATE_LADDER
 from testbed.scenario.units import format_rate

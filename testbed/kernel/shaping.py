@@ -21,7 +21,7 @@ from __future__ import annotations
 from pyroute2.netlink.rtnl.tcmsg import plugins as tc_plugins
 from pyroute2.netlink.rtnl.tcmsg import sched_pfifo
 
-from hostagent.wire import CONTROL_TCLASS
+from hostagent.protocol.wire import CONTROL_TCLASS
 
 # pyroute2 0.9 has no bfifo plugin; bfifo's options are pfifo's struct (tc_fifo_qopt: a u32
 # limit), in bytes instead of packets, so pfifo's encoder serves it as is.

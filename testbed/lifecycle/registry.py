@@ -61,8 +61,8 @@ class RunRecord:
     results: str
     scenario: str
     nodes: dict[str, NodeRecord] = field(default_factory=dict)
-    # emulated servers (testbed/emulation/servers.py): named namespaces it made, and the
-    # folder of their sshd keys and configs
+    # emulated servers (testbed/emulation/cluster/emulated_servers.py): named namespaces it made,
+    # and the folder of their sshd keys and configs
     named_netns: list[str] = field(default_factory=list)
     dirs: list[str] = field(default_factory=list)
     # cluster mode: per server, the command that cleans it over ssh (its agent's own record)

@@ -8,7 +8,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-from testbed.emulation.cluster import ClusterNetwork, make_network
+from testbed.emulation.cluster.network import ClusterNetwork, make_network
 from testbed.emulation.network import FabricNetwork
 from testbed.emulation.verify import verify
 from testbed.errors import VerificationFailed

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from hostagent import nccl
-from hostagent.workload import IterationRecord
+from hostagent.workloads import nccl
+from hostagent.workloads.iterations import IterationRecord
 from runcontract import EVENT_COLUMNS, ITERATION_COLUMNS, table_file
 from testbed.fabric import paths
 from testbed.fabric.plan import make_plan

@@ -16,8 +16,8 @@ from datetime import datetime, timezone
 from importlib import metadata
 from pathlib import Path
 
-from hostagent.nic import FRAME_OVERHEAD
-from hostagent.wire import HEADER_SIZE
+from hostagent.protocol.nic import FRAME_OVERHEAD
+from hostagent.protocol.wire import HEADER_SIZE
 from runcontract import META, SCENARIO, BackgroundWindow, RunFacts
 from testbed.errors import EnvironmentProblem
 from testbed.lifecycle.files import make_dir, write_json, write_text

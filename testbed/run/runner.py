@@ -15,14 +15,14 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from hostagent import nccl
-from hostagent.workload import IterationRecord
+from hostagent.workloads import nccl
+from hostagent.workloads.iterations import IterationRecord
 from runcontract import CPU_COLUMNS, LINK_GAP_COLUMNS, BackgroundWindow, table_file
 from testbed.emulation.background import BackgroundTraffic
 from testbed.emulation.capture import Captures, port_of
-from testbed.emulation.cluster import ClusterNetwork, make_network
-from testbed.emulation.cluster import preflight as cluster_preflight
-from testbed.emulation.fidelity import FidelityMonitor
+from testbed.emulation.cluster.network import ClusterNetwork, make_network
+from testbed.emulation.cluster.network import preflight as cluster_preflight
+from testbed.emulation.fidelity_monitor import FidelityMonitor
 from testbed.emulation.injector import Injector
 from testbed.emulation.network import FabricNetwork
 from testbed.emulation.telemetry import Sampler
@@ -37,7 +37,7 @@ from testbed.kernel.link_gap import EDGES_PCT
 from testbed.lifecycle import cleanup, interrupts, registry
 from testbed.lifecycle.progress import Progress
 from testbed.lifecycle.registry import RunRegistry
-from testbed.run import fidelity
+from testbed.run import verdict as fidelity
 from testbed.run.build import fabric  # noqa: F401 (scripts and tests import it from here)
 from testbed.run.collect import collect
 from testbed.run.results import RunResults

@@ -1,9 +1,9 @@
 """Running the workload on a built fabric: one agent per rank, started together, collected.
 
-The runner writes each agent's config (hostagent/config.py) and starts the agents inside the
+The runner writes each agent's config (hostagent/runtime/config.py) and starts the agents inside the
 hosts' namespaces through Mininet: one process per host (`agents.mode: per_host`), or one
-process per core, each serving a contiguous group of hosts (`pooled`, hostagent/multi.py; the
-process starts in its first host's namespace and opens every other host's sockets in that
+process per core, each serving a contiguous group of hosts (`pooled`, hostagent/runtime/pooled.py;
+the process starts in its first host's namespace and opens every other host's sockets in that
 host's namespace, so a crashed run's clean-up finds it in a recorded namespace). It then gives
 every agent the same wall-clock start time (namespaces share the clock), waits for all of them
 with a deadline, and reads what each wrote. An agent that fails is reported with its own error;
@@ -20,12 +20,12 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from hostagent.agent import PROGRESS_FILE
-from hostagent.config import AgentConfig, PeerConfig
-from hostagent.driver import PORT as ROCE_PORT
-from hostagent.nic import FRAME_OVERHEAD
-from hostagent.qp import QPConfig, time_to_fail
-from hostagent.wire import HEADER_SIZE
+from hostagent.protocol.nic import FRAME_OVERHEAD
+from hostagent.protocol.qp import QPConfig, time_to_fail
+from hostagent.protocol.wire import HEADER_SIZE
+from hostagent.runtime.agent import PROGRESS_FILE
+from hostagent.runtime.config import AgentConfig, PeerConfig
+from hostagent.runtime.driver import PORT as ROCE_PORT
 from testbed.emulation.network import FabricNetwork
 from testbed.emulation.telemetry import DEFAULT_PERIOD
 from testbed.errors import TestbedError
@@ -96,7 +96,7 @@ def _denied(ev: paths.EV, denied) -> bool:
 
 
 def nic_limits(scenario: Scenario) -> dict:
-    """How much a host port may have queued before its QPs wait (hostagent/nic.py): a few
+    """How much a host port may have queued before its QPs wait (hostagent/protocol/nic.py): a few
     packets, or 4 ms of the line (the agents' timers are about a millisecond coarse, and the
     port must not run dry between two wake-ups), within half the port's buffer."""
     link = scenario.fabric.host_link
@@ -245,7 +245,8 @@ def _start_pooled(network: FabricNetwork, configs: dict[str, AgentConfig], out: 
                 {"config": f"{configs[h].out_dir}/config.json",
                  "netns": None if i == 0 else f"/proc/{network.pid(h)}/ns/net"}
                 for i, h in enumerate(group)]}, indent=1)})
-            proc = network.spawn(first, f"pool-{k}", agent_command("hostagent.multi", manifest),
+            proc = network.spawn(first, f"pool-{k}",
+                                 agent_command("hostagent.runtime.pooled", manifest),
                                  network.node_path(first, out / f"pool-{k}.log"),
                                  cwd=network.node_path(first, out))
             for h in group:
@@ -294,7 +295,7 @@ def run_agents(network: FabricNetwork, scenario: Scenario, transport: str, out: 
                 {f"{cfg.out_dir}/agent.log": ""} if mode == "pooled" else {}))
             if mode != "pooled":
                 procs[host] = network.spawn(host, f"agent-{host}",
-                                            agent_command("hostagent.agent", config),
+                                            agent_command("hostagent.runtime.agent", config),
                                             f"{cfg.out_dir}/agent.log", cwd=cfg.out_dir)
         if mode == "pooled":
             procs = _start_pooled(network, configs, out, scenario.agents.processes)

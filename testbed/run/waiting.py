@@ -3,7 +3,7 @@
 A collective needs every rank: once an agent has failed, its peers can only wait for it until
 their own timeouts, so the wait ends promptly instead (after `CRASH_GRACE`, in which peers that
 were finishing may finish). At the deadline, or then, the agents still running get SIGTERM:
-each writes what it completed and ends its log with why it stopped (hostagent/agent.py); one
+each writes what it completed and ends its log with why it stopped (hostagent/runtime/agent.py); one
 that does not within `TERM_GRACE` is killed. Nothing here raises for a slow or failed agent:
 the outcomes say who stopped and why, and the runner collects what completed before failing.
 

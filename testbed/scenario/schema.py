@@ -21,14 +21,14 @@ from pydantic import (
     model_validator,
 )
 
-from hostagent.qp import (
+from hostagent.protocol.qp import (
     MAX_EXP_CNT,
     MAX_LINEAR_CNT,
     MAX_RETRY_INTERVAL,
     MAX_TIMEOUT_EXP,
     timeout_seconds,
 )
-from hostagent.wire import HEADER_SIZE
+from hostagent.protocol.wire import HEADER_SIZE
 from testbed.errors import ScenarioError
 from testbed.scenario import limits
 from testbed.scenario import source as source_
@@ -242,7 +242,7 @@ class RetrySettings(StrictModel):
 
 class QPSettings(StrictModel):
     """Settings both transports share where they mean the same (a fair comparison). The names
-    are the agent's (hostagent/qp.py QPConfig): nothing is renamed on the way."""
+    are the agent's (hostagent/protocol/qp.py QPConfig): nothing is renamed on the way."""
 
     mss: Annotated[int, SizeIn(limits.MIN_MSS, limits.MAX_MTU)] = Field(
         1024, description="payload bytes per packet (and within fabric.mtu with the headers)")

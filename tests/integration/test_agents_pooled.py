@@ -9,7 +9,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from hostagent import netns
+from hostagent.runtime import netns
 from testbed import scenario as scenario_mod
 from testbed.run.collect import collect
 from testbed.run.traffic import run_agents

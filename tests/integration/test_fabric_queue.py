@@ -10,7 +10,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from hostagent import wire
+from hostagent.protocol import wire
 from testbed.kernel import libbpf
 from testbed.kernel.fabric_queue import FabricQueues, PortConfig
 

@@ -18,6 +18,6 @@ def test_a_missing_build_is_exit_3_naming_make_install():
 
 
 def test_the_agent_alone_names_the_fix_too():
-    res = subprocess.run([sys.executable, "-c", HIDE + "import hostagent.driver"],
+    res = subprocess.run([sys.executable, "-c", HIDE + "import hostagent.runtime.driver"],
                          capture_output=True, text=True, timeout=60)
     assert res.returncode != 0 and "make install" in res.stderr

@@ -96,7 +96,46 @@ def test_no_import_cycles():
             visit(n)
 
 
+# hostagent's sub-packages from the bottom up: each may import those before it. The protocol is
+# sans-IO: fed datagrams and the time, it opens no socket and runs no loop of its own.
+AGENT_LAYERS = ("protocol", "workloads", "runtime")
+IO_MODULES = {"socket", "asyncio", "selectors", "select", "threading", "subprocess", "time",
+              "os", "signal", "multiprocessing"}
+
+
+def stdlib_imports(path: Path) -> set[str]:
+    """The top-level names of every absolute import in a file (functions included)."""
+    out = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            out |= {a.name.split(".")[0] for a in node.names}
+        elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
+            out.add(node.module.split(".")[0])
+    return out
+
+
+def agent_layer(name: str) -> str | None:
+    parts = name.split(".")
+    return parts[1] if parts[0] == "hostagent" and len(parts) > 2 else None
+
+
+@pytest.mark.parametrize("name", sorted(n for n in GRAPH if agent_layer(n)))
+def test_hostagent_layers_import_only_lower_layers(name: str):
+    mine = AGENT_LAYERS.index(agent_layer(name))
+    above = {m for m in GRAPH[name] if agent_layer(m)
+             and AGENT_LAYERS.index(agent_layer(m)) > mine}
+    assert not above, f"{name} (layer {agent_layer(name)}) imports {sorted(above)} from above it"
+
+
+@pytest.mark.parametrize("name", sorted(n for n in GRAPH if agent_layer(n) == "protocol"))
+def test_the_protocol_does_no_io(name: str):
+    io = stdlib_imports(modules()[name]) & IO_MODULES
+    assert not io, f"{name} is sans-IO but imports {sorted(io)}"
+
+
 def test_the_graph_is_read():
     """The checks above mean something only if imports are found at all."""
     assert "testbed.fabric.plan" in GRAPH["testbed.fabric.paths"]
     assert "testbed.scenario.schema" in GRAPH["testbed.scenario"]
+    assert "hostagent.protocol.qp" in GRAPH["hostagent.protocol.mrc"]
+    assert "asyncio" in stdlib_imports(modules()["hostagent.runtime.driver"])

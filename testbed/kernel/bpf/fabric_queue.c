@@ -33,7 +33,7 @@
 #define MAX_PORTS 8192
 #define NSEC 1000000000ULL
 
-/* hostagent/wire.py: version 1, type DATA, flag TRIMMED; 40-byte header */
+/* hostagent/protocol/wire.py: version 1, type DATA, flag TRIMMED; 40-byte header */
 #define WIRE_VERSION 1
 #define WIRE_DATA 1
 #define WIRE_TRIMMED 0x02
@@ -42,7 +42,7 @@
 #define USID_B0 0xfc
 #define USID_B1 0xbb
 #define USID_B2 0xbb
-#define CONTROL_DSCP 48 /* CS6, hostagent/wire.py CONTROL_DSCP */
+#define CONTROL_DSCP 48 /* CS6, hostagent/protocol/wire.py CONTROL_DSCP */
 
 #define TRIMMED_LEN (ETH_HLEN + sizeof(struct ipv6hdr) + sizeof(struct udphdr) + WIRE_HEADER)
 

@@ -8,8 +8,8 @@ import pandas as pd
 import pytest
 
 from analysis import metrics as M
-from hostagent import nccl
-from hostagent.workload import IterationRecord
+from hostagent.workloads import nccl
+from hostagent.workloads.iterations import IterationRecord
 from testbed.run.results import facts
 from testbed.scenario import parse
 

@@ -7,7 +7,7 @@ import time
 import pytest
 
 from testbed.emulation.cpu import CpuSampler, parse_psi, parse_stat, summarize
-from testbed.emulation.monitor import Machine
+from testbed.emulation.machine_monitor import Machine
 
 STAT = """cpu  100 5 50 800 20 3 7 0 11 0
 cpu0 50 2 25 400 10 1 3 0 5 0

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from testbed.emulation.remote import ServerError, ServerSession
+from testbed.emulation.cluster.client import ServerError, ServerSession
 
 
 @pytest.fixture
@@ -66,8 +66,8 @@ def test_files_go_to_and_come_back_from_the_agents_folder_only(session: ServerSe
                                                                tmp_path: Path):
     """Written into the agent's work folder, read back, fetched chunk by chunk (a file over
     one chunk too); a path outside the folder, through `..` or not, is refused."""
-    from testbed.emulation.remote import fetch
-    from testbed.emulation.server_jobs import CHUNK
+    from testbed.emulation.cluster.client import fetch
+    from testbed.emulation.cluster.server_jobs import CHUNK
 
     work = session.hello["work"]
     big = "x" * (CHUNK + 100)
@@ -84,3 +84,10 @@ def test_files_go_to_and_come_back_from_the_agents_folder_only(session: ServerSe
             session.request("listing", path=outside)
     assert not (tmp_path / "evil").exists()
     assert "gathered 2 files" in session.request("log")["text"]
+
+
+def test_the_old_module_name_still_runs_the_agent():
+    """Crashed runs recorded their servers' clean command under the module's old name."""
+    import testbed.emulation.cluster.server_agent as agent
+    import testbed.emulation.server_agent as old
+    assert old.main is agent.main

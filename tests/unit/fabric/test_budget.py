@@ -8,7 +8,7 @@ from testbed import scenario
 from testbed.errors import ScenarioError
 from testbed.fabric import budget
 from testbed.fabric.plan import make_plan
-from testbed.run import fidelity
+from testbed.run import verdict as fidelity
 
 FOUR = """name: four
 fabric: {planes: 2, leaves_per_plane: 2, spines_per_plane: 2, hosts_per_leaf: 2,

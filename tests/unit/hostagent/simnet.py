@@ -17,7 +17,7 @@ import random
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from hostagent import wire
+from hostagent.protocol import wire
 
 
 @dataclass
@@ -209,7 +209,7 @@ class SimFabric:
 
     def _dispatch(self) -> bool:
         """Deliver the QPs' events to the endpoints' futures; whether there were any."""
-        from hostagent.qp import ImmArrived, QPFailed, WriteDone
+        from hostagent.protocol.qp import ImmArrived, QPFailed, WriteDone
         busy = False
         for rank, peers in self.qps.items():
             for peer, qp in peers.items():
@@ -257,7 +257,7 @@ class SimFabric:
 
 
 class SimEndpoint:
-    """One rank's `Endpoint` (hostagent/endpoint.py) over its QPs in a SimFabric."""
+    """One rank's `Endpoint` (hostagent/protocol/endpoint.py) over its QPs in a SimFabric."""
 
     def __init__(self, fabric: SimFabric, rank: int) -> None:
         self.fabric, self.rank, self.world = fabric, rank, fabric.world

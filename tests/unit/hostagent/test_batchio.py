@@ -6,7 +6,8 @@ import time
 
 import pytest
 
-from hostagent import batchio, wire
+from hostagent.protocol import wire
+from hostagent.runtime import batchio
 
 
 def _socket(recv_tclass: bool = True, tclass: int | None = None) -> socket.socket:

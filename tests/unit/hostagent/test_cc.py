@@ -1,13 +1,13 @@
-"""Congestion control, one signal at a time: NSCC's reactions (cc.py), each cut at most once per
+"""Congestion control, one signal at a time: NSCC's reactions (nscc.py), each cut at most once per
 RTT whatever the signal, and the baseline's DCQCN-like rate (dcqcn.py)."""
 from __future__ import annotations
 
 import pytest
 
-from hostagent.cc import NsccCC, NsccConfig, smoothed
-from hostagent.dcqcn import DcqcnCC, DcqcnConfig
-from hostagent.evs import EVPolicy
-from hostagent.qp import WriteDone
+from hostagent.protocol.dcqcn import DcqcnCC, DcqcnConfig
+from hostagent.protocol.evs import EVPolicy
+from hostagent.protocol.nscc import NsccCC, NsccConfig, smoothed
+from hostagent.protocol.qp import WriteDone
 
 from .simnet import PathModel, SimNet
 from .test_transport import events, layout, mrc_pair, post_all

@@ -18,9 +18,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from hostagent.collectives import KINDS, Communicator, block_bounds
-from hostagent.loopback import Flip, LoopbackEndpoint, LoopbackFabric
-from hostagent.workload import IterationRecord, expected, inputs, run_iterations
+from hostagent.workloads.collectives import KINDS, Communicator, block_bounds
+from hostagent.workloads.iterations import IterationRecord, expected, inputs, run_iterations
+from hostagent.workloads.loopback import Flip, LoopbackEndpoint, LoopbackFabric
 
 WORLDS = (1, 2, 3, 4, 8)
 COUNTS = (0, 1, 5, 8, 37, 256)  # empty, below every world, not divisible, divisible

@@ -12,11 +12,11 @@ import socket
 
 import pytest
 
-from hostagent import driver
-from hostagent.evs import EVPolicy, EVSet, EVState
-from hostagent.mrc import MrcQP
-from hostagent.nic import Nic
-from hostagent.qp import QPConfig
+from hostagent.protocol.evs import EVPolicy, EVSet, EVState
+from hostagent.protocol.mrc import MrcQP
+from hostagent.protocol.nic import Nic
+from hostagent.protocol.qp import QPConfig
+from hostagent.runtime import driver
 
 CFG = QPConfig(mss=512, init_cwnd=8 * 1024, max_cwnd=32 * 1024, timeout=0.005, linear_cnt=7,
                exp_cnt=25)

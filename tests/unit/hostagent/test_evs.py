@@ -8,8 +8,8 @@ from collections import Counter
 
 import pytest
 
-from hostagent.ev_states import TRANSITIONS, EVEvent, EVState
-from hostagent.evs import (
+from hostagent.protocol.ev_states import TRANSITIONS, EVEvent, EVState
+from hostagent.protocol.evs import (
     FLAP_MEMORY,
     HOT_MEMORY_RTTS,
     PROBE_TIMEOUT_INTERVALS,

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import random
 
-from hostagent.evs import EVPolicy, EVSet
-from hostagent.mrc import MrcQP
-from hostagent.qp import QPConfig, WriteDone
+from hostagent.protocol.evs import EVPolicy, EVSet
+from hostagent.protocol.mrc import MrcQP
+from hostagent.protocol.qp import QPConfig, WriteDone
 
 from .simnet import CrossQueue, Link, SimNet
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import time
 
-from hostagent.lag import LagWindow, LoopLag
+from hostagent.runtime.loop_lag import LagWindow, LoopLag
 
 
 def test_a_blocked_loop_shows_as_late_timers():

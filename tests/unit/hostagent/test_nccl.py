@@ -3,8 +3,17 @@ from __future__ import annotations
 
 import pytest
 
-from hostagent.nccl import Row, algbw, bus_factor, busbw, cct, format_table, loop_time, summarize
-from hostagent.workload import IterationRecord
+from hostagent.workloads.iterations import IterationRecord
+from hostagent.workloads.nccl import (
+    Row,
+    algbw,
+    bus_factor,
+    busbw,
+    cct,
+    format_table,
+    loop_time,
+    summarize,
+)
 
 
 @pytest.mark.parametrize("kind, world, factor", [

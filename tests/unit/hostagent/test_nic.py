@@ -3,10 +3,10 @@ from __future__ import annotations
 
 import pytest
 
-from hostagent import wire
-from hostagent.dcqcn import DcqcnCC
-from hostagent.nic import FRAME_OVERHEAD, Nic, Port
-from hostagent.qp import QPConfig
+from hostagent.protocol import wire
+from hostagent.protocol.dcqcn import DcqcnCC
+from hostagent.protocol.nic import FRAME_OVERHEAD, Nic, Port
+from hostagent.protocol.qp import QPConfig
 
 from .test_transport import mrc_pair, post_all, roce_pair
 
@@ -51,7 +51,7 @@ def test_qp_sends_no_more_data_than_the_budget_and_keeps_the_rest(pair):
 
 def test_datagrams_reported_together_count_as_reported_one_by_one():
     """The driver reports a kick's datagrams per port at once: each still pays its frame."""
-    from hostagent.nic import Nic
+    from hostagent.protocol.nic import Nic
     one, many = Nic(2, 8_000_000, 100_000), Nic(2, 8_000_000, 100_000)
     for size in (1064, 1064, 500):
         one.sent(1, size, 0.0)

@@ -1,4 +1,5 @@
-"""A pooled process (hostagent/multi.py: several hosts on one event loop) in which one host's
+"""A pooled process (hostagent/runtime/pooled.py: several hosts on one event loop) in which one
+host's
 RoCEv2 QP fails: that host's collective fails, and its result.json must say so at once, so that
 the runner (testbed/run/traffic.py IterationWatch.failed) ends the run. The other host, waiting
 for data that will never come, is stopped as the runner stops it: SIGTERM to the process.
@@ -19,10 +20,11 @@ import socket
 import time
 from pathlib import Path
 
-from hostagent import agent, driver, multi
-from hostagent.config import AgentConfig, PeerConfig
-from hostagent.qp import QPConfig
-from hostagent.rocev2 import RoceQP
+from hostagent.protocol.qp import QPConfig
+from hostagent.protocol.rocev2 import RoceQP
+from hostagent.runtime import agent, driver
+from hostagent.runtime import pooled as multi
+from hostagent.runtime.config import AgentConfig, PeerConfig
 
 QP = {"mss": 512, "timeout": 0.005, "linear_cnt": 1, "exp_cnt": 0}  # fails at the 2nd timeout
 FOREVER = {**QP, "exp_cnt": 25}  # h1's: its data is never acknowledged (h0's ACKs are lost

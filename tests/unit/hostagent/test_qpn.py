@@ -1,9 +1,9 @@
-"""QP numbers against the scenario's limits: the agents' QPN stride (hostagent/driver.py) must
-cover every QP a valid scenario may ask for (testbed/scenario/limits.py). hostagent does not
+"""QP numbers against the scenario's limits: the agents' QPN stride (hostagent/runtime/driver.py)
+must cover every QP a valid scenario may ask for (testbed/scenario/limits.py). hostagent does not
 import testbed (tests/unit/test_layers.py), so the two constants meet here."""
 from __future__ import annotations
 
-from hostagent import driver
+from hostagent.runtime import driver
 from testbed.scenario import limits
 
 

@@ -10,10 +10,10 @@ import random
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from hostagent.evs import EVPolicy, EVSet
-from hostagent.mrc import MrcQP
-from hostagent.qp import PACKET_OVERHEAD, QPConfig, QueuePair
-from hostagent.recovery import TailRecovery, rack_wait
+from hostagent.protocol.evs import EVPolicy, EVSet
+from hostagent.protocol.mrc import MrcQP
+from hostagent.protocol.qp import PACKET_OVERHEAD, QPConfig, QueuePair
+from hostagent.protocol.recovery import TailRecovery, rack_wait
 
 CFG = QPConfig(mss=256, init_cwnd=64 * 1024, max_cwnd=64 * 1024, timeout=0.05)
 TABLE = [(0, 0), (1, 0), (2, 1)]

@@ -7,12 +7,12 @@ import random
 
 import pytest
 
-from hostagent.collectives import KINDS
-from hostagent.evs import EVPolicy, EVSet
-from hostagent.mrc import MrcQP
-from hostagent.qp import QPConfig
-from hostagent.rocev2 import RoceQP
-from hostagent.workload import run_iterations
+from hostagent.protocol.evs import EVPolicy, EVSet
+from hostagent.protocol.mrc import MrcQP
+from hostagent.protocol.qp import QPConfig
+from hostagent.protocol.rocev2 import RoceQP
+from hostagent.workloads.collectives import KINDS
+from hostagent.workloads.iterations import run_iterations
 
 from .simnet import PathModel, SimFabric
 from .test_transport import TABLE

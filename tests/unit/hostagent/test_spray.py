@@ -8,9 +8,9 @@ import random
 
 import pytest
 
-from hostagent.evs import EVPolicy, EVSet
-from hostagent.mrc import MrcQP
-from hostagent.qp import QPConfig, WriteDone
+from hostagent.protocol.evs import EVPolicy, EVSet
+from hostagent.protocol.mrc import MrcQP
+from hostagent.protocol.qp import QPConfig, WriteDone
 
 from .simnet import Link, SimNet
 

@@ -9,11 +9,18 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from hostagent import wire
-from hostagent.evs import EVPolicy, EVSet, EVState
-from hostagent.mrc import MrcQP
-from hostagent.qp import ImmArrived, QPConfig, QPFailed, WriteDone, retry_interval, time_to_fail
-from hostagent.rocev2 import RoceQP
+from hostagent.protocol import wire
+from hostagent.protocol.evs import EVPolicy, EVSet, EVState
+from hostagent.protocol.mrc import MrcQP
+from hostagent.protocol.qp import (
+    ImmArrived,
+    QPConfig,
+    QPFailed,
+    WriteDone,
+    retry_interval,
+    time_to_fail,
+)
+from hostagent.protocol.rocev2 import RoceQP
 
 from .simnet import PathModel, SimNet
 
@@ -562,7 +569,7 @@ def test_mrc_a_dead_path_is_condemned_while_the_others_queue(monkeypatch):
     losses are judged by its own RTT (unchanged: nothing comes back on it), not by the QP's
     average delay, so they are not taken for congestion and it is condemned within a few
     RTTs, as a spare takes over."""
-    from hostagent.cc import NsccCC
+    from hostagent.protocol.nscc import NsccCC
     monkeypatch.setattr(NsccCC, "delay_high", property(lambda self: True))
     writes, total = layout([2_000_000], seed=27)
     cfg = QPConfig(mss=256, init_cwnd=8 * 1024, max_cwnd=32 * 1024, timeout=0.02)

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from hostagent import wire
+from hostagent.protocol import wire
 
 u16, u32 = st.integers(0, 2**16 - 1), st.integers(0, 2**32 - 1)
 u64 = st.integers(0, 2**64 - 1)

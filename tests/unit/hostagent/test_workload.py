@@ -8,9 +8,8 @@ import logging
 import numpy as np
 import pytest
 
-from hostagent.collectives import KINDS, Communicator
-from hostagent.loopback import Flip, LoopbackFabric
-from hostagent.workload import (
+from hostagent.workloads.collectives import KINDS, Communicator
+from hostagent.workloads.iterations import (
     MessageRecord,
     describe_mismatch,
     expected,
@@ -18,6 +17,7 @@ from hostagent.workload import (
     run_iterations,
     verify,
 )
+from hostagent.workloads.loopback import Flip, LoopbackFabric
 
 
 def every_input(kind, seed, iteration, world, count):
@@ -186,7 +186,7 @@ def test_driver_rejects_bad_arguments():
 
 
 def test_wrong_byte_is_reported_not_raised(caplog):
-    with caplog.at_level(logging.ERROR, logger="hostagent.workload"):
+    with caplog.at_level(logging.ERROR, logger="hostagent.workloads.iterations"):
         records, _ = drive(2, "all_gather", 4 * 6, iterations=1, warmup=0,
                            fabric={"flip": Flip(0, 1, 0, 1)})
     bad = [r for r in records if not r.verified]
@@ -199,7 +199,7 @@ def test_any_block_of_an_input_is_the_slice_of_the_whole():
     """Random access into the stream: every block, whatever draws and counter steps it starts
     and ends in, equals that slice of the whole array (what all-gather's and reduce-scatter's
     expected results rely on)."""
-    from hostagent.workload import _values
+    from hostagent.workloads.iterations import _values
     whole = _values(3, 2, 5, 0, 400)
     for start in range(130):
         for stop in (start, start + 1, start + 7, start + 33, start + 200):

@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import pytest
 
-from testbed.run import fidelity
-from testbed.run.fidelity import (
+from testbed.run import verdict as fidelity
+from testbed.run.verdict import (
     DEGRADED,
     FAITHFUL,
     NOT_FAITHFUL,

@@ -33,7 +33,7 @@ def test_a_crash_ends_the_wait_promptly(monkeypatch):
 
 def test_the_deadline_stops_the_rest_and_sigterm_comes_first(tmp_path: Path):
     mark = tmp_path / "stopped"
-    # an agent stand-in that writes its results on SIGTERM, as hostagent/agent.py does
+    # an agent stand-in that writes its results on SIGTERM, as hostagent/runtime/agent.py does
     script = (f"import signal, sys, time, pathlib\n"
               f"def bye(*_):\n    pathlib.Path({str(mark)!r}).write_text('term')\n"
               f"    sys.exit(0)\n"

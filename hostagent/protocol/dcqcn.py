@@ -1,6 +1,6 @@
 """The RoCEv2 baseline's congestion control: DCQCN-like rate control (Zhu et al., SIGCOMM 2015).
 
-Beside NSCC (cc.py), which is a window driven by delay, ECN and trims, the baseline's NIC runs
+Beside NSCC (nscc.py), which is a window driven by delay, ECN and trims, the baseline's NIC runs
 the control RoCEv2 deployments use: a *rate*, driven by congestion notifications only.
 
 - The receiver echoes a CE mark in its ACK (our stand-in for a CNP). On a notification, at
@@ -31,8 +31,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from . import nic, wire
-from .cc import smoothed
+from hostagent.protocol import nic, wire
+from hostagent.protocol.nscc import smoothed
 
 PACING_SLACK = 1e-9  # s: float rounding must not cost a burst its last packet
 

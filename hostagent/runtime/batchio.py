@@ -19,7 +19,7 @@ from __future__ import annotations
 import socket
 import struct
 
-from .native import fastio as _fastio
+from hostagent.native import fastio as _fastio
 
 BATCH = 64  # datagrams per call
 CONTROL_SPACE = _fastio.CONTROL_SPACE  # CMSG_SPACE(4): an int (IPV6_TCLASS) or u16 (UDP_SEGMENT)

@@ -1,6 +1,7 @@
 """The runner's end of the server agents: one ssh session per server, JSON lines over it.
 
-A `ServerSession` starts `testbed.emulation.server_agent` over ssh (the same command for a
+A `ServerSession` starts `testbed.emulation.cluster.server_agent` over ssh (the same
+command for a
 real server and an emulated one: only the ssh prefix differs) and sends one request at a time.
 `send` and `receive` are split so that the runner can ask every server at once and then read
 the answers (`ask_all`). An error reply, a dead session or a reply that is not JSON raises
@@ -43,7 +44,7 @@ def agent_argv(*args: str) -> list[str]:
     """The command the server runs (the repository and venv at the same path as here; `-P`:
     root must not import from whatever folder the session starts in): the agent with its log
     path, or `--clean FOLDER SERVER`."""
-    return [sys.executable, "-P", "-m", "testbed.emulation.server_agent", *args]
+    return [sys.executable, "-P", "-m", "testbed.emulation.cluster.server_agent", *args]
 
 
 def remote_command(ssh: list[str], argv: list[str]) -> list[str]:

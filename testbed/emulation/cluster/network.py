@@ -4,8 +4,8 @@ The same `FabricNetwork`, with Mininet's cluster edition's split (`examples/clus
 `RemoteMixin` nodes, `RemoteLink` tunnels, a placer):
 - each node's shell starts on its server (`placement.server_of`), through the server's command
   prefix: `ssh root@server` as RemoteMixin does, or a plain namespace switch for fast tests;
-- one server agent per server, started over ssh (testbed/emulation/server_agent.py, its
-  session in remote.py), does everything after the shells, on its own server: sysctls; the
+- one server agent per server, started over ssh (testbed/emulation/cluster/server_agent.py, its
+  session in client.py), does everything after the shells, on its own server: sysctls; the
   links (a veth when both ends share the server, else one VXLAN device per end, one VNI per
   link, bound to the server's underlay address); addresses, routes, End SIDs, htb and the eBPF
   queue (loaded once per server); EV probes from the hosts on it, End SID counters, telemetry,
@@ -15,14 +15,15 @@ The same `FabricNetwork`, with Mininet's cluster edition's split (`examples/clus
 - the servers come first and go last; their clocks and underlay are measured through the
   agents before the fabric is built.
 
-The fault injector's nftables workers run in the agents too (remote_nft.py), on the server's
+The fault injector's nftables workers run in the agents too (client_nft.py), on the server's
 clock shifted by its measured offset. So do the processes of the workload: the host agents,
 background iperf3 flows and captures are spawned by the agent of their node's server, in its
 folder there (`node_path`), followed through it, and their outputs gathered back into the
 results (`fetch`); the fidelity monitor runs on every server (`start_monitor`).
 
 Servers are real (`cluster.servers`, reached over ssh) or emulated on this machine
-(testbed/emulation/servers.py), both through the same agents and the same ssh sessions.
+(testbed/emulation/cluster/emulated_servers.py), both through the same agents and the same ssh
+sessions.
 """
 from __future__ import annotations
 
@@ -33,11 +34,7 @@ from ipaddress import IPv6Address, IPv6Network
 from pathlib import Path
 from typing import Any
 
-from testbed.emulation.cpu import CpuSampler, boot_id
-from testbed.emulation.monitor import CPU_PERIOD, Machine
-from testbed.emulation.network import FIFO_HEADROOM, FabricNetwork, NetlinkVeth
-from testbed.emulation.port_counters import PortSample
-from testbed.emulation.remote import (
+from testbed.emulation.cluster.client import (
     RemoteProcess,
     ServerError,
     ServerProcesses,
@@ -47,8 +44,17 @@ from testbed.emulation.remote import (
     fetch,
     remote_command,
 )
-from testbed.emulation.remote_nft import NftPoller, RemoteNft
-from testbed.emulation.servers import EmulatedServers, RealServers, UnderlayPath, require_tools
+from testbed.emulation.cluster.client_nft import NftPoller, RemoteNft
+from testbed.emulation.cluster.emulated_servers import (
+    EmulatedServers,
+    RealServers,
+    UnderlayPath,
+    require_tools,
+)
+from testbed.emulation.cpu import CpuSampler, boot_id
+from testbed.emulation.machine_monitor import CPU_PERIOD, Machine
+from testbed.emulation.network import FIFO_HEADROOM, FabricNetwork, NetlinkVeth
+from testbed.emulation.port_counters import PortSample
 from testbed.emulation.verify import WINDOW, ProbeJob, ProbeOutcome, arrived
 from testbed.errors import EnvironmentProblem, TestbedError
 from testbed.fabric.clock import ClockOffset, bound_ns
@@ -90,8 +96,8 @@ class ClusterNetwork(FabricNetwork):
     """Build with `add_servers()` then `build()`'s usual phases; `close()` ends the servers too.
 
     Everything done to a node after its shell started goes through its server's agent, over
-    ssh (testbed/emulation/server_agent.py): sysctls, links, configuration, EV probes, End SID
-    counters, telemetry, link state and queue rates. This process never opens a socket in a
+    ssh (testbed/emulation/cluster/server_agent.py): sysctls, links, configuration, EV probes, End
+    SID counters, telemetry, link state and queue rates. This process never opens a socket in a
     node's namespace nor reads its /proc entries."""
 
     def __init__(self, plan: FabricPlan, registry: RunRegistry, progress: Progress) -> None:

@@ -7,7 +7,7 @@ What this class adds to the shared QP machinery (qp.py):
 - the receiver places packets wherever they land (out of order) and acknowledges with a
   cumulative PSN plus a 64-bit SACK bitmap;
 - a trimmed packet (header only) is NACKed at once as TRIMMED: a congestion signal; the sender
-  resends it on another EV, takes its bytes off the window (cc.py), and holds that EV off;
+  resends it on another EV, takes its bytes off the window (nscc.py), and holds that EV off;
 - every data packet names the PSN sent before it on the same EV. Full packets on one path stay
   in order, so when that earlier PSN never arrived (and was not trimmed) it was lost on that
   path: the receiver NACKs it at once as GAP, and the sender resends it elsewhere. (The spec
@@ -41,10 +41,10 @@ from __future__ import annotations
 
 from zlib import crc32 as _crc32
 
-from . import wire
-from .evs import EVSet
-from .qp import Packet, QPConfig, QueuePair, nscc, us_clock
-from .recovery import TailRecovery, probe_timeout, rack_wait
+from hostagent.protocol import wire
+from hostagent.protocol.evs import EVSet
+from hostagent.protocol.qp import Packet, QPConfig, QueuePair, nscc, us_clock
+from hostagent.protocol.recovery import TailRecovery, probe_timeout, rack_wait
 
 NO_PSN = wire.NO_PSN
 _URGENT = wire.IMM | wire.LAST  # a data packet that completes something is ACKed at once
@@ -149,7 +149,7 @@ class MrcQP(QueuePair):
     def _spurious_timeout(self, p: Packet, sent: float, now: float) -> None:
         """A packet's copy outlived the timeout and arrived: its path is not lossy but its
         queue is longer than the timeout, which is congestion. The window is cut (once per
-        RTT, and not again for packets sent before a cut already made: cc.py)."""
+        RTT, and not again for packets sent before a cut already made: nscc.py)."""
         self.cc.on_timeout(now, sent)
 
     def _delay_high(self, ev: int) -> bool:

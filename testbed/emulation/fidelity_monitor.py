@@ -7,11 +7,11 @@ own nodes at their links' rates (a degrade fault changes them, through
 `FabricNetwork.set_queue_rate`). Servers that share one kernel (emulated servers: the same
 boot id) are one machine: one CPU, one set of cores. What the machines gathered becomes
 `link_gaps.parquet` and `cpu.parquet` and, with the agents' lag, the run's verdict
-(testbed/run/fidelity.py judges each machine and keeps the worst).
+(testbed/run/verdict.py judges each machine and keeps the worst).
 """
 from __future__ import annotations
 
-from testbed.emulation.monitor import Machine
+from testbed.emulation.machine_monitor import Machine
 from testbed.emulation.network import FabricNetwork
 
 

@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Literal, cast
 
 import numpy as np
 
-from .endpoint import Endpoint, MessageStats
+from hostagent.protocol.endpoint import Endpoint, MessageStats
 
 if TYPE_CHECKING:
     from typing_extensions import Buffer

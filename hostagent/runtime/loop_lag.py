@@ -34,8 +34,8 @@ def _schedstat() -> tuple[float, float] | None:
 
 
 class LoopLag:
-    """The process's monitor: its hosts share one event loop (hostagent/multi.py serves many),
-    so one timer measures the loop for all of them; a timer per host would itself load a
+    """The process's monitor: its hosts share one event loop (hostagent/runtime/pooled.py serves
+    many), so one timer measures the loop for all of them; a timer per host would itself load a
     pooled process. It runs while any host's workload does."""
 
     def __init__(self) -> None:

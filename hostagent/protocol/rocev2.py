@@ -14,9 +14,9 @@ on plane k mod planes, and the scenario's default is one QP per plane (testbed/s
 """
 from __future__ import annotations
 
-from . import wire
-from .dcqcn import DcqcnCC, DcqcnConfig
-from .qp import Packet, QPConfig, QueuePair
+from hostagent.protocol import wire
+from hostagent.protocol.dcqcn import DcqcnCC, DcqcnConfig
+from hostagent.protocol.qp import Packet, QPConfig, QueuePair
 
 PATH = 0  # the single path: what it is, the fabric's ECMP decides
 UNLIMITED_RATE = 100e9  # bit/s where no line rate is given (unit tests): never the limit

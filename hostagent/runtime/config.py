@@ -38,7 +38,8 @@ class AgentConfig:
     out_dir: str
     timeout: float = 300.0  # seconds for the whole workload before the agent gives up
     gso: bool = False  # send runs of data packets to one destination with UDP GSO
-    nic: dict[str, Any] | None = None  # {rate_bps, limit}: pace QPs to the ports (hostagent/nic.py)
+    # {rate_bps, limit}: pace QPs to the ports (hostagent/protocol/nic.py)
+    nic: dict[str, Any] | None = None
     ev_sample_period: float | None = None  # s between samples of each EV's load; None: off
 
     def dump(self, path: Path) -> None:

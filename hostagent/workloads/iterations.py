@@ -15,8 +15,8 @@ Philox), 8 elements per 64-bit draw: an all-reduce's expected result over 64 ran
 about 16 ms here, against 65 ms for the per-element hash used before.
 
 All-reduce and all-gather give every rank the same result: `expected` keeps the last few of
-those, so a process serving many hosts (hostagent/multi.py) computes each once per iteration,
-not once per host. What it returns is read-only.
+those, so a process serving many hosts (hostagent/runtime/pooled.py) computes each once per
+iteration, not once per host. What it returns is read-only.
 """
 from __future__ import annotations
 
@@ -29,8 +29,8 @@ from typing import Any
 
 import numpy as np
 
-from .collectives import DTYPE, KINDS, Communicator, Kind
-from .endpoint import Endpoint, MessageStats
+from hostagent.protocol.endpoint import Endpoint, MessageStats
+from hostagent.workloads.collectives import DTYPE, KINDS, Communicator, Kind
 
 log = logging.getLogger(__name__)
 

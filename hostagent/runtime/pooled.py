@@ -1,11 +1,11 @@
-"""One process serving many emulated hosts: `python -m hostagent.multi MANIFEST.json`.
+"""One process serving many emulated hosts: `python -m hostagent.runtime.pooled MANIFEST.json`.
 
 The manifest lists the hosts this process serves: each host's agent config (the same file the
 per-host mode reads) and the path of its network namespace (/proc/<pid>/ns/net of the host's
 Mininet shell), or null for the namespace the process was started in. Every host keeps what it
 has in the per-host mode: its own agent state, its own sockets opened inside its own namespace
-(hostagent/netns.py), its own QPs, its own folder with config, agent.log, result.json and the
-rest. Only the event loop (and the interpreter) is shared, which is the point: on a machine
+(hostagent/runtime/netns.py), its own QPs, its own folder with config, agent.log, result.json and
+the rest. Only the event loop (and the interpreter) is shared, which is the point: on a machine
 with few cores, tens of Python interpreters each waking per packet cost more CPU in scheduling
 and cache misses than the packets themselves.
 
@@ -20,8 +20,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from . import agent
-from .config import AgentConfig
+from hostagent.runtime import agent
+from hostagent.runtime.config import AgentConfig
 
 
 class _OnlyHost(logging.Filter):
@@ -68,7 +68,7 @@ async def serve(hosts: list[tuple[AgentConfig, str | None]]) -> list[dict[str, A
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     if len(args) != 1:
-        print("usage: python -m hostagent.multi MANIFEST.json", file=sys.stderr)
+        print("usage: python -m hostagent.runtime.pooled MANIFEST.json", file=sys.stderr)
         return 2
     hosts = load(Path(args[0]))
     root = logging.getLogger()

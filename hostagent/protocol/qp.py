@@ -23,10 +23,10 @@ import random
 from collections import deque
 from dataclasses import dataclass, field
 
-from . import nic, wire
-from .cc import NsccCC, NsccConfig
-from .dcqcn import DcqcnCC
-from .endpoint import MessageStats
+from hostagent.protocol import nic, wire
+from hostagent.protocol.dcqcn import DcqcnCC
+from hostagent.protocol.endpoint import MessageStats
+from hostagent.protocol.nscc import NsccCC, NsccConfig
 
 _decode, _DATA = wire.decode, wire.DATA
 
@@ -292,7 +292,7 @@ class QueuePair:
     def poll_transmit(self, now: float, budget: float | None = None) -> list[tuple[int, bytes]]:
         """Datagrams to send now: control first, then resends, then new data the window
         allows. `budget`: wire bytes of data the NIC can take now (None: no limit); data that
-        does not fit stays here untimed, and `nic_blocked` says so (hostagent/nic.py)."""
+        does not fit stays here untimed, and `nic_blocked` says so (hostagent/protocol/nic.py)."""
         self.nic_blocked = False
         if self.failed:
             self._out.clear()

@@ -22,8 +22,8 @@ from dataclasses import dataclass
 from statistics import fmean
 from typing import cast
 
-from .collectives import DTYPE, KINDS, Kind
-from .workload import IterationRecord
+from hostagent.workloads.collectives import DTYPE, KINDS, Kind
+from hostagent.workloads.iterations import IterationRecord
 
 _TYPE_NAME = "float"  # nccl-tests' name for float32
 _REDOP = {"all_reduce": "sum", "reduce_scatter": "sum", "all_gather": "none", "all_to_all": "none"}

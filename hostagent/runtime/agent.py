@@ -1,4 +1,4 @@
-"""The program each emulated host runs: `python -m hostagent.agent CONFIG.json`.
+"""The program each emulated host runs: `python -m hostagent.runtime.agent CONFIG.json`.
 
 It builds its QPs toward every peer (MRC or RoCEv2), waits for the common start time, runs the
 workload's collective iterations with real buffers and verification, and writes into its
@@ -7,8 +7,8 @@ folder: `result.json` (how it ended), `iterations.json`, `messages.json` and `pa
 verified. It never hangs: a deadline from the runner bounds the whole run.
 
 `host_main` is one host's whole life; `main` runs it alone in this process (the per-host mode),
-hostagent/multi.py runs many of them on one event loop (the pooled mode), each with its sockets
-in its own namespace and its log lines in its own agent.log.
+hostagent/runtime/pooled.py runs many of them on one event loop (the pooled mode), each with its
+sockets in its own namespace and its log lines in its own agent.log.
 """
 from __future__ import annotations
 
@@ -27,16 +27,16 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any, TypeVar
 
-from . import driver, netns
-from .collectives import DTYPE, Communicator
-from .config import AgentConfig
-from .evs import EVPolicy, EVSet
-from .lag import PROCESS_LAG, LagWindow
-from .mrc import MrcQP
-from .nic import Nic
-from .qp import QPConfig, QueuePair
-from .rocev2 import RoceQP
-from .workload import IterationRecord, MessageRecord, run_iterations
+from hostagent.protocol.evs import EVPolicy, EVSet
+from hostagent.protocol.mrc import MrcQP
+from hostagent.protocol.nic import Nic
+from hostagent.protocol.qp import QPConfig, QueuePair
+from hostagent.protocol.rocev2 import RoceQP
+from hostagent.runtime import driver, netns
+from hostagent.runtime.config import AgentConfig
+from hostagent.runtime.loop_lag import PROCESS_LAG, LagWindow
+from hostagent.workloads.collectives import DTYPE, Communicator
+from hostagent.workloads.iterations import IterationRecord, MessageRecord, run_iterations
 
 log = logging.getLogger("hostagent")
 T = TypeVar("T")
@@ -51,7 +51,7 @@ def roce_ports(seed: int, rank: int, count: int) -> list[int]:
 
 
 WHO: contextvars.ContextVar[str] = contextvars.ContextVar("who", default="")  # "h3 rank 3": whose
-# task runs (hostagent/multi.py sends each host's log lines to its own file by it)
+# task runs (hostagent/runtime/pooled.py sends each host's log lines to its own file by it)
 
 
 def build_qps(cfg: AgentConfig) -> tuple[socket.socket, QPsByPeer]:
@@ -290,7 +290,7 @@ async def stop_on_signal(work: Awaitable[T]) -> T:
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     if len(args) != 1:
-        print("usage: python -m hostagent.agent CONFIG.json", file=sys.stderr)
+        print("usage: python -m hostagent.runtime.agent CONFIG.json", file=sys.stderr)
         return 2
     cfg = AgentConfig.load(Path(args[0]))
     logging.basicConfig(level=logging.INFO, stream=sys.stderr,

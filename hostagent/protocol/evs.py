@@ -98,8 +98,8 @@ import math
 import random
 from dataclasses import dataclass, field
 
-from .cc import smoothed
-from .ev_states import EVEvent, EVState, next_state
+from hostagent.protocol.ev_states import EVEvent, EVState, next_state
+from hostagent.protocol.nscc import smoothed
 
 __all__ = ["EV", "EVEvent", "EVPolicy", "EVSet", "EVState", "Transition"]
 

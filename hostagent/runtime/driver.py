@@ -16,7 +16,7 @@ With `gso`, consecutive data packets a QP sends to the same destination (RoCEv2'
 MRC only when its spraying picks the same EV twice in a row) leave in one message with
 UDP_SEGMENT: the kernel splits them into the same datagrams before they reach the fabric
 (ports have gso_max_segs 1), so only the system call count changes.
-Datagrams move in batches (hostagent/batchio.py, in C): recvmmsg reads up to 64 per call and
+Datagrams move in batches (hostagent/runtime/batchio.py, in C): recvmmsg reads up to 64 per call and
 hands each to its QP, and what the QPs kicked by one event (a batch received, a timer, NIC
 room) have to send leaves in one sendmmsg per socket at the end of that event.
 `HOSTAGENT_BATCH=0` in the environment makes every batch one datagram: one system call per
@@ -38,10 +38,11 @@ import time
 from collections import defaultdict, deque
 from dataclasses import dataclass, field
 
-from . import batchio, wire
-from .endpoint import MessageStats
-from .nic import Nic
-from .qp import ImmArrived, QPFailed, QueuePair, WriteDone
+from hostagent.protocol import wire
+from hostagent.protocol.endpoint import MessageStats
+from hostagent.protocol.nic import Nic
+from hostagent.protocol.qp import ImmArrived, QPFailed, QueuePair, WriteDone
+from hostagent.runtime import batchio
 
 PORT = 4791
 QPS_PER_PEER_MAX = 64  # QPN stride per peer: covers the scenario's limit (test_qpn.py)

@@ -18,7 +18,7 @@ import time
 from collections import Counter, deque
 from dataclasses import dataclass
 
-from .endpoint import MessageStats
+from hostagent.protocol.endpoint import MessageStats
 
 REORDER_CHUNK = 16  # bytes per piece when `reorder` is on and `chunk` is not given
 IMM_LIMIT = 2**32  # an immediate is 32 bits on the wire
@@ -94,7 +94,7 @@ class _Connection:
 
 
 class LoopbackEndpoint:
-    """One rank's view of a LoopbackFabric; satisfies hostagent.endpoint.Endpoint."""
+    """One rank's view of a LoopbackFabric; satisfies hostagent.protocol.endpoint.Endpoint."""
 
     def __init__(self, fabric: LoopbackFabric, rank: int) -> None:
         self.rank = rank

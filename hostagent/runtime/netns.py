@@ -1,7 +1,7 @@
 """Opening sockets in another network namespace from this process.
 
 A socket keeps the namespace it was created in, whatever the creating thread does next. So a
-process serving many emulated hosts (hostagent/multi.py) creates each host's sockets on a
+process serving many emulated hosts (hostagent/runtime/pooled.py) creates each host's sockets on a
 short-lived thread that first joins the host's namespace with setns(2): setns changes only the
 calling thread's namespace, and the thread ends right after, so the rest of the process stays
 where it was. Python 3.11 has no os.setns; libc's is called through ctypes.

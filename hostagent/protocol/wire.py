@@ -25,7 +25,7 @@ import zlib
 from collections.abc import Callable
 from typing import NamedTuple
 
-from .native import fastio
+from hostagent.native import fastio
 
 VERSION = 1
 HEADER = struct.Struct("!BBHHHIIQIIII")  # ver type flags ev length qp psn offset imm aux ts crc
