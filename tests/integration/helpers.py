@@ -12,7 +12,7 @@ from testbed import scenario as scenario_mod
 from testbed.emulation.network import FabricNetwork
 from testbed.fabric.plan import make_plan
 from testbed.lifecycle.progress import Progress
-from testbed.lifecycle.registry import STATE_DIR, RunRegistry
+from testbed.lifecycle.registry import LOCK_NAME, STATE_DIR, RunRegistry
 
 ROOT = Path(__file__).resolve().parents[2]
 CLI = [sys.executable, "-m", "testbed.cli"]
@@ -49,8 +49,11 @@ def root_links() -> set[str]:
 
 
 def registry_entries() -> set[str]:
-    """Run records and the folders runs keep beside them (emulated servers' keys)."""
-    return {p.name for p in STATE_DIR.iterdir()} if STATE_DIR.is_dir() else set()
+    """Run records and the folders runs keep beside them (emulated servers' keys); the run
+    lock's file is not one: it stays, empty of holders, once any run has taken the lock."""
+    if not STATE_DIR.is_dir():
+        return set()
+    return {p.name for p in STATE_DIR.iterdir()} - {LOCK_NAME}
 
 
 def named_namespaces() -> set[str]:
