@@ -57,7 +57,6 @@ class MrcQP(QueuePair):
         self.evset = evset
         self._last_on_ev: dict[int, int] = {}
         self._trimmed: set[int] = set()  # PSNs whose trimmed header arrived, data not yet
-        self._nacked: set[int] = set()  # PSNs already NACKed as GAP
         self._probe_seq = 0
         self.tail = TailRecovery()
         self._timed_out: list[tuple[int, float, str]] = []  # this timer pass's timeouts
@@ -254,10 +253,12 @@ class MrcQP(QueuePair):
             self.counters.duplicates += 1
             self._owe_ack(h, now, ecn, urgent=True)  # the sender missed our ACK
             return
+        # `prev` names the copy sent before this one on its EV: only this transmission names
+        # that copy (a duplicate of it stopped above), so each lost copy of a PSN, a resend
+        # too, is NACKed once. A PSN resent on the EV it was last sent on names itself.
         prev = h.aux
-        if (prev != NO_PSN and prev >= cum and prev not in got
-                and prev not in self._trimmed and prev not in self._nacked):
-            self._nacked.add(prev)
+        if (prev != NO_PSN and prev != psn and prev >= cum and prev not in got
+                and prev not in self._trimmed):
             self._control(wire.NACK, wire.GAP, h.ev, prev, ts=h.ts)
             self.counters.nacks_sent += 1
         if psn != cum:
@@ -266,8 +267,6 @@ class MrcQP(QueuePair):
         self._landed(psn)
         if self._trimmed:  # empty but for trims not yet resent: skip the lookups then
             self._trimmed.discard(psn)
-        if self._nacked:
-            self._nacked.discard(psn)
         self._owe_ack(h, now, ecn, urgent=bool(h.flags & _URGENT))
 
     # ---- probes of ASSUMED_BAD EVs ----

@@ -1,0 +1,50 @@
+"""What MRC reads from its signals, packet by packet: every lost copy of a PSN is gap-NACKed,
+each timeout in a timer pass is excused by its own EV's congestion only, and an EV's RTT
+samples come only from the copies ACKs answer, each copy at most once."""
+from __future__ import annotations
+
+import random
+
+from hostagent.protocol import wire
+from hostagent.protocol.evs import EVPolicy, EVSet
+from hostagent.protocol.mrc import MrcQP
+from hostagent.protocol.qp import QPConfig, WriteDone, us_clock
+
+from .simnet import SimNet
+from .test_transport import CFG, TABLE, events, layout, mrc_pair, post_all
+
+
+def sender(cfg: QPConfig = CFG) -> MrcQP:
+    evset = EVSet.build(TABLE, EVPolicy(probe_interval=0.002), random.Random(0))
+    return MrcQP(1, 2, memoryview(bytearray(1 << 16)), cfg, evset, 0)
+
+
+def ack(cum: int, trigger: int, ev: int, sent: float, sack: int = 0, base: int = 0) -> bytes:
+    """An ACK as the receiver builds it: cumulative PSN, SACK bitmap from `base`, and the
+    echo of the copy that triggered it (its PSN, EV and send time)."""
+    return wire.control_datagram(wire.ACK, 0, ev, 1, cum, sack, trigger, base, us_clock(sent))
+
+
+def test_a_resent_packet_lost_again_is_gap_nacked_again():
+    """PSN 5 is lost on its EV, NACKed and resent elsewhere, and its resend is lost too: the
+    packet after the resend on that EV names it, so the receiver NACKs it again at once. Both
+    losses are recovered by gap NACKs: no RACK loss, no timeout."""
+    writes, total = layout([64 * 256], seed=3)
+    a, b, bufs = mrc_pair(total, seed=3)
+    post_all(a, writes)
+    net = SimNet(a, b, seed=3)
+    copies: list[int] = []
+    send = net._send
+
+    def lose_two_copies(side: str, ev: int, data: bytes) -> None:
+        h, _ = wire.decode(data)
+        if side == "a" and h.type == wire.DATA and h.psn == 5 and len(copies) < 2:
+            copies.append(ev)
+            return
+        send(side, ev, data)
+    net._send = lose_two_copies
+    net.run(lambda: len(events(a, WriteDone)) == 1)
+    assert bytes(bufs[1]) == writes[0][0]
+    assert len(copies) == 2 and copies[0] != copies[1], copies
+    assert b.counters.nacks_sent == 2
+    assert (a.counters.rack_losses, a.counters.timeouts, a.counters.retransmits) == (0, 0, 2)
