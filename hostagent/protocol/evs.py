@@ -96,6 +96,7 @@ from __future__ import annotations
 
 import math
 import random
+from collections.abc import Collection
 from dataclasses import dataclass, field
 
 from hostagent.protocol.ev_states import EVEvent, EVState, next_state
@@ -508,7 +509,7 @@ class EVSet:
         ev.recent_losses = ev.recent_losses * keep + (1.0 if lost else 0.0)
 
     def on_timeouts(self, timed_out: list[tuple[int, float, str]], now: float, window: float,
-                    rtt: float | None = None, delay_high: bool = False) -> bool:
+                    rtt: float | None = None, queued: Collection[int] = ()) -> bool:
         """Packets that timed out together: (EV index, its send time, reason). Returns True
         when they are a stall: with the timeouts of the last `window` s (one timeout), more
         than half the active EVs timed out, and the receiver is silent (no EV delivered a
@@ -517,7 +518,8 @@ class EVSet:
         nothing and gives back the EVs its earlier timeouts condemned. Otherwise each timeout
         is judged on its own: on an EV that delivered a packet sent after it, as a gap
         (against the other EVs); on a silent EV, as a loss (condemned unless congestion or
-        the floor explain it)."""
+        the floor explain it). `queued`: the EVs whose own queueing delay is above target,
+        which excuses their own timeouts only."""
         for index, _, _ in timed_out:
             ev = self.by_index(index)
             if ev is not None:
@@ -538,7 +540,7 @@ class EVSet:
                                 "active EVs timed out within one timeout: a host stall")
             return True
         for index, event in zip((i for i, _, _ in timed_out), self._judge_losses(
-                [(i, sent_at, reason, delay_high) for i, sent_at, reason in timed_out],
+                [(i, sent_at, reason, i in queued) for i, sent_at, reason in timed_out],
                 now, rtt, silent_condemns=True)):
             if event is EVEvent.LOSS:
                 self._by_index[index].timeout_condemned = now

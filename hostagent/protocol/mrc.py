@@ -133,12 +133,11 @@ class MrcQP(QueuePair):
         if not batch:
             return
         cc, evset = self.cc, self.evset
-        queued = any(self._delay_high(i) for i, _, _ in batch)
-        congestive = queued or any(
+        queued = {i for i, _, _ in batch if self._delay_high(i)}  # each EV excuses its own
+        congestive = bool(queued) or any(
             evset.explained_by_congestion(ev, now, cc.srtt, False)
             for ev in (evset.by_index(i) for i, _, _ in batch) if ev is not None)
-        stall = evset.on_timeouts(batch, now, self._timeout(), rtt=cc.srtt,
-                                  delay_high=queued)
+        stall = evset.on_timeouts(batch, now, self._timeout(), rtt=cc.srtt, queued=queued)
         if stall:
             self.counters.stalls += 1
             self._stalled = now

@@ -344,14 +344,14 @@ def test_a_silent_path_is_dead_whatever_the_delay_says():
     s = evset()
     for k in range(1, SILENT_LOSSES):
         s.on_timeouts([(0, k - 0.5, "t"), (0, k - 0.4, "t")], float(k), window=0.1,
-                      delay_high=True)  # two packets of one burst: one timeout in a row
+                      queued={0})  # two packets of one burst: one timeout in a row
         assert s.by_index(0).state is G, f"timeout {k}: congestion, held off"
     s.on_delivered(0, SILENT_LOSSES - 0.9)  # it delivered: the count starts again
     for k in range(SILENT_LOSSES, 2 * SILENT_LOSSES - 1):
-        s.on_timeouts([(0, k - 0.5, "t")], float(k), window=0.1, delay_high=True)
+        s.on_timeouts([(0, k - 0.5, "t")], float(k), window=0.1, queued={0})
         assert s.by_index(0).state is G
     k = 2 * SILENT_LOSSES - 1
-    s.on_timeouts([(0, k - 0.5, "t")], float(k), window=0.1, delay_high=True)
+    s.on_timeouts([(0, k - 0.5, "t")], float(k), window=0.1, queued={0})
     ev = s.by_index(0)
     # held off per packet: 2 packets in each of the first bursts, 1 in each of the next
     assert ev.state is B and ev.congestion_losses == 3 * (SILENT_LOSSES - 1)

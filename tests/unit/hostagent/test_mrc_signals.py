@@ -6,7 +6,7 @@ from __future__ import annotations
 import random
 
 from hostagent.protocol import wire
-from hostagent.protocol.evs import EVPolicy, EVSet
+from hostagent.protocol.evs import EVPolicy, EVSet, EVState
 from hostagent.protocol.mrc import MrcQP
 from hostagent.protocol.qp import QPConfig, WriteDone, us_clock
 
@@ -48,3 +48,21 @@ def test_a_resent_packet_lost_again_is_gap_nacked_again():
     assert len(copies) == 2 and copies[0] != copies[1], copies
     assert b.counters.nacks_sent == 2
     assert (a.counters.rack_losses, a.counters.timeouts, a.counters.retransmits) == (0, 0, 2)
+
+
+def test_each_timeout_of_a_pass_is_excused_by_its_own_evs_queue_only():
+    """Two packets time out in one timer pass: one on an EV whose own RTT shows a queue
+    (3 x the delay target above the base RTT), one on a silent EV with no queue. The queue
+    excuses its own EV (held off, GOOD), not the other: the silent path is condemned."""
+    a = sender()
+    a.post_write(0, memoryview(bytes(2 * CFG.mss)), 0, None, 0.0, peer=2)
+    queued, dead = (ev for ev, _ in a.poll_transmit(0.0))
+    base = 0.001
+    a.cc.base_rtt = base
+    a.evset.on_rtt(queued, base + 3 * CFG.target_delay)
+    a.evset.on_rtt(dead, base)
+    a.on_timer(CFG.timeout)
+    assert a.counters.timeouts == 2
+    q, d = a.evset.by_index(queued), a.evset.by_index(dead)
+    assert q.state is EVState.GOOD and q.congestion_losses == 1
+    assert d.state is EVState.ASSUMED_BAD and d.congestion_losses == 0
