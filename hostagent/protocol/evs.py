@@ -146,6 +146,8 @@ class EV:
     silent_queued: bool = False  # congestion (delay, marks) explained one of those losses
     srtt: float | None = None  # its own smoothed RTT (RFC 6298), from the ACKs' echoed times
     rttvar: float = 0.0
+    acked_after: float | None = None  # how long its last packet acknowledged took to be: at
+    # least its RTT (behind a hole, more), what RACK waits by before it has an srtt
     condemned: int = 0  # times it went GOOD -> ASSUMED_BAD
     trims: int = 0
     ecn: int = 0
@@ -433,10 +435,9 @@ class EVSet:
 
     def on_rtt(self, index: int, rtt: float, now: float = 0.0,
                target: float | None = None) -> None:
-        """An RTT sample of this EV: a packet sent once, acknowledged (by an ACK or its
-        SACK bitmap: every packet gives one, where the ACKs' own triggers would leave some EVs
-        without any when ACKs are coalesced in step with the spray). `target`: the QP's
-        queueing delay target, for the hot-path rule (None: not applied)."""
+        """An RTT sample of this EV: the copy an ACK answered, by its echoed send time
+        (mrc.py). `target`: the QP's queueing delay target, for the hot-path rule (None: not
+        applied)."""
         ev = self.by_index(index)
         if ev is not None:
             ev.srtt, ev.rttvar = smoothed(ev.srtt, ev.rttvar, rtt)
@@ -487,15 +488,18 @@ class EVSet:
         return (ev is not None and ev.srtt is not None and base_rtt is not None
                 and ev.srtt - base_rtt > target)
 
-    def on_delivered(self, index: int, sent_at: float, packet: bool = True) -> None:
+    def on_delivered(self, index: int, sent_at: float, packet: bool = True,
+                     acked_after: float | None = None) -> None:
         """A packet sent on this EV at `sent_at` arrived (acknowledged): the path works.
         `packet`: one acknowledged packet, a sample of the EV's loss share (an ACK covers
         several: sampling per ACK counted a 1%-lossy path's losses 4 times against its
         deliveries, with coalescing every 4 packets). False: the send time of an ACK's
-        trigger, already counted."""
+        trigger, already counted. `acked_after`: seconds from its send to its ACK."""
         ev = self.by_index(index)
         if ev is None:
             return
+        if acked_after is not None:
+            ev.acked_after = acked_after
         if sent_at > ev.delivered_sent:
             ev.delivered_sent = sent_at
         ev.silent_losses, ev.silent_queued = 0, False

@@ -167,16 +167,18 @@ class MrcQP(QueuePair):
         p = self._inflight[psn]
         self.evset.landed(p.ev)
         if p.sends == 1:  # a resent packet's ACK may be for either copy: the echo says which
-            self.evset.on_delivered(p.ev, p.sent_at)
-            # its ACK's coalescing delay included
-            self.evset.on_rtt(p.ev, now - p.sent_at, now, self.cfg.target_delay)
+            self.evset.on_delivered(p.ev, p.sent_at, acked_after=now - p.sent_at)
             self.tail.delivered(p.sent_at, psn)
         return super()._ack_packet(psn, now)
 
     def _after_ack(self, h: wire.Header, now: float, trigger: Packet | None,
                    rtt: float) -> None:
-        if trigger is None or trigger.sends > 1:  # a once-sent trigger was sampled as acked
-            self.evset.on_rtt(h.ev, rtt)  # the echo names the copy: its EV, its send time
+        # An EV's RTT samples come only from the copy an ACK answers (the echo names its EV
+        # and send time), and only from the first ACK of its PSN: a packet acknowledged
+        # cumulatively behind a repaired hole waited for the hole, not for its path, and a
+        # reordered ACK whose trigger an earlier ACK covered would count that copy twice.
+        if trigger is not None:
+            self.evset.on_rtt(h.ev, rtt, now, self.cfg.target_delay)
         self._heard[h.ev] = self._heard_any = now
         # the copy that triggered it was sent at or after this (the echo is in whole us)
         sent = now - rtt - 1e-6
@@ -208,11 +210,16 @@ class MrcQP(QueuePair):
                 break
             if p.sent_at == newest:
                 before.append(psn)
-        waits: dict[int, float] = {}  # per EV: a path with a queue waits by its own RTT;
-        if before:  # a path with no RTT measured yet, for the ACK timeout
+        # Per EV: a path with a queue waits by its own RTT; one with no RTT sample yet (no ACK
+        # answered a copy on it) by how long its last packet took to be acknowledged, at least
+        # its RTT; one with nothing acknowledged yet, for the ACK timeout.
+        waits: dict[int, float] = {}
+        if before:
             before.sort()
             for ev in self.evset.evs:
-                own = rack_wait(ev.srtt, ev.rttvar, self.cfg.ack_delay, timeout)
+                own = (rack_wait(ev.srtt, ev.rttvar, self.cfg.ack_delay, timeout)
+                       if ev.srtt is not None else
+                       rack_wait(ev.acked_after, 0.0, self.cfg.ack_delay, timeout))
                 waits[ev.index] = timeout if own is None else max(wait, own)
         queued = set(self._resend)
         outstanding = ((psn, inflight[psn].sent_at, waits.get(inflight[psn].ev, wait))

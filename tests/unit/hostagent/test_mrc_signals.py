@@ -66,3 +66,33 @@ def test_each_timeout_of_a_pass_is_excused_by_its_own_evs_queue_only():
     q, d = a.evset.by_index(queued), a.evset.by_index(dead)
     assert q.state is EVState.GOOD and q.congestion_losses == 1
     assert d.state is EVState.ASSUMED_BAD and d.congestion_losses == 0
+
+
+def test_a_cumulative_ack_after_a_repaired_hole_samples_only_the_copy_it_answers():
+    """PSN 0 is lost and resent 9 ms later; the ACK its resend triggers 1 ms after that
+    acknowledges all 8 packets cumulatively. Its echo names the resend: one RTT sample of
+    1 ms on the resend's EV. The 7 packets it acknowledges behind the hole arrived long
+    before: 10 ms since their send is the hole's repair time, not their path's RTT."""
+    a = sender()
+    a.post_write(0, memoryview(bytes(8 * CFG.mss)), 0, None, 0.0, peer=2)
+    first = a.poll_transmit(0.0)
+    assert len(first) == 8
+    a._resend_now(0)
+    (resent_on, _), = a.poll_transmit(0.009)
+    a.receive(ack(8, 0, resent_on, 0.009), 0.010)
+    assert not a._inflight
+    sampled = {e.index: e.srtt for e in a.evset.evs if e.rtt_samples}
+    assert sampled.keys() == {resent_on}
+    assert abs(sampled[resent_on] - 0.001) < 2e-6
+
+
+def test_reordered_acks_sample_each_copy_at_most_once():
+    """Two packets on two EVs; the ACK of the second (SACKing both) overtakes the ACK of the
+    first. The first packet's EV gets at most one sample, the second's exactly one."""
+    a = sender()
+    a.post_write(0, memoryview(bytes(2 * CFG.mss)), 0, None, 0.0, peer=2)
+    (ev0, _), (ev1, _) = a.poll_transmit(0.0)
+    a.receive(ack(2, 1, ev1, 0.0), 0.001)
+    a.receive(ack(1, 0, ev0, 0.0), 0.0012)
+    assert a.evset.by_index(ev1).rtt_samples == 1
+    assert a.evset.by_index(ev0).rtt_samples <= 1
