@@ -230,19 +230,22 @@ class EVSet:
 
     def _fill_plane(self, plane: int, replacing: EV | None = None) -> None:
         """Activate GOOD spares until the plane has its target of active EVs (a seeded pick,
-        so that QPs sharing a leaf do not all leave the same spine idle). A spare that takes
-        the place of `replacing` and has no RTT of its own starts from that EV's: RACK then
-        judges its packets by it, where an EV with no RTT waits for the ACK timeout (mrc.py).
-        Measured on the simnet with a plane gone: the spare took the dead plane's whole share
-        into the void for a full ACK timeout, and the QP's goodput fell to a tenth."""
+        so that QPs sharing a leaf do not all leave the same spine idle). A spare starts
+        fresh: what it measured before it was last active (a hot path's srtt) would have it
+        swapped out again at its first sample. It starts from the RTT of `replacing`, the EV
+        whose place it takes: RACK then judges its packets by it, where an EV with no RTT
+        waits for the ACK timeout (mrc.py). Measured on the simnet with a plane gone: a spare
+        with no RTT took the dead plane's whole share into the void for a full ACK timeout,
+        and the QP's goodput fell to a tenth."""
         in_plane = self._planes[plane]
         missing = self._per_plane_target(plane) - sum(e.active for e in in_plane)
         spares = [e for e in in_plane if not e.active and e.state is EVState.GOOD]
         if missing > 0 and spares:
             for e in self.rng.sample(spares, min(missing, len(spares))):
                 e.active = True
-                if e.srtt is None and replacing is not None and replacing.srtt is not None:
-                    e.srtt, e.rttvar = replacing.srtt, replacing.rttvar
+                e.srtt, e.rttvar = (None, 0.0) if replacing is None else (replacing.srtt,
+                                                                          replacing.rttvar)
+                e.rtt_samples, e.acked_after = 0, None
 
     def _refresh(self) -> None:
         self._usable = {}
@@ -516,7 +519,9 @@ class EVSet:
                     rtt: float | None = None, queued: Collection[int] = ()) -> bool:
         """Packets that timed out together: (EV index, its send time, reason). Returns True
         when they are a stall: with the timeouts of the last `window` s (one timeout), more
-        than half the active EVs timed out, and the receiver is silent (no EV delivered a
+        than half the active EVs timed out (only active ones count: the late timeouts of a
+        spare swapped out or of an EV condemned earlier say nothing of the host), and the
+        receiver is silent (no EV delivered a
         packet sent after the newest of them: a plane or a leaf gone silences half the EVs
         while the others deliver, and that is a path failure, not a stall). A stall condemns
         nothing and gives back the EVs its earlier timeouts condemned. Otherwise each timeout
@@ -529,11 +534,11 @@ class EVSet:
             if ev is not None:
                 ev.timeouts += 1
                 ev.last_timeout = now
-        recent = [e for e in self.evs if e.state is not EVState.DENIED
-                  and e.last_timeout >= 0 and now - e.last_timeout <= window]
         active = {e.index for plane in self._plane_order for e in self._usable[plane]}
-        active |= {e.index for e in recent if e.state is EVState.ASSUMED_BAD
-                   and now - e.timeout_condemned <= window}
+        active |= {e.index for e in self.evs if e.state is EVState.ASSUMED_BAD
+                   and e.timeout_condemned >= 0 and now - e.timeout_condemned <= window}
+        recent = [e for e in self.evs if e.index in active
+                  and e.last_timeout >= 0 and now - e.last_timeout <= window]
         newest = max(sent_at for _, sent_at, _ in timed_out)
         heard = any(e.delivered_sent > newest for e in self.evs)
         if len(recent) >= 2 and 2 * len(recent) > len(active) and not heard:

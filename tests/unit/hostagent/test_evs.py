@@ -417,8 +417,7 @@ def test_a_spare_taking_a_condemned_evs_place_starts_from_its_rtt():
     """An EV with no RTT of its own waits for the ACK timeout before RACK judges its packets
     (mrc.py). A spare that takes a condemned EV's place starts from that EV's RTT, so a
     spare as dead as the EV it replaces (a plane gone) is found by RACK within RTTs, not
-    after a full ACK timeout with the plane's whole share of packets. A spare with an RTT of
-    its own keeps it."""
+    after a full ACK timeout with the plane's whole share of packets."""
     s = evset(active_per_plane=3)
     plane0 = [e.index for e in s.evs if e.active and e.plane == 0]
     spare = next(e.index for e in s.evs if not e.active and e.plane == 0)
@@ -606,3 +605,35 @@ def test_a_hot_path_with_no_spare_is_held_off():
     rtts(s, {1: 0.001, 2: 0.001, 3: 0.001, 0: 0.031}, now=1.0)
     assert s.by_index(0).active and s.by_index(0).holdoff_until >= 1.0 + 4 * 0.02
     assert 0 not in {s.pick(1.01).index for _ in range(40)}
+
+
+def test_a_spare_brought_back_starts_fresh_and_is_not_swapped_again_at_once():
+    """A hot EV swapped out keeps its 31 ms srtt as a spare. When an active EV of its plane is
+    condemned and it takes that place, it starts from the condemned EV's RTT with no samples
+    of its own: its first calm samples do not find it hot again."""
+    s = evset(active_per_plane=3)
+    plane0 = [e.index for e in s.evs if e.active and e.plane == 0]
+    hot, calm = plane0[0], plane0[1:]
+    rtts(s, dict.fromkeys(calm, 0.001) | {hot: 0.031}, now=1.0)
+    assert not s.by_index(hot).active and s.by_index(hot).hot_swaps == 1
+    spare = next(e.index for e in s.evs if e.active and e.plane == 0 and e.index not in calm)
+    s.on_rtt(calm[0], 0.001)
+    s.on_loss(calm[0], 2.0, "loss")
+    back = s.by_index(hot)
+    assert back.active and back.srtt == s.by_index(calm[0]).srtt and back.rtt_samples == 0
+    rtts(s, {spare: 0.001, calm[1]: 0.001, hot: 0.001}, now=2.0)
+    assert back.active and back.hot_swaps == 1 and back.holdoff_until <= 2.0
+
+
+def test_only_active_evs_count_towards_a_stall():
+    """A stall is more than half the active EVs timing out together. Timeouts of EVs outside
+    the active set (a spare swapped out with packets still out, an EV condemned earlier)
+    do not count: one active EV and two spares timing out is one path's timeout, which
+    condemns that silent path."""
+    s = evset(active_per_plane=2)
+    active = s.usable_indexes()
+    spares = [e.index for e in s.evs if not e.active]
+    assert len(active) == 4
+    assert not s.on_timeouts([(active[0], 0.9, "t")] + [(i, 0.9, "t") for i in spares[:2]],
+                             1.0, window=0.05)
+    assert s.by_index(active[0]).state is B
