@@ -113,7 +113,8 @@ SILENT_LOSSES = 3  # losses in a row, nothing delivered: dead, whatever the dela
 LOSS_RATE_FLOOR = 0.005  # the others' loss rate taken as at least this (no test against 0)
 FLAP_MEMORY = 1.0  # s: a condemnation this soon after a return with a broken run doubles it
 MAX_PROBE_RUN = 256  # the longest run of answered probes an EV can be asked for
-PROBE_TIMEOUT_INTERVALS = 4  # a probe unanswered after this many probe intervals is lost
+PROBE_TIMEOUT_INTERVALS = 4  # a probe's timeout is at least this many probe intervals
+LATE_PROBES_KEPT = 64  # timed-out probes per EV whose late reply still counts
 HELD_SHIFT = 2  # a plane whose EVs are all held off cedes packets while others hold < 2x + 1
 MAX_PROBE_RTTS = 1000  # probe RTTs kept per EV (the first ones: how a path came back)
 HOT_SAMPLES = 4  # RTT samples an active EV needs before its delay is judged against its plane
@@ -163,6 +164,9 @@ class EV:
     probes_answered: int = 0
     probe_rtts: list[float] = field(default_factory=list)
     outstanding: dict[int, float] = field(default_factory=dict)  # probe seq -> sent at
+    overdue: dict[int, float] = field(default_factory=dict)  # timed out, reply still counts
+    probe_srtt: float | None = None  # smoothed RTT of its answered probes (RFC 6298)
+    probe_rttvar: float = 0.0
     inflight: int = 0  # the QP's packets on it not yet acknowledged nor resent elsewhere
     rtt_samples: int = 0  # RTT samples since it last became active (the hot rule waits for some)
     hot_until: float = 0.0  # swapped out as a hot path: not swapped back in before this
@@ -274,11 +278,13 @@ class EVSet:
             ev.bad_since = now
             ev.probe_run = 0
             ev.outstanding.clear()
+            ev.overdue.clear()
             ev.next_probe = now + self.policy.probe_interval
         elif new is EVState.GOOD:
             ev.good_since = now
             ev.clean_return = ev.runs_broken == 0
             ev.outstanding.clear()
+            ev.overdue.clear()
             ev.recent_packets = ev.recent_losses = 0.0  # the losses that condemned it are
             # judged: counting them again would condemn it at its next random loss
             ev.silent_losses, ev.silent_queued = 0, False  # so is its silence: the probes
@@ -677,17 +683,30 @@ class EVSet:
         self._apply(ev, EVEvent.CONGESTION, now, "ECN mark or trim")
 
     # ---- probes of ASSUMED_BAD EVs ----
+    def probe_timeout(self, ev: EV) -> float:
+        """How long a probe of `ev` waits for its reply before it counts as lost: srtt + 4
+        rttvar (RFC 6298's RTO) of its probes, or before any is answered of its data, and at
+        least PROBE_TIMEOUT_INTERVALS probe intervals. A fixed 4 intervals (20 ms) lost every
+        probe of a path slower than that, and it never came back."""
+        floor = PROBE_TIMEOUT_INTERVALS * self.policy.probe_interval
+        srtt, rttvar = ((ev.probe_srtt, ev.probe_rttvar) if ev.probe_srtt is not None
+                        else (ev.srtt, ev.rttvar))
+        return floor if srtt is None else max(floor, srtt + 4 * rttvar)
+
     def probes_due(self, now: float) -> list[int]:
-        """EVs to probe now. A probe still unanswered after PROBE_TIMEOUT_INTERVALS intervals
-        is lost: the EV's run of answered probes starts again."""
+        """EVs to probe now. A probe unanswered after `probe_timeout` is lost: the EV's run
+        of answered probes starts again. Its reply, if it comes after all, still counts
+        (`overdue`, the newest LATE_PROBES_KEPT): it gives the probe RTT the timeout lacked."""
         due = []
-        timeout = PROBE_TIMEOUT_INTERVALS * self.policy.probe_interval
         for ev in self.evs:
             if ev.state is not EVState.ASSUMED_BAD or ev.next_probe > now:
                 continue
+            timeout = self.probe_timeout(ev)
             stale = [s for s, sent in ev.outstanding.items() if now - sent >= timeout]
             for s in stale:
-                del ev.outstanding[s]
+                ev.overdue[s] = ev.outstanding.pop(s)
+            for s in sorted(ev.overdue)[:-LATE_PROBES_KEPT]:
+                del ev.overdue[s]
             if stale:
                 self._probe_lost(ev, now)
             ev.next_probe = now + self.policy.probe_interval
@@ -711,15 +730,24 @@ class EVSet:
 
     def on_probe_reply(self, index: int, seq: int, now: float) -> float | None:
         """A reply to probe `seq` on this EV: its RTT, or None if it matches no probe we sent
-        on that EV (late, duplicated or foreign replies change nothing). Earlier probes of the
-        same EV still unanswered are lost (a path keeps control packets in order)."""
+        on that EV (duplicated or foreign replies change nothing). A reply to a probe that
+        timed out counts too. Earlier probes of the same EV still unanswered are lost (a path
+        keeps control packets in order)."""
         ev = self.by_index(index)
-        if ev is None or seq not in ev.outstanding:
+        if ev is None:
             return None
-        rtt = now - ev.outstanding.pop(seq)
+        sent = ev.outstanding.pop(seq, None)
+        if sent is None:
+            sent = ev.overdue.pop(seq, None)
+        if sent is None:
+            return None
+        rtt = now - sent
         ev.probes_answered += 1
         if len(ev.probe_rtts) < MAX_PROBE_RTTS:
             ev.probe_rtts.append(rtt)
+        ev.probe_srtt, ev.probe_rttvar = smoothed(ev.probe_srtt, ev.probe_rttvar, rtt)
+        for s in [s for s in ev.overdue if s < seq]:
+            del ev.overdue[s]  # counted lost already
         earlier = [s for s in ev.outstanding if s < seq]
         for s in earlier:
             del ev.outstanding[s]

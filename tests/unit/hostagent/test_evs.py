@@ -3,6 +3,7 @@ API), the ev_min_active floor, spares, spraying by plane, congestion that is not
 probes that re-admit a path only after a run of answers."""
 from __future__ import annotations
 
+import heapq
 import random
 from collections import Counter
 
@@ -637,3 +638,53 @@ def test_only_active_evs_count_towards_a_stall():
     assert not s.on_timeouts([(active[0], 0.9, "t")] + [(i, 0.9, "t") for i in spares[:2]],
                              1.0, window=0.05)
     assert s.by_index(active[0]).state is B
+
+
+def probe_a_path(s: EVSet, ev: int, rtt: float, start: float, until: float) -> float | None:
+    """Probe `ev` as a QP does (probes when due, each answered `rtt` later) from `start`: the
+    time it is GOOD again, or None if not by `until`."""
+    replies: list[tuple[float, int]] = []
+    seq, now = 0, start
+    while s.by_index(ev).state is B:
+        due = s.next_probe_time()
+        now = min(due if due is not None else until, replies[0][0] if replies else until)
+        if now >= until:
+            return None
+        if replies and replies[0][0] <= now:
+            s.on_probe_reply(ev, heapq.heappop(replies)[1], now)
+            continue
+        for index in s.probes_due(now):
+            seq += 1
+            s.probe_sent(index, seq, now)
+            heapq.heappush(replies, (now + rtt, seq))
+    return now
+
+
+@pytest.mark.parametrize("rtt", [0.025, 0.030, 0.066])
+def test_a_path_whose_probe_rtt_exceeds_the_fixed_probe_timeout_comes_back(rtt):
+    """Probes every 5 ms, answered after 25, 30 or 66 ms (slow links: 8 hops of one MTU at
+    10 Mbit/s are about 27 ms), the EV with no RTT of its own: its probes time out after 4
+    intervals (20 ms) at first, their late replies still count and give the probe RTT, and
+    the timeout follows it. The run completes within about one RTT plus RUN replies (RUN
+    probes are out at once by then): 2 RTTs + RUN intervals."""
+    s = evset(probe_interval=0.005)
+    s.on_loss(0, 1.0, "loss")
+    back = probe_a_path(s, 0, rtt, 1.0, until=6.0)
+    assert back is not None and back - 1.0 <= 2 * rtt + RUN * 0.005, back
+    assert s.by_index(0).runs_broken == 0, "no answered path is taken for lossy"
+
+
+def test_a_late_reply_counts_and_the_probe_timeout_follows_the_probe_rtt():
+    s = evset(probe_interval=0.005)
+    s.on_loss(0, 1.0, "loss")
+    ev = s.by_index(0)
+    s.probe_sent(0, 1, 1.005)
+    s.probes_due(1.005 + PROBE_TIMEOUT_INTERVALS * 0.005)  # timed out: counted lost
+    assert 1 not in ev.outstanding
+    assert s.on_probe_reply(0, 1, 1.035) == pytest.approx(0.030), "its late reply counts"
+    assert ev.probe_run == 1
+    s.probe_sent(0, 2, 1.035)
+    s.probes_due(1.035 + 0.040)  # 40 ms: past 4 intervals, within 30 ms + 4 x 15 ms
+    assert 2 in ev.outstanding and ev.probe_run == 1
+    s.probes_due(1.035 + 0.091)
+    assert 2 not in ev.outstanding and ev.probe_run == 0

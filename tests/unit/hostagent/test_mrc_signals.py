@@ -1,6 +1,7 @@
 """What MRC reads from its signals, packet by packet: every lost copy of a PSN is gap-NACKed,
 each timeout in a timer pass is excused by its own EV's congestion only, and an EV's RTT
-samples come only from the copies ACKs answer, each copy at most once."""
+samples come only from the copies ACKs answer, each copy at most once; and the probes of a
+condemned path slower than the probe interval's multiple are waited for."""
 from __future__ import annotations
 
 import random
@@ -10,7 +11,7 @@ from hostagent.protocol.evs import EVPolicy, EVSet, EVState
 from hostagent.protocol.mrc import MrcQP
 from hostagent.protocol.qp import QPConfig, WriteDone, us_clock
 
-from .simnet import SimNet
+from .simnet import PathModel, SimNet
 from .test_transport import CFG, TABLE, events, layout, mrc_pair, post_all
 
 
@@ -96,3 +97,24 @@ def test_reordered_acks_sample_each_copy_at_most_once():
     a.receive(ack(1, 0, ev0, 0.0), 0.0012)
     assert a.evset.by_index(ev1).rtt_samples == 1
     assert a.evset.by_index(ev0).rtt_samples <= 1
+
+
+def test_a_condemned_path_slower_than_the_fixed_probe_timeout_comes_back():
+    """EV 3 answers in 30 ms (15 ms each way), the others in 2 ms; probes every 5 ms, so 4
+    intervals are 20 ms. Condemned before it carried anything (no RTT of its own), it comes
+    back once RUN probes are answered: within 2 RTTs + RUN probe intervals."""
+    run = 16
+    policy = EVPolicy(probe_interval=0.005, probe_successes=run)
+    writes, total = layout([400 * 256], seed=5)
+    a, b, bufs = mrc_pair(total, seed=5, policy=policy)
+    net = SimNet(a, b, seed=5)
+    for side in ("a", "b"):
+        for ev in range(8):
+            net.paths[(side, ev)] = PathModel(latency=0.001, jitter=0.0)
+        net.paths[(side, 3)] = PathModel(latency=0.015, jitter=0.0)
+    a.evset.on_loss(3, 0.0, "condemned at the start")
+    post_all(a, writes)
+    net.run(lambda: a.evset.by_index(3).state is EVState.GOOD, until=1.0)
+    ev3 = a.evset.by_index(3)
+    assert ev3.state is EVState.GOOD, (ev3.probes_sent, ev3.probes_answered)
+    assert net.now <= 2 * 0.030 + run * 0.005, net.now
