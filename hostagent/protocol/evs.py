@@ -99,28 +99,35 @@ import random
 from collections.abc import Collection
 from dataclasses import dataclass, field
 
+from hostagent.protocol.constants import (
+    CONGESTION_HOLDOFF,
+    CONGESTION_MEMORY_RTTS,
+    FLAP_MEMORY,
+    HELD_SHIFT,
+    HOT_MEMORY_RTTS,
+    HOT_RATIO,
+    HOT_RTTS,
+    HOT_SAMPLES,
+    LATE_PROBES_KEPT,
+    LOSS_MIN,
+    LOSS_RATE_FLOOR,
+    LOSS_SIGMAS,
+    LOSS_WINDOW,
+    MARK_FLOOR,
+    MARK_GAIN,
+    MAX_PROBE_RTTS,
+    MAX_PROBE_RUN,
+    PROBE_INTERVAL,
+    PROBE_RUN_GROWTH,
+    PROBE_SUCCESSES,
+    PROBE_TIMEOUT_INTERVALS,
+    RTTVAR_WEIGHT,
+    SILENT_LOSSES,
+)
 from hostagent.protocol.ev_states import EVEvent, EVState, next_state
 from hostagent.protocol.nscc import smoothed
 
 __all__ = ["EV", "EVEvent", "EVPolicy", "EVSet", "EVState", "Transition"]
-
-MARK_GAIN = 1 / 16  # weight of one ACK in an EV's share of marked ACKs
-MARK_FLOOR = 0.02  # below this share the other EVs count as unmarked (no 2x of nothing)
-LOSS_WINDOW = 64  # packets: an EV's loss counts decay by 1/LOSS_WINDOW per packet judged
-LOSS_MIN = 3  # an EV stands out with at least this many recent losses...
-LOSS_SIGMAS = 5.0  # ...and this many standard deviations above the others' rate predicts
-SILENT_LOSSES = 3  # losses in a row, nothing delivered: dead, whatever the delay says
-LOSS_RATE_FLOOR = 0.005  # the others' loss rate taken as at least this (no test against 0)
-FLAP_MEMORY = 1.0  # s: a condemnation this soon after a return with a broken run doubles it
-MAX_PROBE_RUN = 256  # the longest run of answered probes an EV can be asked for
-PROBE_TIMEOUT_INTERVALS = 4  # a probe's timeout is at least this many probe intervals
-LATE_PROBES_KEPT = 64  # timed-out probes per EV whose late reply still counts
-HELD_SHIFT = 2  # a plane whose EVs are all held off cedes packets while others hold < 2x + 1
-MAX_PROBE_RTTS = 1000  # probe RTTs kept per EV (the first ones: how a path came back)
-HOT_SAMPLES = 4  # RTT samples an active EV needs before its delay is judged against its plane
-HOT_MEMORY_RTTS = 16.0  # a hot EV swapped out is not swapped back in for this many RTTs of
-# its plane's best path (not its own: a burst's RTT would keep it out for seconds)
-
 
 @dataclass
 class EV:
@@ -187,12 +194,12 @@ class EVPolicy:
     active_per_plane: int | None = None  # None: every EV of the table is active (no spares)
     ev_min_active: int = 1
     spray: str = "round_robin"  # or "random"
-    probe_interval: float = 0.005  # seconds between probes of an ASSUMED_BAD EV
-    probe_successes: int = 16  # answered probes in a row before an EV is GOOD again
-    congestion_holdoff: float = 0.001  # seconds an ECN-marked or trimmed EV is skipped
-    congestion_memory_rtts: float = 8.0  # a mark or trim this recent explains a loss
-    hot_ratio: float = 1.5  # an EV marked this many times more often than the others is hot
-    hot_rtts: float = 4.0  # a hot EV is skipped this many smoothed RTTs when marked
+    probe_interval: float = PROBE_INTERVAL  # seconds between probes of an ASSUMED_BAD EV
+    probe_successes: int = PROBE_SUCCESSES  # answered probes in a row before it is GOOD again
+    congestion_holdoff: float = CONGESTION_HOLDOFF  # seconds a marked or trimmed EV is skipped
+    congestion_memory_rtts: float = CONGESTION_MEMORY_RTTS  # a mark this recent explains a loss
+    hot_ratio: float = HOT_RATIO  # an EV marked this many times more often than others is hot
+    hot_rtts: float = HOT_RTTS  # a hot EV is skipped this many smoothed RTTs when marked
 
 
 @dataclass
@@ -269,7 +276,7 @@ class EVSet:
         self.transitions.append(Transition(now, ev.index, old, new, reason))
         if new is EVState.ASSUMED_BAD:
             if ev.good_since and now - ev.good_since < FLAP_MEMORY and not ev.clean_return:
-                ev.probe_required = min(2 * ev.probe_required, MAX_PROBE_RUN)
+                ev.probe_required = min(PROBE_RUN_GROWTH * ev.probe_required, MAX_PROBE_RUN)
             else:
                 ev.probe_required = self.policy.probe_successes
             ev.runs_broken = 0
@@ -691,7 +698,7 @@ class EVSet:
         floor = PROBE_TIMEOUT_INTERVALS * self.policy.probe_interval
         srtt, rttvar = ((ev.probe_srtt, ev.probe_rttvar) if ev.probe_srtt is not None
                         else (ev.srtt, ev.rttvar))
-        return floor if srtt is None else max(floor, srtt + 4 * rttvar)
+        return floor if srtt is None else max(floor, srtt + RTTVAR_WEIGHT * rttvar)
 
     def probes_due(self, now: float) -> list[int]:
         """EVs to probe now. A probe unanswered after `probe_timeout` is lost: the EV's run
@@ -724,7 +731,7 @@ class EVSet:
         path had answered since it went bad or last lost one) doubles the run it needs."""
         if ev.probe_run and ev.state is EVState.ASSUMED_BAD:
             ev.runs_broken += 1
-            ev.probe_required = min(2 * ev.probe_required, MAX_PROBE_RUN)
+            ev.probe_required = min(PROBE_RUN_GROWTH * ev.probe_required, MAX_PROBE_RUN)
         ev.probe_run = 0
         self._apply(ev, EVEvent.PROBE_LOST, now, "probe lost")
 

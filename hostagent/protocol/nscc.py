@@ -41,8 +41,20 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-DELAY_GAIN = 1 / 8  # weight of one sample in avg_delay
-
+from hostagent.protocol.constants import (
+    ADJUST_BYTES_MSS,
+    DELAY_GAIN,
+    ETA,
+    FI,
+    FI_SCALE,
+    GAMMA,
+    MAX_MD_JUMP,
+    QA_GATE,
+    QA_THRESHOLD_TARGETS,
+    RTTVAR_GAIN,
+    SRTT_GAIN,
+    TARGET_DELAY,
+)
 
 
 def smoothed(srtt: float | None, rttvar: float, rtt: float) -> tuple[float, float]:
@@ -50,23 +62,25 @@ def smoothed(srtt: float | None, rttvar: float, rtt: float) -> tuple[float, floa
     keep them, and the QP's timeout floor (srtt + 4 rttvar) reads them."""
     if srtt is None:
         return rtt, rtt / 2
-    return 0.875 * srtt + 0.125 * rtt, 0.75 * rttvar + 0.25 * abs(srtt - rtt)
+    return ((1 - SRTT_GAIN) * srtt + SRTT_GAIN * rtt,
+            (1 - RTTVAR_GAIN) * rttvar + RTTVAR_GAIN * abs(srtt - rtt))
+
 
 @dataclass
 class NsccConfig:
     mss: int
     init_cwnd: int  # bytes
     max_cwnd: int  # bytes
-    target_delay: float = 0.002  # seconds of queueing above the base RTT
+    target_delay: float = TARGET_DELAY  # seconds of queueing above the base RTT
     base_rtt: float | None = None  # seconds; None: the smallest RTT measured
     qa_threshold: float | None = None  # s of delay that triggers quick adapt; None: 4 x target
-    qa_gate: int = 3  # quick adapt only when achieved < max_cwnd >> qa_gate
+    qa_gate: int = QA_GATE  # quick adapt only when achieved < max_cwnd >> qa_gate
     disable_qa: bool = False
-    eta: float = 0.15  # MSS added every adjust period
-    fi: float = 1.0  # fair increase: MSS per window of ACKed bytes, above the target
-    fi_scale: float = 2.0  # proportional increase: MSS per window at zero delay
-    gamma: float = 0.8  # multiplicative decrease gain on the delay overshoot
-    max_md_jump: float = 0.5  # largest share of the window one cut takes
+    eta: float = ETA  # MSS added every adjust period
+    fi: float = FI  # fair increase: MSS per window of ACKed bytes, above the target
+    fi_scale: float = FI_SCALE  # proportional increase: MSS per window at zero delay
+    gamma: float = GAMMA  # multiplicative decrease gain on the delay overshoot
+    max_md_jump: float = MAX_MD_JUMP  # largest share of the window one cut takes
     adjust_period_threshold: float | None = None  # s between fulfils; None: the base RTT
     adjust_bytes_threshold: int | None = None  # ACKed bytes between fulfils; None: 8 MSS
 
@@ -147,7 +161,7 @@ class NsccCC:
         done = False
         if now > self._qa_end:
             qa_threshold = cfg.qa_threshold if cfg.qa_threshold is not None \
-                else 4 * cfg.target_delay
+                else QA_THRESHOLD_TARGETS * cfg.target_delay
             if (self._qa_end and (self._trigger_qa or loss or self.delay > qa_threshold)
                     and self._achieved < cfg.max_cwnd >> cfg.qa_gate):
                 if self._achieved < self.cwnd:
@@ -186,7 +200,7 @@ class NsccCC:
             self._inc_bytes += cfg.fi_scale * cfg.mss * acked * headroom
         self._received += acked
         period = cfg.adjust_period_threshold or self.base_rtt or 0.0
-        threshold = cfg.adjust_bytes_threshold or 8 * cfg.mss
+        threshold = cfg.adjust_bytes_threshold or ADJUST_BYTES_MSS * cfg.mss
         if self._received > threshold or now - self._last_adjust > period:
             self.cwnd += self._inc_bytes / max(self.cwnd, self.min_cwnd)
             if now - self._last_adjust >= period:

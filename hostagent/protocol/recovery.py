@@ -31,6 +31,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from hostagent.protocol.constants import RACK_REORDER_SHARE, RTTVAR_WEIGHT, TLP_SRTTS
+
 
 def probe_timeout(srtt: float | None, rttvar: float, ack_delay: float,
                   timeout: float) -> float | None:
@@ -38,7 +40,7 @@ def probe_timeout(srtt: float | None, rttvar: float, ack_delay: float,
     first RTT sample (only the timeout applies then)."""
     if srtt is None:
         return None
-    return min(2 * srtt + ack_delay, timeout)
+    return min(TLP_SRTTS * srtt + ack_delay, timeout)
 
 
 def rack_wait(srtt: float | None, rttvar: float, ack_delay: float,
@@ -47,7 +49,7 @@ def rack_wait(srtt: float | None, rttvar: float, ack_delay: float,
     srtt / 4 (RFC 8985's min_rtt / 4), never beyond the ACK timeout."""
     if srtt is None:
         return None
-    return min(srtt + 4 * rttvar + ack_delay + srtt / 4, timeout)
+    return min(srtt + RTTVAR_WEIGHT * rttvar + ack_delay + RACK_REORDER_SHARE * srtt, timeout)
 
 
 @dataclass

@@ -9,15 +9,14 @@ from collections import Counter
 
 import pytest
 
-from hostagent.protocol.ev_states import TRANSITIONS, EVEvent, EVState
-from hostagent.protocol.evs import (
+from hostagent.protocol.constants import (
     FLAP_MEMORY,
     HOT_MEMORY_RTTS,
     PROBE_TIMEOUT_INTERVALS,
     SILENT_LOSSES,
-    EVPolicy,
-    EVSet,
 )
+from hostagent.protocol.ev_states import TRANSITIONS, EVEvent, EVState
+from hostagent.protocol.evs import EVPolicy, EVSet
 
 G, B, D = EVState.GOOD, EVState.ASSUMED_BAD, EVState.DENIED
 TABLE = [(i, i // 4) for i in range(8)]  # 8 EVs: 2 planes x 4 spines
