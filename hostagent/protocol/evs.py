@@ -1,96 +1,41 @@
 """Which path each packet of a QP takes: the EV set, its spraying policy and its health.
 
-Every EV is one physical path (plane, spine) from the fabric's EV table. A QP sprays over its
-*active* EVs: `active_per_plane` of each plane's EVs (a seeded choice, so that QPs spread over
-the spines), the rest of the plane are spares. Health follows the state machine in
-ev_states.py (the spec's GOOD / ASSUMED_BAD / DENIED):
+Every EV is one physical path (plane, spine) of the fabric's EV table. A QP sprays over its
+*active* EVs, `active_per_plane` of each plane (a seeded choice, so that QPs spread over the
+spines); the rest of a plane are spares. States and events are ev_states.py's table (the
+spec's GOOD / ASSUMED_BAD / DENIED); every change goes through `_apply` and is recorded with
+its time and reason. The numbers are constants.py's.
 
-- an unexplained loss on an EV marks it ASSUMED_BAD: it leaves the active set at once and a
-  GOOD spare of the same plane takes its place ("the EV goes inactive at once, a backup
-  takes over"). Unexplained: a timeout with no congestion to explain it, or a GAP NACK on an
-  EV whose recent losses stand out from the QP's other EVs' (random loss that every path
-  sees alike is no path's fault: condemning for it only shrinks the spray, measured: 1% loss
-  on every link drove QPs down to one GOOD EV and MRC to 0.55 of its control). Standing out
-  is a count test: each EV keeps decayed counts of its packets and losses (about its last
-  LOSS_WINDOW packets); its losses must be at least LOSS_MIN and more than LOSS_SIGMAS
-  standard deviations above what the other EVs' pooled loss rate (at least LOSS_RATE_FLOOR)
-  predicts for its packets. A moving average of the share did not separate the two: with a
-  gain of 1/32, two random losses close together on one EV were enough to condemn it;
-- `ev_min_active` is the spec's floor: while only that many EVs are GOOD, no further EV is
-  marked ASSUMED_BAD (the loss is counted in `floor_holds`); the QP never sprays on an
-  ASSUMED_BAD EV;
-- ASSUMED_BAD EVs are probed every `probe_interval` while silent; once a probe is answered,
-  the next leaves at once, so a run is paced by the path's own round trip (the MRC paper:
-  a path is re-admitted within a few RTTs of its recovery). Each probe is matched to its
-  reply by sequence number and its RTT recorded. An EV comes back only after
-  `probe_successes` answered probes in a row, so a path losing 20% of its packets is not
-  re-admitted at the first answer. A lost probe restarts the run, and one lost after an
-  answer (a broken run: the path answers and loses, it is lossy) also doubles the run the EV
-  needs (up to MAX_PROBE_RUN): paced by replies, a lossy path gets many tries a second, and
-  the first break puts a run out of its reach (0.8^32 against 0.8^16). A clean return, a path
-  silent until it answers a whole run without a break (a port or a switch back up), is not
-  held: if that EV is condemned again within FLAP_MEMORY seconds (the port flaps), it needs
-  the base run again; an EV condemned that soon after a return with a broken run needs twice
-  the run it passed. Measured before (drill host-flap, probes every 5 ms, the run doubled on
-  every quick re-condemnation): a port flapping every 0.4 s took 16, then 32, then 64 probes
-  (90, 180, 370 ms) to come back after each clean return;
-- congestion is not failure. An ECN mark or a trim holds the EV off for
-  `congestion_holdoff` seconds (an EV marked `hot_ratio` times more often than the QP's
-  others is a hot path: held off `hot_rtts` smoothed RTTs). A loss on an EV marked or trimmed
-  within the last `congestion_memory_rtts` smoothed RTTs, or while the QP, or the EV itself
-  (its own smoothed RTT), sees queueing delay above its target, is a congestion loss: the EV
-  is held off as a hot path, not condemned. (Measured in the incast: the victim's plane-0
-  paths ran behind its plane-1 paths, and losses inferred on them, mostly packets still
-  queued, condemned all four of them twice or more, 21 condemnations in one run.)
-- a hot path by delay: an active EV whose own smoothed RTT stays more than the delay target
-  above its plane's best active EV's crosses a queue they do not (another flow's, on one
-  spine): it is swapped for a spare of its plane, and stays GOOD (`_cool_if_hot`);
-- a timeout is judged by what the EV did since the packet was sent (issue 9, the 1% loss
-  row). If the EV has delivered a packet sent after the one that timed out, the path works
-  and the loss is random: it is judged like a gap, against the QP's other EVs. Only a silent
-  EV (nothing sent after the packet came back) is condemned at once, as the spec says;
-- congestion delivers: a queue delays packets, it does not swallow all of them. An EV with
-  `SILENT_LOSSES` losses in a row (timeouts, or losses RACK found: a later packet arrived on
-  another EV) and no delivery between them is dead whatever the delay or the other EVs'
-  losses say, and is condemned. Each timer pass or RACK pass counts once per EV (one burst
-  is one event). Measured: a path to nowhere, beside two working ones on a loaded machine,
-  took 15 timeouts as congestion and was never condemned, because its queueing delay was the
-  QP's, which the load had raised; and with a plane or a leaf down (drills plane-down,
-  leaf-down), half a QP's EVs went silent at once, RACK's losses on each were judged against
-  a pool holding the other dead ones, none stood out, and each took 10-30 losses and 0.1-0.5
-  s to condemn, while the QP sprayed half its packets into the void (MRC at 24-34% of its
-  steady goodput in the fault window, against the 50% the remaining ports carry);
-- every active EV of a plane (at least two) silent, while another plane delivers packets
-  sent after they fell silent, congestion explains none of their losses and the QP as a
-  whole sees no queueing delay: the plane's NIC port, its leaf or the plane is gone, and all
-  its EVs, spares included, are condemned at once rather than each after its own
-  SILENT_LOSSES (a RACK-found loss congestion explains never counts towards death: RACK
-  passes come milliseconds apart, and a queue can hold a path that long: the incast);
-- a resend passes over EVs whose last loss was silent (they may be dead: a write waits for
-  its resends), and a spare that takes a condemned EV's place starts from that EV's RTT, so
-  RACK judges its packets at once rather than after the ACK timeout (a spare of a dead plane
-  is as dead as the EV it replaces);
-- a burst of timeouts on more than half the QP's active EVs within one timeout, with the
-  receiver silent (no EV delivered a packet sent after them), is a stall of the host or the
-  receiver (both emulated hosts share two cores), not evidence against any path: no EV is
-  condemned for it, and EVs condemned by a timeout earlier in the burst are GOOD again
-  (event STALL). The QP backs off its window instead (mrc.py). Half the EVs silent while the
-  other half deliver is a plane or a leaf gone, not a stall: a spare that timed out too
-  could tip the count past half;
-- DENIED EVs (the scenario or a controller) are never used.
+An EV is marked ASSUMED_BAD in `on_loss`, which every loss reaches:
+- a gap NACK (mrc.py) condemns only if the EV's recent losses stand out from the QP's other
+  EVs' (`stands_out`, a count test): random loss that every path sees alike is no path's
+  fault, and condemning for it only shrinks the spray;
+- a timeout (`on_timeouts`) condemns a silent EV (nothing sent after the packet arrived), as
+  the spec says; on an EV that delivered later packets it is judged like a gap. More than
+  half the active EVs timing out with the receiver silent is a host stall: it condemns
+  nothing and gives back what the burst condemned (event STALL);
+- a loss RACK found (`on_losses_found`) is judged like a gap until the EV has been silent
+  through SILENT_LOSSES losses in a row: then it is dead;
+- every active EV of a plane silent while another plane delivers is the plane's port, leaf or
+  plane gone (`_condemn_if_gone`): all its EVs, spares included, are condemned at once.
+A loss congestion explains (`explained_by_congestion`: a mark or trim on the EV within
+`congestion_memory_rtts` RTTs, or its queueing delay above target) holds the EV off instead.
+`ev_min_active` is the spec's floor: while only that many EVs are GOOD, none is condemned.
 
-Spraying (bug 7 of issue 9): by what each plane delivers. A packet goes to the usable plane
-with the fewest of the QP's packets in flight (ties in turn), then to that plane's next EV in
-turn. That is an ACK clock per plane: a packet leaves flight when it is acknowledged (or resent
-elsewhere), so a plane takes new packets at the rate it delivers the QP's, and one whose port
-is shared with other traffic, or whose paths queue behind congestion, gets fewer, the others
-more; planes that deliver alike get the same share. Within a plane EVs stay in turn: a path's
-later packets are what reveal a loss on it (gap NACK), and an EV holding an undetected loss
-would otherwise be passed over until RACK found it. Spraying evenly over EVs instead gave a
-plane that lost a path less than its port's share; evenly over planes, a QP ran at twice its
-slowest plane (the incast victim's plane-1 ports at 18 of 25 Mbit/s while plane 0 crossed the
-incast's queues). When every EV of a plane is held off, see `pick`.
-Every state change is recorded with its time and reason.
+A condemned EV leaves the active set at once and a GOOD spare of its plane takes its place
+(`_fill_plane`: "the EV goes inactive at once, a backup takes over"). It is probed
+(`probes_due`, `on_probe_reply`) and is GOOD again after `probe_successes` answered probes in
+a row; a run the path breaks (it answers, then loses one: lossy) doubles the run it needs, a
+clean return (silent, then a whole run: a port back up) does not.
+
+Congestion is not failure: an ECN mark or a trim holds the EV off (`on_congestion`), longer
+for an EV marked `hot_ratio` times more often than the others; an active EV whose own RTT
+stays the delay target above its plane's best is swapped for a spare (`_cool_if_hot`).
+
+Spraying (`pick`): the usable plane with the fewest of the QP's packets in flight (an ACK
+clock per plane: each takes packets at the rate it delivers them), then that plane's next EV
+in turn (a path's later packets are what reveal a loss on it by gap NACK). DENIED EVs (the
+scenario or a controller) are never used.
 """
 from __future__ import annotations
 
@@ -306,18 +251,11 @@ class EVSet:
         """The EV for the next packet: the usable plane with the fewest packets in flight (ties
         in turn, or at random), then that plane's next EV that is not held off (nor `avoid`).
         A plane whose every EV is held off (marked or trimmed: congested) is passed over for
-        the next, but only while that one has at most HELD_SHIFT x its packets in flight (+1);
-        then its next held EV in turn is taken. Never passing it over (the ACK clock alone)
-        measured worse in the incast: the victim (paper-incast-victim-apart) kept 0.72-0.78 of
-        its speed before the incast, against 0.84-0.88 spraying evenly and 0.84-0.92 with this
-        rule (3 seeds each). The bound is a choice, not a measured need (on the simnet, equal
-        planes carried 0.95-0.96 of the line with or without it): it keeps a burst of marks on
-        one plane from moving the QP's whole window onto the others' ports. A resend
-        (`avoid`: the EV it was lost on) also passes over suspect EVs, whose last loss was
-        silent (nothing delivered on them since), as if held off: a write waits for its
-        resends, and such a path may be dead. Measured in the leaf-down drill: a tail probe
-        resent onto another EV of the dead plane, was lost again, and the write waited for
-        the 69 ms ACK timeout."""
+        the next, but only while that one has at most HELD_SHIFT x its packets in flight (+1),
+        so that a burst of marks on one plane does not move the QP's whole window onto the
+        others' ports; then its next held EV in turn is taken. A resend (`avoid`: the EV it
+        was lost on) also passes over suspect EVs, whose last loss was silent, as if held off:
+        a write waits for its resends, and such a path may be dead."""
         order = self._plane_order
         if not order:
             raise RuntimeError("no usable EV")
@@ -466,16 +404,13 @@ class EVSet:
         above the best of its plane's other active EVs crosses a queue they do not (another
         flow's, on one spine -> leaf link). It is swapped for a spare of its plane that was not
         itself swapped out in the last HOT_MEMORY_RTTS of the plane's best RTT, and stays GOOD,
-        a spare: this is congestion, not failure (bug 5 of issue 9). With no such spare it is
-        held off for `hot_rtts` of its RTTs, so that its siblings take its turns. The spare
-        starts with no RTT of its own (RACK waits the ACK timeout for its first packets rather
-        than judge them by another path's RTT) and is judged after HOT_SAMPLES samples.
-        Why by delay and not by marks: in the incast every EV's ACKs came back marked alike,
-        by the receiver's own port (the victim fills it), while one spine -> leaf-0 link held
-        the TCP incast's bursts, 30-95 KB deep. A plane's EVs are sprayed in turn, so the
-        plane ran at the pace of that path: paper-incast-victim-apart's victim sent a third of
-        its port's rate on plane 0 for 1.6 s, until a RACK loss happened to condemn the EV
-        and the spare, idle meanwhile, took its place (plane 0 then ran at its line rate)."""
+        a spare: this is congestion, not failure. With no such spare it is held off for
+        `hot_rtts` of its RTTs, so that its siblings take its turns. The spare starts with no
+        RTT of its own (RACK waits the ACK timeout for its first packets rather than judge
+        them by another path's RTT) and is judged after HOT_SAMPLES samples. By delay, not by
+        marks: in the incast every EV's ACKs came back marked alike (by the receiver's own
+        port), while one spine -> leaf link held the TCP incast's bursts, and a plane sprayed
+        in turn ran at the pace of that path."""
         assert ev.srtt is not None
         best = None
         for e in self._usable.get(ev.plane, ()):
@@ -575,13 +510,10 @@ class EVSet:
         the QP's other EVs, until its EV has been silent for SILENT_LOSSES losses in a row:
         then the EV is dead and condemned, whatever the other EVs lose, unless congestion
         (its own delay, recent marks) explains the loss: RACK passes come milliseconds
-        apart, and a queue can hold a path's packets that long (measured in the incast:
-        the victim's plane-0 paths, queued behind the TCP flows, were taken for dead when the
-        delay was overridden here). Measured before this rule (plane-down drill, 3 of a QP's
-        6 active EVs dead at once): each dead EV was judged against a pool that held the
-        other dead ones, did not stand out, and took 10-30 losses and 0.1-0.5 s to
-        condemn. `queued`: the QP as a whole sees queueing delay above its target; no plane
-        is then taken for gone (_condemn_if_gone)."""
+        apart, and a queue can hold a path's packets that long (the incast's victim). Judged
+        only against the pool, dead EVs of a plane gone are judged against each other and
+        none stands out. `queued`: the QP as a whole sees queueing delay above its target; no
+        plane is then taken for gone (_condemn_if_gone)."""
         self._judge_losses(lost, now, rtt, silent_condemns=False, queued=queued)
 
     def _judge_losses(self, lost: list[tuple[int, float, str, bool]], now: float,
@@ -628,16 +560,13 @@ class EVSet:
 
     def _condemn_if_gone(self, plane: int, now: float, rtt: float | None) -> None:
         """Every active EV of `plane` (at least two) silent, while another plane delivered
-        packets sent after each of them fell silent: what they share, the plane's NIC port,
-        its leaf or the plane itself, is gone, unless congestion explains any of their
-        losses (a queue toward the receiver's leaf can hold every path of a plane: the
-        incast). All are condemned now, not each after
-        SILENT_LOSSES losses of its own (the RACK passes of 3 ring steps, measured in the
-        leaf-down drill, while each step lost its packets on them), and so are the plane's
-        spares, which share it too: a spare swapped in would take the plane's share of
-        packets into the void until its own losses condemned it (measured on the simnet: the
-        slowest write 15 ms, 5 RTTs, against 2.8 ms). Probes bring them all back with the
-        plane. The floor (ev_min_active) holds as for any loss."""
+        packets sent after each of them fell silent: what they share (the plane's NIC port,
+        its leaf or the plane) is gone, unless congestion explains any of their losses (a
+        queue toward the receiver's leaf can hold every path of a plane). All are condemned
+        now, not each after SILENT_LOSSES losses of its own, and so are the plane's spares,
+        which share it too: a spare swapped in would take the plane's share of packets into
+        the void. Probes bring them all back with the plane. The floor (ev_min_active)
+        holds as for any loss."""
         usable = self._usable.get(plane, [])
         if len(usable) < 2 or not all(e.silent_losses and not e.silent_queued
                                       and not self.explained_by_congestion(e, now, rtt, False)

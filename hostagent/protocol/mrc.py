@@ -14,9 +14,11 @@ What this class adds to the shared QP machinery (qp.py):
   names MRC_DEVICE_CAP_TRIM_NACK but publishes no wire format: this per-EV gap NACK is our
   own policy.);
 - a GAP or a retransmission timeout is a loss on that EV: unless congestion explains it
-  (recent marks or trims on the EV, or queueing delay above target), the EV goes ASSUMED_BAD
-  (evs.py); ASSUMED_BAD EVs are probed, each probe matched to its reply, and come back after
-  a run of answered probes;
+  (recent marks or trims on the EV, or its own queueing delay above target), the EV goes
+  ASSUMED_BAD (evs.py); ASSUMED_BAD EVs are probed, each probe matched to its reply, and come
+  back after a run of answered probes;
+- an EV's RTT is sampled only from the copy an ACK answers (the echo names its EV and send
+  time), once per copy: what it tells about that path, not a hole's repair time;
 - a tail loss (nothing sent after it on its EV to reveal a gap) is found by RACK-TLP
   (recovery.py) well before the ACK timeout, and judged like a gap;
 - the losses of one RACK pass are judged together (evs.py): an EV silent through

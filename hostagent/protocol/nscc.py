@@ -17,17 +17,19 @@ and the ACK's ECN bit pick one quadrant:
 Increases are collected and applied once per `adjust_bytes_threshold` ACKed bytes or
 `adjust_period_threshold` seconds, plus `eta` MSS per adjust period (NSCC's fulfil step).
 A trimmed packet (a NACK TRIMMED) subtracts its bytes from the window. Quick adapt: a loss
-signal (a trim), or a delay above `qa_threshold`, sets the window to the bytes ACKed
-in the last base RTT + target delay when that is below max_cwnd >> qa_gate, then ignores
-signals for the bytes then in flight (they were sent under the old window).
+signal (a trim), or the last sample's delay above `qa_threshold` (4 x target_delay unless
+set), sets the window to the bytes ACKed in the last base RTT + target delay when that is
+below max_cwnd >> qa_gate, then ignores signals for the bytes then in flight (they were sent
+under the old window). Without ECN, delay alone never triggers the multiplicative decrease:
+above the target the window keeps its fair increase, and only quick adapt shrinks it.
 
-Bug 1 of issue 9: every cut is bounded per smoothed RTT. Multiplicative decreases and
-timeouts cut at most once per RTT (and a timeout of a packet sent before the last cut not at
-all), and trims together subtract at most `max_md_jump` of the window the RTT started with: a
-burst of signals from one event (packets timing out on one dead path) is one reaction.
+Every cut is bounded per smoothed RTT: multiplicative decreases and timeouts cut at most once
+per RTT (and a timeout of a packet sent before the last cut not at all), and trims together
+subtract at most `max_md_jump` of the window the RTT started with, so that a burst of signals
+from one event (packets timing out on one dead path) is one reaction.
 
 Deviations from UET NSCC, and why:
-- constants are in MSS and RTTs of this fabric (defaults below), not htsim's scaling of a
+- constants are in MSS and RTTs of this fabric (constants.py), not htsim's scaling of a
   100 Gbit/s, 12 us reference network: the emulated fabric runs at Mbit/s with millisecond
   RTTs, where those scaled constants mean nothing;
 - delay is RTT minus the smallest RTT seen (no NIC timestamps), and avg_delay an EWMA with

@@ -14,7 +14,8 @@ Two mechanisms of TCP's RACK-TLP (RFC 8985), read for a sprayed connection:
   quarter RTT (all at most the ACK timeout). Paths are compared by send time, not PSN, and
   the slack covers the delay differences between EVs (without the quarter RTT, a third of
   RACK's losses on the simnet at 2% loss and 2 ms of jitter were packets still on their
-  way). Each packet waits by the RTT of its own EV where that is longer than the QP's: in
+  way). Each packet waits by the RTT of its own EV where that is longer than the QP's (an
+  EV no ACK has answered yet: by how long its last packet took to be acknowledged): in
   the incast, the victim's plane-0 paths ran far behind its plane-1 paths, and with the QP's
   RTT alone most of RACK's 212 "losses" were packets still queued there (the receivers
   counted 202 duplicates, against 212 RACK resends and 34 tail probes).
