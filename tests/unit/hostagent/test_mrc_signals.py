@@ -118,3 +118,30 @@ def test_a_condemned_path_slower_than_the_fixed_probe_timeout_comes_back():
     ev3 = a.evset.by_index(3)
     assert ev3.state is EVState.GOOD, (ev3.probes_sent, ev3.probes_answered)
     assert net.now <= 2 * 0.030 + run * 0.005, net.now
+
+
+def test_a_packet_resent_on_its_own_ev_is_not_nacked_by_its_own_resend():
+    """One path only: the last packet of a write is lost, and its tail probe goes out on the
+    same EV with nothing sent there since, naming that PSN as the one before it. That is no
+    gap: the resend lands, nothing is NACKed or resent twice."""
+    size = 8 * 256
+    bufs = bytearray(size), bytearray(size)
+    one = [(0, 0)]
+    a = MrcQP(1, 2, memoryview(bufs[0]), CFG, EVSet.build(one, EVPolicy(), random.Random(0)), 0)
+    b = MrcQP(2, 1, memoryview(bufs[1]), CFG, EVSet.build(one, EVPolicy(), random.Random(1)), 1)
+    data = random.Random(7).randbytes(size)
+    a.post_write(0, memoryview(data), 0, None, 0.0, peer=1)
+    net = SimNet(a, b, seed=7)
+    lost: list[int] = []
+    send = net._send
+
+    def lose_the_last(side: str, ev: int, datagram: bytes) -> None:
+        h, _ = wire.decode(datagram)
+        if side == "a" and h.type == wire.DATA and h.psn == 7 and not lost:
+            lost.append(h.psn)
+            return
+        send(side, ev, datagram)
+    net._send = lose_the_last
+    net.run(lambda: len(events(a, WriteDone)) == 1)
+    assert bytes(bufs[1]) == data and lost == [7]
+    assert (b.counters.nacks_sent, b.counters.duplicates, a.counters.retransmits) == (0, 0, 1)
