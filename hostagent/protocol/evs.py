@@ -124,6 +124,13 @@ class EV:
     hot_until: float = 0.0  # swapped out as a hot path: not swapped back in before this
     hot_swaps: int = 0  # times it was swapped out for a spare as a hot path
 
+    def start_afresh(self, replacing: EV | None = None) -> None:
+        """Back in the active set: its RTT is what it measures from now (seeded with the RTT
+        of the EV whose place it takes, if any), not what it measured when last active."""
+        self.srtt, self.rttvar = (None, 0.0) if replacing is None else (replacing.srtt,
+                                                                        replacing.rttvar)
+        self.rtt_samples, self.acked_after = 0, None
+
 
 @dataclass(frozen=True)
 class Transition:
@@ -199,9 +206,7 @@ class EVSet:
         if missing > 0 and spares:
             for e in self.rng.sample(spares, min(missing, len(spares))):
                 e.active = True
-                e.srtt, e.rttvar = (None, 0.0) if replacing is None else (replacing.srtt,
-                                                                          replacing.rttvar)
-                e.rtt_samples, e.acked_after = 0, None
+                e.start_afresh(replacing)
 
     def _refresh(self) -> None:
         self._usable = {}
@@ -429,7 +434,7 @@ class EVSet:
         ev.hot_swaps += 1
         ev.hot_until = now + HOT_MEMORY_RTTS * best
         spare.active = True
-        spare.srtt, spare.rttvar, spare.rtt_samples = None, 0.0, 0
+        spare.start_afresh()
         self._refresh()
 
     def queued(self, index: int, base_rtt: float | None, target: float) -> bool:
