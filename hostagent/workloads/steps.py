@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import logging
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, cast
@@ -40,6 +41,7 @@ from hostagent.protocol.endpoint import Endpoint, MessageStats
 from hostagent.workloads.collectives import DTYPE, Communicator, Kind
 from hostagent.workloads.graph import Node, RankPlan, stream
 from hostagent.workloads.iterations import (
+    IterationRecord,
     MessageRecord,
     describe_mismatch,
     expected,
@@ -50,6 +52,7 @@ from hostagent.workloads.iterations import (
 if TYPE_CHECKING:
     from typing_extensions import Buffer
 
+log = logging.getLogger(__name__)
 _P2P = 0xFF  # top byte of a point-to-point imm
 _CTS = 1 << 23  # clear-to-send bit of a point-to-point imm
 _SEQ_MASK = _CTS - 1
@@ -284,3 +287,26 @@ class StepExecutor:
         return None if ok else describe_mismatch(kind, cast(np.ndarray, result), want,
                                                  cast(int, bad))
 
+
+
+async def run_steps(executor: StepExecutor, iterations: int, warmup: int,
+                    records: list[IterationRecord], nodes: list[NodeRecord],
+                    messages: list[MessageRecord]) -> None:
+    """`warmup` then `iterations` steps. Each appends its node records to `nodes` and one
+    record of kind "step" to `records` (first node's start to last node's end on this rank;
+    bytes: every collective and message of the step; verified if every node was), so the
+    runner follows the progress of steps as it follows collectives'."""
+    for iteration in range(warmup + iterations):
+        done = await executor.run_iteration(iteration, warmup=iteration < warmup)
+        nodes += done
+        messages += executor.take_messages()
+        wrong = [r for r in done if not r.verified]
+        if wrong:
+            log.error("rank %d, iteration %d: %d nodes wrong, first %d (%s): %s",
+                      executor.rank, iteration, len(wrong), wrong[0].node, wrong[0].name,
+                      wrong[0].error)
+        records.append(IterationRecord(
+            "step", executor.rank, iteration, iteration < warmup,
+            min((r.start for r in done), default=0.0), max((r.end for r in done), default=0.0),
+            sum(r.bytes for r in done if r.kind != "compute"), not wrong,
+            f"node {wrong[0].node} ({wrong[0].name}): {wrong[0].error}" if wrong else None))
