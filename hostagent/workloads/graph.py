@@ -18,7 +18,7 @@ shows as a cycle through the stream's order and is reported as one.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, cast
 
@@ -323,7 +323,3 @@ class RankPlan:
         plan.graph.validate(plan.world, plan.groups)
         return plan
 
-
-def groups_of(ranks: Iterable[Iterable[int]], prefix: str) -> dict[str, tuple[int, ...]]:
-    """Groups named prefix0, prefix1, ... from lists of ranks."""
-    return {f"{prefix}{k}": tuple(r) for k, r in enumerate(ranks)}
