@@ -17,7 +17,7 @@ import pandas as pd
 
 from hostagent.workloads import nccl
 from hostagent.workloads.iterations import IterationRecord
-from runcontract import EVENT_COLUMNS, ITERATION_COLUMNS, table_file
+from runcontract import EVENT_COLUMNS, ITERATION_COLUMNS, STEP_COLUMNS, table_file
 from testbed.fabric import paths
 from testbed.fabric.plan import make_plan
 from testbed.run.traffic import AgentOutcome
@@ -60,12 +60,29 @@ def _gap_line(records: list[IterationRecord]) -> str:
             f"{gaps[-1] * 1e3:.1f} ms (buffers made and checked; not timed)\n")
 
 
+def step_table(records: list[IterationRecord], world: int, transport: str) -> str:
+    """One line per timed training step: its time (first start to last end over the ranks)
+    and how many ranks verified every node of it."""
+    by_iteration: dict[int, list[IterationRecord]] = {}
+    for r in records:
+        if not r.warmup:
+            by_iteration.setdefault(r.iteration, []).append(r)
+    lines = [f"# training step over {transport}, {world} ranks",
+             "#  iteration   time (ms)   ranks verified"]
+    for it, group in sorted(by_iteration.items()):
+        span = max(r.end for r in group) - min(r.start for r in group)
+        lines.append(f"{it:11d} {span * 1e3:11.1f}   {sum(r.verified for r in group)}/{world}")
+    wrong = sum(not r.verified for r in records)
+    lines.append(f"# Wrong results        : {wrong} {'OK' if wrong == 0 else 'FAILED'}")
+    return "\n".join(lines) + "\n"
+
+
 def collect(out: Path, results_dir: Path, outcomes: list[AgentOutcome], scenario: Scenario,
             transport: str, link_rows: list[dict] | None = None,
             event_rows: list[dict] | None = None) -> tuple[str, pd.DataFrame]:
     """Write the tables (links.parquet from the telemetry sampler's rows, when given); return
     the summary table text and the iterations frame."""
-    iterations, messages, evs, transitions, qps, ev_load = [], [], [], [], [], []
+    iterations, messages, evs, transitions, qps, ev_load, steps = [], [], [], [], [], [], []
     missing = []  # iterations an agent did not complete: marked in iterations.parquet
     total = scenario.workload.warmup + scenario.workload.iterations
     for o in outcomes:
@@ -85,6 +102,7 @@ def collect(out: Path, results_dir: Path, outcomes: list[AgentOutcome], scenario
         transitions += [{**common, **t} for t in report.get("transitions", [])]
         qps += [{**common, **q} for q in report.get("qps", [])]
         ev_load += [{**common, **r} for r in _read(out, o.host, "ev_load.json")]
+        steps += [{**common, **r} for r in _read(out, o.host, "steps.json")]
     frames = {
         "iterations": pd.DataFrame(iterations + missing, columns=list(ITERATION_COLUMNS)),
         "messages": pd.DataFrame(messages),
@@ -107,6 +125,8 @@ def collect(out: Path, results_dir: Path, outcomes: list[AgentOutcome], scenario
              "spine": float("nan") if q.get("spine") is None else q["spine"],
              "sport": q.get("sport"), "sent": q["data_sent"], "state": "GOOD"}
             for q in qps])
+    if scenario.workload.training is not None:
+        frames["steps"] = pd.DataFrame(steps, columns=list(STEP_COLUMNS))
     if link_rows is not None:
         frames["links"] = pd.DataFrame(link_rows)
     if event_rows is not None:
@@ -119,6 +139,8 @@ def collect(out: Path, results_dir: Path, outcomes: list[AgentOutcome], scenario
         frame.to_parquet(results_dir / table_file(name), index=False)
     records = IterationRecord.of_rows(iterations)
     world = len(scenario.rank_hosts())
+    if scenario.workload.training is not None:
+        return step_table(records, world, transport), frames["iterations"]
     # an agent that failed reported none or part of its iterations: the table counts only
     # iterations every rank completed (the run then fails, naming the agent)
     ranks: dict[int, set[int]] = {}

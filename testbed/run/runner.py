@@ -375,8 +375,9 @@ def _run_workload(network: FabricNetwork, results: RunResults, progress: Progres
             monitor.stop()
             captures.stop()
         failed = [o for o in outcomes if o.result.get("status") != "ok"]
-        info["done"] = (f"{w.collective} of {format_size(w.size)} x {w.iterations} on "
-                        f"{len(hosts)} ranks over {transport}: "
+        what = (f"{w.collective} of {format_size(w.size)}" if w.training is None
+                else "training step")
+        info["done"] = (f"{what} x {w.iterations} on {len(hosts)} ranks over {transport}: "
                         + ("every rank verified" if not failed else f"{len(failed)} ranks FAILED"))
     with progress.phase("collect") as info:
         table, iterations = collect(out, results.dir, outcomes, scenario, transport,

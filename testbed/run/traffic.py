@@ -26,10 +26,12 @@ from hostagent.protocol.wire import HEADER_SIZE
 from hostagent.runtime.agent import PROGRESS_FILE
 from hostagent.runtime.config import AgentConfig, PeerConfig
 from hostagent.runtime.driver import PORT as ROCE_PORT
+from hostagent.workloads.graph import Job
+from hostagent.workloads.training import training_job
 from testbed.emulation.network import FabricNetwork
 from testbed.emulation.telemetry import DEFAULT_PERIOD
 from testbed.errors import TestbedError
-from testbed.fabric import paths
+from testbed.fabric import budget, paths
 from testbed.fabric.plan import FabricPlan
 from testbed.lifecycle import interrupts
 from testbed.run.waiting import ProgressRule, stop, wait_for_agents
@@ -55,8 +57,12 @@ def agent_configs(plan: FabricPlan, scenario: Scenario, transport: str,
            "congestion_holdoff": m.congestion_holdoff,
            "congestion_memory_rtts": m.congestion_memory_rtts, "hot_ratio": m.hot_ratio,
            "hot_rtts": m.hot_rtts}
-    workload = {"collective": w.collective, "size": w.size, "iterations": w.iterations,
-                "warmup": w.warmup, "compute_gap": w.compute_gap}
+    workload: dict[str, Any] = {"collective": w.collective, "size": w.size,
+                                "iterations": w.iterations, "warmup": w.warmup,
+                                "compute_gap": w.compute_gap}
+    job = step_job(scenario)
+    if job is not None:
+        workload["compute_scale"] = compute_scale(scenario)
     configs = {}
     for rank, host in enumerate(hosts):
         peers = []
@@ -71,11 +77,26 @@ def agent_configs(plan: FabricPlan, scenario: Scenario, transport: str,
         configs[host] = AgentConfig(
             rank, len(hosts), host, transport,
             [str(plan.plain_address(host, p)) for p in range(plan.planes)], peers,
-            scenario.qps_per_peer(transport), qp, mrc, workload, scenario.seed,
+            scenario.qps_per_peer(transport), qp, mrc,
+            workload if job is None else {**workload, "steps": job.plan(rank).to_dict()},
+            scenario.seed,
             str(out / "start"), str(out / host), timeout=deadline_for(scenario), gso=q.gso,
             nic=nic_limits(scenario), ev_sample_period=ev_sample_period(
                 scenario, transport, sum(len(p.evs) for p in peers)))
     return configs
+
+
+def step_job(scenario: Scenario) -> Job | None:
+    """The training step every rank runs (rank r on the workload's r-th host), or None for
+    the looped collective."""
+    training = scenario.workload.training
+    return None if training is None else training_job(training.spec(), scenario.rank_hosts())
+
+
+def compute_scale(scenario: Scenario) -> float:
+    """What compute times are stretched by: the time-dilation factor with fabric.real_rate
+    (the job's compute keeps its ratio to the emulated fabric's slower communication), else 1."""
+    return budget.dilation(scenario) or 1.0
 
 
 MAX_SAMPLED_EVS = 256  # per agent: beyond, the load over time costs the agents too much CPU
@@ -116,6 +137,11 @@ def progress_rule(scenario: Scenario) -> ProgressRule:
     allow a QP's whole retry schedule (with retries forever, 10 minutes)."""
     w, f, q = scenario.workload, scenario.fabric, scenario.qp
     per_iter = 4 * w.size * 8 / (f.host_link.rate * 0.1) + w.compute_gap
+    job = step_job(scenario)
+    if job is not None:  # a rank's whole step: its bytes and compute, one after the other
+        per_iter = max(4 * sum(n.bytes for n in g.nodes) * 8 / (f.host_link.rate * 0.1)
+                       + sum(n.duration for n in g.nodes) * compute_scale(scenario)
+                       for g in job.graphs)
     retries = min(FOREVER_DEADLINE, time_to_fail(QPConfig(
         timeout=scenario.timeout(), linear_cnt=q.retry.linear_cnt, exp_cnt=q.retry.exp_cnt)))
     return ProgressRule(first_s=FIRST_ALLOWANCE + per_iter + retries, slack_s=retries)

@@ -37,6 +37,8 @@ from testbed.scenario.background import check as check_background
 from testbed.scenario.cluster import Cluster
 from testbed.scenario.cluster import check as check_cluster
 from testbed.scenario.faults import Fault, Routing
+from testbed.scenario.training import Training
+from testbed.scenario.training import check as check_training
 from testbed.scenario.units import RateIn, SizeIn, format_rate, format_size
 
 SAFE_NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,39}$"
@@ -219,6 +221,8 @@ class Workload(StrictModel):
     ranks: Annotated[list[Annotated[str, Field(max_length=40)]],
                      Field(max_length=limits.MAX_HOSTS)] | Literal["all"] = Field(
         "all", description="host names taking part, in rank order, or all hosts")
+    training: Training | None = Field(
+        None, description="a parallel training step per iteration instead of the collective")
 
     @field_validator("size")
     @classmethod
@@ -396,6 +400,8 @@ class Scenario(StrictModel):
                       if not any(d.plane == p and d.spine in (None, sp) for d in self.mrc.denied)}
         if not open_paths:
             raise ValueError("mrc.denied: every path is denied; MRC would have nothing to use")
+        if self.workload.training is not None:
+            check_training(self.workload.training, len(self.rank_hosts()))
         if self.background:
             check_background(self.background,
                              [self.naming.host_name(i) for i in range(self.fabric.host_count)],
