@@ -342,10 +342,14 @@ static size_t gso_control(unsigned char *buf, uint16_t segment) {
 
 /* send_out(fd, out, names, gso, control, planes) -> [(plane, bytes, datagrams)]: queue a QP's
  * `out` (a list of (EV, datagram)) to names[EV]. DATA datagrams go plain or, with `gso`, a run
- * of consecutive ones to the same EV in one UDP GSO message (every datagram of the run but the
- * last of one size, at most 64 and 65000 bytes); others (ACK, NACK, probes) carry `control`
- * (their traffic class). With `planes` (EV -> plane), returns the DATA bytes and datagrams
- * queued per plane, in the order the planes first appear, for the NIC's accounting. */
+ * of consecutive ones to the same EV in one UDP GSO message (at most 64 and 65000 bytes).
+ * The kernel cuts a GSO message into segments of gso_size bytes, the last one shorter or not,
+ * so a run is what those cuts give back unchanged: datagrams of exactly the first one's size,
+ * then at most one shorter, which ends it. (A full datagram behind a short one would be cut at
+ * the short size: a false trim for MRC, a corrupt packet for RoCEv2.) Others (ACK, NACK,
+ * probes) carry `control` (their traffic class). With `planes` (EV -> plane), returns the DATA
+ * bytes and datagrams queued per plane, in the order the planes first appear, for the NIC's
+ * accounting. */
 static PyObject *Sender_send_out(Sender *self, PyObject *const *args, Py_ssize_t nargs) {
     if (nargs != 6 || !PyList_Check(args[1]) || !PyDict_Check(args[2])
         || !PyBytes_Check(args[4]) || PyBytes_GET_SIZE(args[4]) > CONTROL_SPACE
@@ -385,17 +389,17 @@ static PyObject *Sender_send_out(Sender *self, PyObject *const *args, Py_ssize_t
                     || !PyBytes_Check(PyTuple_GET_ITEM(next, 1)))
                     break;
                 PyObject *d = PyTuple_GET_ITEM(next, 1);
-                PyObject *prev = PyTuple_GET_ITEM(PyList_GET_ITEM(out, j - 1), 1);
+                Py_ssize_t d_size = PyBytes_GET_SIZE(d);
                 int same_ev = PyObject_RichCompareBool(PyTuple_GET_ITEM(next, 0), ev, Py_EQ);
                 if (same_ev < 0)
                     return NULL;
-                if (!same_ev || PyBytes_GET_SIZE(d) < 2
-                    || (unsigned char)PyBytes_AS_STRING(d)[1] != DATA
-                    || PyBytes_GET_SIZE(prev) != size
-                    || (j - i + 1) * size > GSO_MAX_BYTES)
+                if (!same_ev || d_size < 2 || (unsigned char)PyBytes_AS_STRING(d)[1] != DATA
+                    || d_size > size || (j - i + 1) * size > GSO_MAX_BYTES)
                     break;
-                total += PyBytes_GET_SIZE(d);
+                total += d_size;
                 j++;
+                if (d_size < size)
+                    break; /* the one shorter segment is the last */
             }
         }
         PyObject *name = PyDict_GetItemWithError(names, ev); /* borrowed */

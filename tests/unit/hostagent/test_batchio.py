@@ -201,3 +201,39 @@ def test_batches_of_one_are_one_system_call_per_datagram():
     assert (sender.calls, sender.messages) == (5, 5)
     got, _ = _dispatch(rx, a, (5,), 5)
     assert [d for _, d, _, _ in got] == [d for _, d in out] and rx.calls >= 5
+
+
+def _gso_send(out: list[tuple[int, bytes]]) -> tuple[batchio.Sender, list[bytes]]:
+    """`out` sent with GSO to one loopback socket: the sender, and what the receiver read."""
+    a, tx = _socket(), _socket()
+    sender = batchio.Sender()
+    sender.send_out(tx.fileno(), out, {0: batchio.sockaddr("::1", a.getsockname()[1])}, True,
+                    b"", None)
+    sender.flush()
+    got = _drain(a, len(out))[0]  # a datagram cut in pieces: its first piece differs from it
+    a.close()
+    tx.close()
+    return sender, got
+
+
+def test_gso_does_not_join_a_full_datagram_behind_a_short_one():
+    """The kernel cuts a GSO message at the first datagram's size: a full datagram behind a
+    short one would arrive in pieces, so it leaves in a message of its own."""
+    out = [(0, _data(5, 0, 100)), (0, _data(5, 1, 960))]
+    sender, got = _gso_send(out)
+    assert [len(d) for d in got] == [len(d) for _, d in out] and got == [d for _, d in out]
+    assert (sender.messages, sender.dropped) == (2, 0)
+
+
+def test_gso_joins_datagrams_of_one_size_and_a_shorter_last_one():
+    out = [(0, _data(5, 0, 960)), (0, _data(5, 1, 960)), (0, _data(5, 2, 100))]
+    sender, got = _gso_send(out)
+    assert [len(d) for d in got] == [len(d) for _, d in out] and got == [d for _, d in out]
+    assert (sender.messages, sender.dropped) == (1, 0)
+
+
+def test_gso_does_not_join_a_longer_datagram_behind_the_first():
+    out = [(0, _data(5, 0, 960)), (0, _data(5, 1, 961)), (0, _data(5, 2, 961))]
+    sender, got = _gso_send(out)
+    assert [len(d) for d in got] == [len(d) for _, d in out] and got == [d for _, d in out]
+    assert (sender.messages, sender.dropped) == (2, 0)  # the first alone, then the two longer
