@@ -76,39 +76,58 @@ typedef struct {
     unsigned char *data;
     unsigned char *control;
     struct iovec *iov;
-    struct mmsghdr *hdr;
+    struct mmsghdr *hdr;          /* NULL until __init__ succeeded */
     unsigned long long calls;     /* recvmmsg calls made */
     unsigned long long datagrams; /* datagrams they returned */
 } Receiver;
 
-static void Receiver_dealloc(Receiver *self) {
+static void receiver_free(Receiver *self) {
     PyMem_Free(self->data);
     PyMem_Free(self->control);
     PyMem_Free(self->iov);
     PyMem_Free(self->hdr);
+    self->data = self->control = NULL;
+    self->iov = NULL;
+    self->hdr = NULL;
+}
+
+static void Receiver_dealloc(Receiver *self) {
+    receiver_free(self);
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
+/* The buffers are allocated once: a second __init__ is refused rather than swapping them (what
+ * they hold would be lost or a pointer into them left dangling), and a failed one leaves none
+ * behind. */
 static int Receiver_init(Receiver *self, PyObject *args, PyObject *kwds) {
     static char *kwlist[] = {"batch", "size", NULL};
     unsigned int batch = 64;
     Py_ssize_t size = 65536;
+    if (self->hdr != NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "Receiver is already initialised: make a new one");
+        return -1;
+    }
     if (!PyArg_ParseTupleAndKeywords(args, kwds, "|In", kwlist, &batch, &size))
         return -1;
     if (batch == 0 || size <= 0) {
         PyErr_SetString(PyExc_ValueError, "batch and size must be positive");
         return -1;
     }
-    self->batch = batch;
-    self->size = size;
+    if ((size_t)size > (size_t)PY_SSIZE_T_MAX / batch) {
+        PyErr_SetString(PyExc_ValueError, "batch x size does not fit in memory");
+        return -1;
+    }
     self->data = PyMem_Malloc((size_t)batch * (size_t)size);
     self->control = PyMem_Calloc(batch, CONTROL_SPACE);
     self->iov = PyMem_Calloc(batch, sizeof(struct iovec));
     self->hdr = PyMem_Calloc(batch, sizeof(struct mmsghdr));
     if (!self->data || !self->control || !self->iov || !self->hdr) {
+        receiver_free(self); /* all or nothing: hdr == NULL still says "not initialised" */
         PyErr_NoMemory();
         return -1;
     }
+    self->batch = batch;
+    self->size = size;
     for (unsigned int i = 0; i < batch; i++) {
         self->iov[i].iov_base = self->data + (size_t)i * (size_t)size;
         self->iov[i].iov_len = (size_t)size;
@@ -138,6 +157,10 @@ static int tclass_of(struct msghdr *m) {
 static PyObject *Receiver_dispatch(Receiver *self, PyObject *const *args, Py_ssize_t nargs) {
     if (nargs != 4 || !PyDict_Check(args[1]) || !PySet_Check(args[3])) {
         PyErr_SetString(PyExc_TypeError, "dispatch(fd, receivers: dict, now, touched: set)");
+        return NULL;
+    }
+    if (self->hdr == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "Receiver is not initialised");
         return NULL;
     }
     int fd = as_fd(args[0]);
@@ -230,7 +253,7 @@ typedef struct {
     unsigned char *names;
     unsigned char *control;
     struct iovec *iov;
-    struct mmsghdr *hdr;
+    struct mmsghdr *hdr; /* NULL until __init__ succeeded */
     int fd;
     unsigned int n;    /* messages queued */
     size_t used;       /* arena bytes they hold */
@@ -239,36 +262,50 @@ typedef struct {
     unsigned long long messages; /* messages they carried */
 } Sender;
 
-static void Sender_dealloc(Sender *self) {
+static void sender_free(Sender *self) {
     PyMem_Free(self->data);
     PyMem_Free(self->names);
     PyMem_Free(self->control);
     PyMem_Free(self->iov);
     PyMem_Free(self->hdr);
+    self->data = self->names = self->control = NULL;
+    self->iov = NULL;
+    self->hdr = NULL;
+}
+
+static void Sender_dealloc(Sender *self) {
+    sender_free(self);
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
+/* Allocated once, as the Receiver's: a second __init__ would have to drop or send what is
+ * queued, so it is refused; a failed one leaves nothing behind. */
 static int Sender_init(Sender *self, PyObject *args, PyObject *kwds) {
     static char *kwlist[] = {"batch", "arena", NULL};
     unsigned int batch = 64;
     Py_ssize_t arena = 1 << 20;
+    if (self->hdr != NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "Sender is already initialised: make a new one");
+        return -1;
+    }
     if (!PyArg_ParseTupleAndKeywords(args, kwds, "|In", kwlist, &batch, &arena))
         return -1;
     if (batch == 0 || arena <= 0) {
         PyErr_SetString(PyExc_ValueError, "batch and arena must be positive");
         return -1;
     }
-    self->batch = batch;
-    self->arena = (size_t)arena;
-    self->data = PyMem_Malloc(self->arena);
+    self->data = PyMem_Malloc((size_t)arena);
     self->names = PyMem_Calloc(batch, 32);
     self->control = PyMem_Calloc(batch, CONTROL_SPACE);
     self->iov = PyMem_Calloc(batch, sizeof(struct iovec));
     self->hdr = PyMem_Calloc(batch, sizeof(struct mmsghdr));
     if (!self->data || !self->names || !self->control || !self->iov || !self->hdr) {
+        sender_free(self); /* all or nothing: hdr == NULL still says "not initialised" */
         PyErr_NoMemory();
         return -1;
     }
+    self->batch = batch;
+    self->arena = (size_t)arena;
     for (unsigned int i = 0; i < batch; i++) {
         self->hdr[i].msg_hdr.msg_name = self->names + (size_t)i * 32;
         self->hdr[i].msg_hdr.msg_namelen = NAME_SIZE;
@@ -356,6 +393,10 @@ static PyObject *Sender_send_out(Sender *self, PyObject *const *args, Py_ssize_t
         || (args[5] != Py_None && !PyDict_Check(args[5]))) {
         PyErr_SetString(PyExc_TypeError, "send_out(fd, out: list, names: dict, gso: bool, "
                                          "control: bytes, planes: dict | None)");
+        return NULL;
+    }
+    if (self->hdr == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "Sender is not initialised");
         return NULL;
     }
     int fd = as_fd(args[0]);

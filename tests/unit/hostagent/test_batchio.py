@@ -237,3 +237,35 @@ def test_gso_does_not_join_a_longer_datagram_behind_the_first():
     sender, got = _gso_send(out)
     assert [len(d) for d in got] == [len(d) for _, d in out] and got == [d for _, d in out]
     assert (sender.messages, sender.dropped) == (2, 0)  # the first alone, then the two longer
+
+
+
+@pytest.mark.parametrize("cls", [batchio.Receiver, batchio.Sender])
+def test_a_second_init_is_refused_and_the_object_keeps_working(cls):
+    obj = cls(batch=2)
+    with pytest.raises(RuntimeError, match="already initialised"):
+        obj.__init__(batch=8)
+    assert obj.batch == 2
+    a, tx = _socket(), _socket()
+    sender = obj if cls is batchio.Sender else batchio.Sender()
+    rx = obj if cls is batchio.Receiver else batchio.Receiver()
+    out = [(0, _data(5, k, 100)) for k in range(3)]
+    sender.send_out(tx.fileno(), out, {0: batchio.sockaddr("::1", a.getsockname()[1])}, False,
+                    b"", None)
+    sender.flush()
+    got, _ = _dispatch(rx, a, (5,), 3)
+    assert [d for _, d, _, _ in got] == [d for _, d in out]
+
+
+@pytest.mark.parametrize("cls", [batchio.Receiver, batchio.Sender])
+def test_an_object_whose_init_failed_or_never_ran_refuses_to_work(cls):
+    obj = cls.__new__(cls)
+    with pytest.raises(ValueError):
+        obj.__init__(batch=0)
+    with pytest.raises(RuntimeError, match="not initialised"):
+        if cls is batchio.Receiver:
+            obj.dispatch(0, {}, 0.0, set())
+        else:
+            obj.send_out(0, [(0, b"")], {0: bytes(28)}, False, b"", None)
+    obj.__init__(batch=3)  # a failed __init__ left nothing behind: a good one still runs
+    assert obj.batch == 3
