@@ -10,7 +10,8 @@
  * Built by `make ext` (scripts/install.sh runs it): gcc, the Python headers, zlib.
  *
  * Receiver(batch, size): dispatch(fd, receivers, now, touched): one recvmmsg of up to `batch`
- *   datagrams, each handed to its QP's receive with its CE mark (IPv6 traffic class).
+ *   datagrams, each handed to its QP's receive with its CE mark (IPv6 traffic class); one
+ *   longer than `size` is dropped and counted.
  * Sender(batch, arena): send_out(fd, out, names, gso, control, planes) queues a QP's
  *   datagrams, flush() sends what is queued in sendmmsg calls; a message the kernel refuses is
  *   dropped and counted.
@@ -79,6 +80,7 @@ typedef struct {
     struct mmsghdr *hdr;          /* NULL until __init__ succeeded */
     unsigned long long calls;     /* recvmmsg calls made */
     unsigned long long datagrams; /* datagrams they returned */
+    unsigned long long truncated; /* of those, longer than `size`: dropped */
 } Receiver;
 
 static void receiver_free(Receiver *self) {
@@ -153,7 +155,9 @@ static int tclass_of(struct msghdr *m) {
 
 /* dispatch(fd, receivers, now, touched) -> n: one recvmmsg; each datagram long enough to carry
  * a header goes to receivers[its QP number](datagram, now, ce) (unknown QPs: dropped), and
- * the QP number joins the set `touched`. `ce`: the traffic class says Congestion Experienced. */
+ * the QP number joins the set `touched`. `ce`: the traffic class says Congestion Experienced.
+ * A datagram longer than `size` arrives cut (MSG_TRUNC): it is dropped and counted, as a NIC
+ * drops a frame longer than its buffers, since a cut DATA packet would read as a trim. */
 static PyObject *Receiver_dispatch(Receiver *self, PyObject *const *args, Py_ssize_t nargs) {
     if (nargs != 4 || !PyDict_Check(args[1]) || !PySet_Check(args[3])) {
         PyErr_SetString(PyExc_TypeError, "dispatch(fd, receivers: dict, now, touched: set)");
@@ -181,6 +185,10 @@ static PyObject *Receiver_dispatch(Receiver *self, PyObject *const *args, Py_ssi
     for (int i = 0; i < n; i++) {
         const unsigned char *p = self->iov[i].iov_base;
         Py_ssize_t len = (Py_ssize_t)self->hdr[i].msg_len;
+        if (self->hdr[i].msg_hdr.msg_flags & MSG_TRUNC) {
+            self->truncated++;
+            continue;
+        }
         if (len < HEADER_SIZE)
             continue;
         PyObject *qpn = PyLong_FromUnsignedLong(get32(p + 8));
@@ -219,7 +227,8 @@ static PyObject *Receiver_dispatch(Receiver *self, PyObject *const *args, Py_ssi
 static PyMethodDef Receiver_methods[] = {
     {"dispatch", (PyCFunction)(void (*)(void))Receiver_dispatch, METH_FASTCALL,
      "dispatch(fd, receivers, now, touched) -> datagrams read: one recvmmsg, each datagram "
-     "handed to receivers[its QP number](datagram, now, ce); their QP numbers join `touched`."},
+     "handed to receivers[its QP number](datagram, now, ce); their QP numbers join `touched`. "
+     "Datagrams longer than `size` are dropped (`truncated`)."},
     {NULL}};
 
 static PyMemberDef Receiver_members[] = {
@@ -228,6 +237,8 @@ static PyMemberDef Receiver_members[] = {
     {"calls", T_ULONGLONG, offsetof(Receiver, calls), READONLY, "recvmmsg calls made"},
     {"datagrams", T_ULONGLONG, offsetof(Receiver, datagrams), READONLY,
      "datagrams they returned"},
+    {"truncated", T_ULONGLONG, offsetof(Receiver, truncated), READONLY,
+     "of those, longer than `size` and dropped"},
     {NULL}};
 
 static PyTypeObject ReceiverType = {

@@ -269,3 +269,16 @@ def test_an_object_whose_init_failed_or_never_ran_refuses_to_work(cls):
             obj.send_out(0, [(0, b"")], {0: bytes(28)}, False, b"", None)
     obj.__init__(batch=3)  # a failed __init__ left nothing behind: a good one still runs
     assert obj.batch == 3
+
+
+def test_a_datagram_longer_than_the_receive_buffer_is_dropped_and_counted():
+    a, tx = _socket(), _socket()
+    sender, rx = batchio.Sender(), batchio.Receiver(size=200)
+    fits, longer = _data(5, 0, 200 - wire.HEADER_SIZE), _data(5, 1, 201 - wire.HEADER_SIZE)
+    out = [(0, fits), (0, longer), (0, _data(5, 2, 10))]
+    sender.send_out(tx.fileno(), out, {0: batchio.sockaddr("::1", a.getsockname()[1])}, False,
+                    b"", None)
+    sender.flush()
+    got, _ = _dispatch(rx, a, (5,), 3)  # all three read from the socket
+    assert [d for _, d, _, _ in got] == [fits, out[2][1]]
+    assert (rx.datagrams, rx.truncated) == (3, 1)
