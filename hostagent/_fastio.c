@@ -11,7 +11,7 @@
  *
  * Receiver(batch, size): dispatch(fd, receivers, now, touched): one recvmmsg of up to `batch`
  *   datagrams, each handed to its QP's receive with its CE mark (IPv6 traffic class); one
- *   longer than `size` is dropped and counted.
+ *   longer than `size` is dropped and counted, an exception in a receive raised after the batch.
  * Sender(batch, arena): send_out(fd, out, names, gso, control, planes) queues a QP's
  *   datagrams, flush() sends what is queued in sendmmsg calls; a message the kernel refuses is
  *   dropped and counted.
@@ -78,6 +78,7 @@ typedef struct {
     unsigned char *control;
     struct iovec *iov;
     struct mmsghdr *hdr;          /* NULL until __init__ succeeded */
+    int dispatching;              /* in dispatch: the buffers hold the batch being handed out */
     unsigned long long calls;     /* recvmmsg calls made */
     unsigned long long datagrams; /* datagrams they returned */
     unsigned long long truncated; /* of those, longer than `size`: dropped */
@@ -98,9 +99,9 @@ static void Receiver_dealloc(Receiver *self) {
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
-/* The buffers are allocated once: a second __init__ is refused rather than swapping them (what
- * they hold would be lost or a pointer into them left dangling), and a failed one leaves none
- * behind. */
+/* The buffers are allocated once: a second __init__ is refused rather than swapping them (a
+ * receive calling it from inside dispatch would free the batch being handed out), and a failed
+ * one leaves none behind. */
 static int Receiver_init(Receiver *self, PyObject *args, PyObject *kwds) {
     static char *kwlist[] = {"batch", "size", NULL};
     unsigned int batch = 64;
@@ -153,11 +154,41 @@ static int tclass_of(struct msghdr *m) {
     return -1;
 }
 
+/* Datagram `p` (`len` bytes, at least a header) to receivers[its QP number](datagram, now, ce);
+ * its QP number joins `touched` when that returns. Unknown QPs: dropped. -1: an exception. */
+static int deliver(PyObject *receivers, const unsigned char *p, Py_ssize_t len, PyObject *now,
+                   int ce, PyObject *touched) {
+    PyObject *qpn = PyLong_FromUnsignedLong(get32(p + 8));
+    if (qpn == NULL)
+        return -1;
+    PyObject *receive = PyDict_GetItemWithError(receivers, qpn); /* borrowed */
+    if (receive == NULL) {
+        Py_DECREF(qpn);
+        return PyErr_Occurred() ? -1 : 0;
+    }
+    PyObject *data = PyBytes_FromStringAndSize((const char *)p, len);
+    if (data == NULL) {
+        Py_DECREF(qpn);
+        return -1;
+    }
+    PyObject *call[3] = {data, now, ce ? Py_True : Py_False};
+    Py_INCREF(receive); /* the call may change the dict */
+    PyObject *r = PyObject_Vectorcall(receive, call, 3, NULL);
+    Py_DECREF(receive);
+    Py_DECREF(data);
+    int status = (r == NULL || PySet_Add(touched, qpn) < 0) ? -1 : 0;
+    Py_XDECREF(r);
+    Py_DECREF(qpn);
+    return status;
+}
+
 /* dispatch(fd, receivers, now, touched) -> n: one recvmmsg; each datagram long enough to carry
- * a header goes to receivers[its QP number](datagram, now, ce) (unknown QPs: dropped), and
- * the QP number joins the set `touched`. `ce`: the traffic class says Congestion Experienced.
+ * a header goes to its QP (deliver). `ce`: the traffic class says Congestion Experienced.
  * A datagram longer than `size` arrives cut (MSG_TRUNC): it is dropped and counted, as a NIC
- * drops a frame longer than its buffers, since a cut DATA packet would read as a trim. */
+ * drops a frame longer than its buffers, since a cut DATA packet would read as a trim.
+ * An exception in one receive does not lose the others: they were read from the socket and
+ * exist nowhere else, so every datagram of the batch is still delivered, then the first
+ * exception is raised (later ones go to sys.unraisablehook). */
 static PyObject *Receiver_dispatch(Receiver *self, PyObject *const *args, Py_ssize_t nargs) {
     if (nargs != 4 || !PyDict_Check(args[1]) || !PySet_Check(args[3])) {
         PyErr_SetString(PyExc_TypeError, "dispatch(fd, receivers: dict, now, touched: set)");
@@ -165,6 +196,11 @@ static PyObject *Receiver_dispatch(Receiver *self, PyObject *const *args, Py_ssi
     }
     if (self->hdr == NULL) {
         PyErr_SetString(PyExc_RuntimeError, "Receiver is not initialised");
+        return NULL;
+    }
+    if (self->dispatching) {
+        PyErr_SetString(PyExc_RuntimeError, "dispatch called from a receive: the batch being "
+                                            "delivered would be overwritten");
         return NULL;
     }
     int fd = as_fd(args[0]);
@@ -182,44 +218,30 @@ static PyObject *Receiver_dispatch(Receiver *self, PyObject *const *args, Py_ssi
     if (n < 0)
         n = 0;
     self->datagrams += (unsigned long long)n;
+    PyObject *first_type = NULL, *first_value = NULL, *first_tb = NULL;
+    self->dispatching = 1;
     for (int i = 0; i < n; i++) {
-        const unsigned char *p = self->iov[i].iov_base;
+        struct msghdr *m = &self->hdr[i].msg_hdr;
         Py_ssize_t len = (Py_ssize_t)self->hdr[i].msg_len;
-        if (self->hdr[i].msg_hdr.msg_flags & MSG_TRUNC) {
+        if (m->msg_flags & MSG_TRUNC) {
             self->truncated++;
             continue;
         }
         if (len < HEADER_SIZE)
             continue;
-        PyObject *qpn = PyLong_FromUnsignedLong(get32(p + 8));
-        if (qpn == NULL)
-            return NULL;
-        PyObject *receive = PyDict_GetItemWithError(receivers, qpn); /* borrowed */
-        if (receive == NULL) {
-            Py_DECREF(qpn);
-            if (PyErr_Occurred())
-                return NULL;
-            continue;
+        int tclass = tclass_of(m);
+        int ce = tclass >= 0 && (tclass & 0x3) == 0x3;
+        if (deliver(receivers, self->iov[i].iov_base, len, now, ce, touched) < 0) {
+            if (first_type == NULL)
+                PyErr_Fetch(&first_type, &first_value, &first_tb);
+            else
+                PyErr_WriteUnraisable((PyObject *)self);
         }
-        int tclass = tclass_of(&self->hdr[i].msg_hdr);
-        PyObject *data = PyBytes_FromStringAndSize((const char *)p, len);
-        if (data == NULL) {
-            Py_DECREF(qpn);
-            return NULL;
-        }
-        PyObject *call[3] = {data, now, (tclass >= 0 && (tclass & 0x3) == 0x3) ? Py_True
-                                                                                : Py_False};
-        Py_INCREF(receive); /* the call may change the dict */
-        PyObject *r = PyObject_Vectorcall(receive, call, 3, NULL);
-        Py_DECREF(receive);
-        Py_DECREF(data);
-        if (r == NULL || PySet_Add(touched, qpn) < 0) {
-            Py_XDECREF(r);
-            Py_DECREF(qpn);
-            return NULL;
-        }
-        Py_DECREF(r);
-        Py_DECREF(qpn);
+    }
+    self->dispatching = 0;
+    if (first_type != NULL) {
+        PyErr_Restore(first_type, first_value, first_tb);
+        return NULL;
     }
     return PyLong_FromLong(n);
 }
@@ -228,7 +250,8 @@ static PyMethodDef Receiver_methods[] = {
     {"dispatch", (PyCFunction)(void (*)(void))Receiver_dispatch, METH_FASTCALL,
      "dispatch(fd, receivers, now, touched) -> datagrams read: one recvmmsg, each datagram "
      "handed to receivers[its QP number](datagram, now, ce); their QP numbers join `touched`. "
-     "Datagrams longer than `size` are dropped (`truncated`)."},
+     "Datagrams longer than `size` are dropped (`truncated`); an exception in a receive is "
+     "raised once every datagram of the batch was handed out."},
     {NULL}};
 
 static PyMemberDef Receiver_members[] = {

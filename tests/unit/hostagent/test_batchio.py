@@ -239,7 +239,6 @@ def test_gso_does_not_join_a_longer_datagram_behind_the_first():
     assert (sender.messages, sender.dropped) == (2, 0)  # the first alone, then the two longer
 
 
-
 @pytest.mark.parametrize("cls", [batchio.Receiver, batchio.Sender])
 def test_a_second_init_is_refused_and_the_object_keeps_working(cls):
     obj = cls(batch=2)
@@ -282,3 +281,48 @@ def test_a_datagram_longer_than_the_receive_buffer_is_dropped_and_counted():
     got, _ = _dispatch(rx, a, (5,), 3)  # all three read from the socket
     assert [d for _, d, _, _ in got] == [fits, out[2][1]]
     assert (rx.datagrams, rx.truncated) == (3, 1)
+
+
+def test_an_exception_in_a_receive_is_raised_after_the_whole_batch_was_delivered(monkeypatch):
+    a, tx = _socket(), _socket()
+    sender, rx = batchio.Sender(), batchio.Receiver()
+    sent = [(q, _data(q, k, 10)) for k, q in enumerate((6, 5, 6, 5, 6))]  # (QP, datagram)
+    out = [(0, d) for _, d in sent]
+    sender.send_out(tx.fileno(), out, {0: batchio.sockaddr("::1", a.getsockname()[1])}, False,
+                    b"", None)
+    sender.flush()  # over loopback, in the socket's queue when this returns: one batch
+
+    def fails(datagram: bytes, now: float, ce: bool) -> None:
+        raise ValueError(f"PSN {wire.decode(datagram)[0].psn}")
+
+    got: list[bytes] = []
+    unraisable: list[BaseException | None] = []
+    monkeypatch.setattr("sys.unraisablehook", lambda u: unraisable.append(u.exc_value))
+    touched: set[int] = set()
+    with pytest.raises(ValueError, match="PSN 1"):  # the first one raised
+        rx.dispatch(a.fileno(), {5: fails, 6: lambda d, now, ce: got.append(d)}, 0.0, touched)
+    assert got == [d for q, d in sent if q == 6]  # none lost
+    assert touched == {6}
+    assert [str(e) for e in unraisable] == ["PSN 3"]  # the later one: reported, not lost
+
+
+def test_a_receive_that_dispatches_again_is_refused(monkeypatch):
+    """The batch being handed out lives in the Receiver's buffers: a nested dispatch would
+    overwrite the datagrams not yet delivered."""
+    monkeypatch.setattr("sys.unraisablehook", lambda u: None)  # the second receive's refusal
+    a, tx = _socket(), _socket()
+    sender, rx = batchio.Sender(), batchio.Receiver()
+    out = [(0, _data(5, k, 10)) for k in range(2)]
+    sender.send_out(tx.fileno(), out, {0: batchio.sockaddr("::1", a.getsockname()[1])}, False,
+                    b"", None)
+    sender.flush()
+    got: list[bytes] = []
+
+    def nested(datagram: bytes, now: float, ce: bool) -> None:
+        got.append(datagram)
+        rx.dispatch(a.fileno(), receivers, now, set())
+
+    receivers = {5: nested}
+    with pytest.raises(RuntimeError, match="dispatch called from a receive"):
+        rx.dispatch(a.fileno(), receivers, 0.0, set())
+    assert got == [d for _, d in out]
