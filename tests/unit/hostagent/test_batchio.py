@@ -270,6 +270,11 @@ def test_an_object_whose_init_failed_or_never_ran_refuses_to_work(cls):
     assert obj.batch == 3
 
 
+def test_a_receive_area_whose_size_overflows_is_refused():
+    with pytest.raises(ValueError, match="does not fit"):
+        batchio.Receiver(batch=2**16, size=2**48)  # 2**64 bytes: 0 once wrapped to 64 bits
+
+
 def test_a_datagram_longer_than_the_receive_buffer_is_dropped_and_counted():
     a, tx = _socket(), _socket()
     sender, rx = batchio.Sender(), batchio.Receiver(size=200)
