@@ -56,11 +56,13 @@ _io: tuple[batchio.Receiver, batchio.Sender] | None = None
 
 def io_stats() -> dict[str, int]:
     """This process's batched IO so far: calls and what they carried (how well batching
-    batched), and sends the kernel refused (a full socket or qdisc, an unreachable path)."""
+    batched), datagrams dropped for being longer than the receive buffers, and sends the kernel
+    refused (a full socket or qdisc, an unreachable path)."""
     if _io is None:
         return {}
     rx, tx = _io
-    return {"recvmmsg_calls": rx.calls, "received": rx.datagrams, "sendmmsg_calls": tx.calls,
+    return {"recvmmsg_calls": rx.calls, "received": rx.datagrams,
+            "received_truncated": rx.truncated, "sendmmsg_calls": tx.calls,
             "sent_messages": tx.messages, "send_refused": tx.dropped}
 
 
