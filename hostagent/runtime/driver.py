@@ -234,13 +234,15 @@ class Driver:
         CE read from its traffic class), then each QP that got some is kicked once."""
         touched: set[int] = set()
         fd, rx, receivers = self._listen.fileno(), self._rx, self._receivers
-        for _ in range(_READS):  # then let timers and other hosts run
-            if rx.dispatch(fd, receivers, self.loop.time(), touched) < rx.batch:
-                break
-        by_qpn = self._by_qpn
-        for q in touched:
-            self._kick(by_qpn[q][1])
-        self._flush()
+        try:
+            for _ in range(_READS):  # then let timers and other hosts run
+                if rx.dispatch(fd, receivers, self.loop.time(), touched) < rx.batch:
+                    break
+        finally:  # a receive that raised still leaves its batch's QPs to answer and send
+            by_qpn = self._by_qpn
+            for q in touched:
+                self._kick(by_qpn[q][1])
+            self._flush()
 
     def _flush(self) -> None:
         self._tx.flush()
