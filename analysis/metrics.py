@@ -400,7 +400,7 @@ def qp_counters(qps: pd.DataFrame, by: str = "host") -> pd.DataFrame:
 
 _UP = {"host": "leaf", "leaf": "spine"}  # a port toward the spines carries traffic "up"
 # Counters of the in-fabric eBPF queue (router ports; absent in older runs, NaN on host ports)
-FABRIC_COUNTERS = ("ecn_marked", "trimmed", "bpf_dropped")
+FABRIC_COUNTERS = ("ecn_marked", "trimmed", "bpf_dropped", "lossless_overflow")
 
 
 def ports(links: pd.DataFrame, tiers: dict[str, str]) -> pd.DataFrame:

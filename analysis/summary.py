@@ -31,12 +31,14 @@ def _ms(seconds: float, starred: bool) -> str:
 def table(views: list[RunView]) -> str:
     """One row per run: nccl-tests' time of the timed iterations and algbw and busbw at that
     time (`hostagent.workloads.nccl`, as in summary.txt), the share of the ideal,
-    wrong results, and the CCT tail with its sample count."""
+    wrong results, and the CCT tail with its sample count; above them, the transport variant
+    each run measured (a baseline is named, never just "rocev2")."""
     facts = views[0].run.facts
     names = list(dict.fromkeys(v.run.facts.scenario for v in views))
     first = max([_HEAD[0][1]] + [len(v.label) for v in views])
     lines = [(f"# {facts.collective} of {facts.size} B on {views[0].run.world} "
               f"ranks ({', '.join(names)})"),
+             *[f"#   {v.label}: {v.run.facts.baseline}" for v in views],
              "#" + _row([h for h, _ in _HEAD], first)[1:],
              "#" + _row(list(_UNITS), first)[1:]]
     starred = False

@@ -80,7 +80,18 @@ def node_sysctls(router: bool, hash_seed: int | None = None) -> dict[str, int]:
 
 
 PROMPT_TIMEOUT = 30.0  # s for a node's shell to print its first prompt (about 10 ms when idle)
-FIFO_HEADROOM = 2  # FIFO size / buffer at ports whose buffer the eBPF program enforces
+FIFO_HEADROOM = 2  # FIFO size / queue limit at ports whose limit the eBPF program enforces
+
+
+def fifo_limit(plan: FabricPlan, port: Port, link: Link) -> int:
+    """Bytes of the FIFO behind the port's shaper. Where the ECN/trimming program runs (router
+    ports), its virtual queue enforces the link's queue limit (the buffer, or in lossless mode
+    the lossless limit), and the FIFO gets headroom: a shaper running late on a busy CPU must
+    not drop what the program let through. Host ports are the NIC's own queue, which the
+    agents keep below half the buffer (testbed/run/traffic.py nic_limits)."""
+    if plan.scenario.switch.enabled and plan.nodes[port.node].role != "host":
+        return link.limit * FIFO_HEADROOM
+    return link.buffer
 
 
 class FabricNode(Host):
@@ -449,13 +460,7 @@ class FabricNetwork:
                         got["cpu_rows"], got["cores"], processes={"runner": got["cpu_rows"]})]
 
     def fifo_limit(self, port: Port, link: Link) -> int:
-        """Bytes of the FIFO behind the port's shaper. Where the ECN/trimming program runs, its
-        virtual queue is the port's buffer (it drops and trims at the buffer's size), and the
-        FIFO gets headroom: a shaper running late on a busy CPU must not drop what the program
-        let through."""
-        if self.queues is not None and self.plan.nodes[port.node].role != "host":
-            return link.buffer * FIFO_HEADROOM
-        return link.buffer
+        return fifo_limit(self.plan, port, link)
 
     def set_queue_rate(self, port: Port, link: Link, rate_bps: int) -> None:
         """The rate a router port's virtual queue drains at, and the rate the fidelity monitor

@@ -148,11 +148,12 @@ def collect(out: Path, results_dir: Path, outcomes: list[AgentOutcome], scenario
         ranks.setdefault(r.iteration, set()).add(r.rank)
     whole = [r for r in records if len(ranks[r.iteration]) == world]
     rows = nccl.summarize(whole, world)
+    over = f"{transport} ({scenario.variant(transport)})"
     if not rows:
-        failed = (f"# {scenario.workload.collective} over {transport}, {world} ranks: no "
+        failed = (f"# {scenario.workload.collective} over {over}, {world} ranks: no "
                   f"iteration completed on every rank (an agent failed)\n")
-        return failed, frames["iterations"]
-    table = nccl.format_table(rows, transport=transport, world=world)
+        return failed + _overflow_line(scenario, link_rows), frames["iterations"]
+    table = nccl.format_table(rows, transport=over, world=world)
     if len(whole) < len(records):
         table += (f"# Incomplete           : {len(ranks) - len(whole) // world} iterations "
                   f"lack a rank (an agent failed); left out\n")
@@ -162,4 +163,23 @@ def collect(out: Path, results_dir: Path, outcomes: list[AgentOutcome], scenario
     table += (f"# Ideal bus bandwidth  : {ideal:.4g} GB/s ({planes} plane"
               f"{'s' if planes > 1 else ''} x {format_rate(scenario.fabric.host_link.rate)}); "
               f"measured {measured / ideal:.0%} of it\n")
-    return table, frames["iterations"]
+    return table + _overflow_line(scenario, link_rows), frames["iterations"]
+
+
+def _overflow_line(scenario: Scenario, link_rows: list[dict] | None) -> str:
+    """In lossless mode, what the router ports dropped past their lossless limit (the memory
+    budget, testbed/scenario/limits.py LOSSLESS_MEMORY): a run with any is not lossless."""
+    if not scenario.switch.lossless or not link_rows:
+        return ""
+    counts: dict[tuple[str, str], list[int]] = {}
+    for row in link_rows:
+        if row.get("lossless_overflow") is not None:
+            counts.setdefault((row["node"], row["ifname"]), []).append(row["lossless_overflow"])
+    per_port = {port: max(c) - min(c) for port, c in counts.items()}
+    total = sum(per_port.values())
+    if not total:
+        return "# Lossless overflow    : none (no router port dropped past its lossless limit)\n"
+    worst = max(per_port, key=lambda p: per_port[p])
+    return (f"# Lossless overflow    : {total} packets at {sum(1 for n in per_port.values() if n)} "
+            f"ports (most {per_port[worst]} at {worst[0]} {worst[1]}) dropped past the "
+            f"lossless limit: queues outgrew the memory budget; NOT a lossless run\n")

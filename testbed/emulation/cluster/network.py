@@ -53,7 +53,7 @@ from testbed.emulation.cluster.emulated_servers import (
 )
 from testbed.emulation.cpu import CpuSampler, boot_id
 from testbed.emulation.machine_monitor import CPU_PERIOD, Machine
-from testbed.emulation.network import FIFO_HEADROOM, FabricNetwork, NetlinkVeth
+from testbed.emulation.network import FabricNetwork, NetlinkVeth, fifo_limit
 from testbed.emulation.port_counters import PortSample
 from testbed.emulation.verify import WINDOW, ProbeJob, ProbeOutcome, arrived
 from testbed.errors import EnvironmentProblem, TestbedError
@@ -315,9 +315,7 @@ class ClusterNetwork(FabricNetwork):
 
     def fifo_limit(self, port: Port, link: Link) -> int:
         """As on one machine; the program runs on the servers, not here."""
-        if self.plan.scenario.switch.enabled and self.plan.nodes[port.node].role != "host":
-            return link.buffer * FIFO_HEADROOM
-        return link.buffer
+        return fifo_limit(self.plan, port, link)
 
     # ---- what runs through the agents ----
     def session_of(self, node: str) -> ServerSession:
