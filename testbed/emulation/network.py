@@ -33,7 +33,8 @@ from pyroute2.netlink.rtnl.ifinfmsg import ifinfmsg
 from testbed.emulation.machine_monitor import Machine, MachineMonitor
 from testbed.emulation.nft_workers import NodeNft
 from testbed.emulation.port_counters import PortSample, read_node_ports
-from testbed.emulation.verify import ProbeJob, ProbeOutcome, probe_all, read_counters
+from testbed.emulation.probes import ProbeJob, ProbeOutcome
+from testbed.emulation.verify import probe_all, read_counters
 from testbed.errors import TestbedError
 from testbed.fabric.plan import FabricPlan, Link, Port
 from testbed.fabric.routes import node_configs

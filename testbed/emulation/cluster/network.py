@@ -55,7 +55,7 @@ from testbed.emulation.cpu import CpuSampler, boot_id
 from testbed.emulation.machine_monitor import CPU_PERIOD, Machine
 from testbed.emulation.network import FIFO_HEADROOM, FabricNetwork, NetlinkVeth
 from testbed.emulation.port_counters import PortSample
-from testbed.emulation.verify import WINDOW, ProbeJob, ProbeOutcome, arrived
+from testbed.emulation.probes import WINDOW, ProbeJob, ProbeOutcome, arrived
 from testbed.errors import EnvironmentProblem, TestbedError
 from testbed.fabric.clock import ClockOffset, bound_ns
 from testbed.fabric.placement import Placement, place
@@ -358,10 +358,6 @@ class ClusterNetwork(FabricNetwork):
                     got = ask_all(self.sessions.values(), ops.ProbeCollect())
                     for arrivals in got.values():
                         for index, host, address, ifindex in arrivals["arrivals"]:
-                            if not 0 <= index < len(job.evs):
-                                continue
-                            out.received[index] += 1
-                            out.datagrams += 1
                             arrived(job, out, index, host,
                                     IPv6Address(address) if address else None, ifindex)
                     if all(i in out.seen for i in pending) or time.monotonic() > deadline:

@@ -35,18 +35,17 @@ import selectors
 import shutil
 import signal
 import socket
-import struct
 import subprocess
 import sys
 import threading
 import time
 from collections.abc import Callable
-from ipaddress import IPv6Address
 from pathlib import Path
 from typing import Any, TextIO, TypeVar
 
 from pyroute2 import IPRoute
 
+from testbed.emulation import probes
 from testbed.emulation.cluster import ops
 from testbed.emulation.cluster.server_jobs import NodeProcesses, ServerFiles
 from testbed.emulation.cpu import boot_id
@@ -72,13 +71,9 @@ from testbed.lifecycle.progress import Progress
 from testbed.lifecycle.workers import parallel_map
 from testbed.scenario import Scenario
 
-PROBE_PORT = 7471
 # on every server: node shells (mnexec), links and tunnels (ip, ethtool), processes entered
 # into nodes (nsenter), the underlay check (ping), the workload's tools
 SERVER_TOOLS = ("mnexec", "ip", "ethtool", "nsenter", "ping", "iperf3", "tcpdump")
-_PAYLOAD = struct.Struct("!4sII")  # magic, nonce, probe index (as verify.py sends them)
-_PKTINFO = struct.Struct("16si")
-MAGIC = b"MRCp"
 
 
 class AgentError(Exception):
@@ -569,53 +564,35 @@ class ServerAgent:
 
 
 class _Prober:
-    """Probe sockets in this server's hosts: a sender in each, a receiver in each (port
-    PROBE_PORT, arrival address and port reported), a thread draining the receivers."""
+    """Probe sockets in this server's hosts: a sender and a receiver in each (probes.py), a
+    thread draining the receivers."""
 
     def __init__(self, pids: dict[str, int], nonce: int) -> None:
         self.nonce = nonce
         self.senders: dict[str, socket.socket] = {}
         self.selector = selectors.DefaultSelector()
-        self.arrivals: list[list] = []
+        self.arrivals: list[ops.Arrival] = []
         self.lock = threading.Lock()
         self.stop = threading.Event()
         for host, pid in pids.items():
             self.senders[host] = netns.socket_in(pid, socket.AF_INET6, socket.SOCK_DGRAM)
-            sock = netns.socket_in(pid, socket.AF_INET6, socket.SOCK_DGRAM)
-            sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_RECVPKTINFO, 1)
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1 << 20)
-            sock.bind(("::", PROBE_PORT))
-            sock.setblocking(False)
-            self.selector.register(sock, selectors.EVENT_READ, host)
+            self.selector.register(probes.receiver(pid), selectors.EVENT_READ, host)
         self.thread = threading.Thread(target=self._drain, daemon=True)
         self.thread.start()
 
     def send(self, index: int, src: str, address: str) -> None:
-        self.senders[src].sendto(_PAYLOAD.pack(MAGIC, self.nonce, index), (address, PROBE_PORT))
+        self.senders[src].sendto(probes.payload(self.nonce, index),
+                                 (address, probes.PROBE_PORT))
 
     def _drain(self) -> None:
         while not self.stop.is_set():
             for key, _ in self.selector.select(0.05):
-                sock, host = key.fileobj, key.data
-                while True:
-                    try:
-                        data, anc, _, _ = sock.recvmsg(64, socket.CMSG_SPACE(_PKTINFO.size))
-                    except (BlockingIOError, OSError):
-                        break
-                    if len(data) != _PAYLOAD.size:
-                        continue
-                    magic, nonce, index = _PAYLOAD.unpack(data)
-                    if magic != MAGIC or nonce != self.nonce:
-                        continue
-                    address, ifindex = None, None
-                    for level, kind, value in anc:
-                        if level == socket.IPPROTO_IPV6 and kind == socket.IPV6_PKTINFO:
-                            raw, ifindex = _PKTINFO.unpack(value[:_PKTINFO.size])
-                            address = str(IPv6Address(raw))
-                    with self.lock:
-                        self.arrivals.append([index, host, address, ifindex])
+                got = [(index, key.data, None if address is None else str(address), ifindex)
+                       for index, address, ifindex in probes.receive(key.fileobj, self.nonce)]
+                with self.lock:
+                    self.arrivals += got
 
-    def take(self) -> list[list]:
+    def take(self) -> list[ops.Arrival]:
         with self.lock:
             out, self.arrivals = self.arrivals, []
         return out
