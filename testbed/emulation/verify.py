@@ -20,9 +20,9 @@ import time
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from ipaddress import IPv6Network
-from typing import Protocol
 
 from testbed.emulation import probes
+from testbed.emulation.network_api import Network
 from testbed.emulation.probes import WINDOW, ProbeJob, ProbeOutcome, arrived
 from testbed.fabric import paths
 from testbed.fabric.paths import EV
@@ -259,20 +259,6 @@ def read_counters(jobs: list[tuple[str, int, dict[str, int]]],
     for counters in parallel_map(_router_counters, jobs, progress, "counters"):
         out.update(counters)
     return out
-
-
-class Network(Protocol):
-    """What verification asks of a network: it probes and counts where its nodes are, over
-    this machine's cores (network.py) or through its servers' agents (cluster.py)."""
-
-    plan: FabricPlan
-    ifindex: dict[str, dict[str, int]]
-
-    def pid(self, name: str) -> int: ...
-
-    def probe_evs(self, job: ProbeJob, progress: Progress) -> ProbeOutcome: ...
-
-    def end_sid_counters(self, progress: Progress) -> dict[tuple[str, IPv6Network], int]: ...
 
 
 def verify(network: Network, progress: Progress) -> VerifyReport:

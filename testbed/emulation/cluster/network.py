@@ -1,6 +1,7 @@
 """The fabric spread over servers: Mininet's cluster mode, with VXLAN links between servers.
 
-The same `FabricNetwork`, with Mininet's cluster edition's split (`examples/cluster.py`:
+A sibling of the single-machine `FabricNetwork` (both implement `network_api.Network` on
+the shared base of shells.py), with Mininet's cluster edition's split (`examples/cluster.py`:
 `RemoteMixin` nodes, `RemoteLink` tunnels, a placer):
 - each node's shell starts on its server (`placement.server_of`), through the server's command
   prefix: `ssh root@server` as RemoteMixin does, or a plain namespace switch for fast tests;
@@ -32,6 +33,7 @@ import threading
 import time
 from ipaddress import IPv6Address, IPv6Network
 from pathlib import Path
+from typing import Any
 
 from testbed.emulation.cluster import ops
 from testbed.emulation.cluster.client import (
@@ -53,9 +55,10 @@ from testbed.emulation.cluster.emulated_servers import (
 )
 from testbed.emulation.cpu import CpuSampler, boot_id
 from testbed.emulation.machine_monitor import CPU_PERIOD, Machine
-from testbed.emulation.network import FIFO_HEADROOM, FabricNetwork, NetlinkVeth
+from testbed.emulation.network import FIFO_HEADROOM, NetlinkVeth
 from testbed.emulation.port_counters import PortSample
 from testbed.emulation.probes import WINDOW, ProbeJob, ProbeOutcome, arrived
+from testbed.emulation.shells import MininetFabric
 from testbed.errors import EnvironmentProblem, TestbedError
 from testbed.fabric.clock import ClockOffset, bound_ns
 from testbed.fabric.placement import Placement, place
@@ -92,8 +95,9 @@ class ServerLink(NetlinkVeth):
         return None
 
 
-class ClusterNetwork(FabricNetwork):
-    """Build with `add_servers()` then `build()`'s usual phases; `close()` ends the servers too.
+class ClusterNetwork(MininetFabric):
+    """Build with `build()` (its `prepare` phase makes and reaches the servers); `close()`
+    ends the servers too.
 
     Everything done to a node after its shell started goes through its server's agent, over
     ssh (testbed/emulation/cluster/server_agent.py): sysctls, links, configuration, EV probes, End
@@ -119,12 +123,6 @@ class ClusterNetwork(FabricNetwork):
         self._started: dict[str, dict[str, int]] = {}  # server -> node -> pid of its shell
         self.nft_poller: NftPoller | None = None
         self._own_cpu: CpuSampler | None = None  # this process's CPU while monitoring
-
-    @staticmethod
-    def placement_lines(plan: FabricPlan) -> list[str]:
-        """What the user reads before the build: nodes per server, what crosses, its rate."""
-        assert plan.scenario.cluster is not None
-        return place(plan, plan.scenario.cluster).describe(plan)
 
     def facts(self) -> dict:
         """The cluster as meta.json records it: servers, placement, tunnels, the underlay, the
@@ -162,6 +160,10 @@ class ClusterNetwork(FabricNetwork):
         }
 
     # ---- the servers ----
+    def prepare(self, progress: Progress) -> None:
+        with progress.phase("servers") as info:
+            info["done"] = self.add_servers()
+
     def add_servers(self) -> str:
         """Make the emulated servers, start one agent on each over ssh, measure their clocks
         and their underlay; a summary line."""
@@ -259,22 +261,8 @@ class ClusterNetwork(FabricNetwork):
             s: ops.Underlay(address=self.placement.underlay[s]) for s in self.sessions})
         return {s: tuple(g["counters"]) for s, g in got.items()}
 
-    @staticmethod
-    def underlay_traffic(before: dict[str, tuple[int, ...]], after: dict[str, tuple[int, ...]],
-                         seconds: float) -> dict[str, dict]:
-        """What each server sent and received on the underlay between two counter reads:
-        the VXLAN tunnels' packets, and the agents' ssh sessions (a few kB)."""
-        out = {}
-        for server, now in after.items():
-            then = before[server]
-            d = [b - a for a, b in zip(then, now)]
-            out[server] = {"tx_bytes": d[4], "tx_packets": d[5], "rx_bytes": d[0],
-                           "rx_packets": d[1], "errors": d[2] + d[6], "drops": d[3] + d[7],
-                           "tx_mbit_s": round(d[4] * 8 / seconds / 1e6, 3) if seconds else None}
-        return out
-
     # ---- the build ----
-    def node_params(self, name: str) -> dict:
+    def node_params(self, name: str) -> dict[str, object]:
         server = self.placement.server_of[name]
         prefix = self.servers.ssh(server, tty=True) if self.cluster.ssh_transport \
             else self.servers.prefix(server)
@@ -293,7 +281,7 @@ class ClusterNetwork(FabricNetwork):
         server = self.placement.server_of[name]
         self._started.setdefault(server, {})[name] = self.net[name].pid
 
-    def add_links(self) -> None:
+    def add_links(self) -> str:
         mtu = self.plan.scenario.fabric.mtu
         for link in self.progress.bar(self.plan.links, len(self.plan.links), "links"):
             a, b = link.lower, link.upper
@@ -301,6 +289,9 @@ class ClusterNetwork(FabricNetwork):
                              rtnl=None, mtu=mtu, ports=(a, b),
                              intfName1=a.ifname, intfName2=b.ifname)
         ask_all(self.sessions.values(), ops.Links())
+        crossing = len(self.placement.crossing)
+        return (f"{len(self.plan.links) - crossing} veth links, {crossing} VXLAN links "
+                "between servers")
 
     def configure(self) -> None:
         """`FabricNetwork.configure`, each server's agent doing its own nodes (its cores, its
@@ -424,7 +415,7 @@ class ClusterNetwork(FabricNetwork):
         self.session_of(node).request(ops.Write(files=texts))
 
     def spawn(self, node: str, key: str, argv: list[str], stdout: str,
-              cwd: str | None = None) -> RemoteProcess:  # type: ignore[override]
+              cwd: str | None = None) -> RemoteProcess:
         server = self.placement.server_of[node]
         pid = self.sessions[server].request(ops.Spawn(node=node, key=key, argv=argv,
                                                       stdout=stdout, cwd=cwd))["pid"]
@@ -523,7 +514,7 @@ class ClusterNetwork(FabricNetwork):
             session.close()
         self._write_logs()
         cleanup.remove_dirs([str(self.agent_dir)])
-        killed += self._close_nodes()
+        self.close_shells()
         try:
             killed += self.servers.remove()
         finally:
@@ -541,9 +532,22 @@ class ClusterNetwork(FabricNetwork):
             (logs / f"{name}.agent.log").write_text(text)
 
 
-def make_network(plan: FabricPlan, registry: RunRegistry,
-                 progress: Progress) -> FabricNetwork:
-    """The network a scenario asks for: on this machine, or over its `cluster:` servers."""
-    if plan.scenario.cluster is not None:
-        return ClusterNetwork(plan, registry, progress)
-    return FabricNetwork(plan, registry, progress)
+
+def placement_lines(plan: FabricPlan) -> list[str]:
+    """What the user reads before the build: nodes per server, what crosses, its rate."""
+    assert plan.scenario.cluster is not None
+    return place(plan, plan.scenario.cluster).describe(plan)
+
+
+def underlay_traffic(before: dict[str, tuple[int, ...]], after: dict[str, tuple[int, ...]],
+                     seconds: float) -> dict[str, dict[str, Any]]:
+    """What each server sent and received on the underlay between two counter reads (the
+    VXLAN tunnels' packets, and the agents' ssh sessions: a few kB)."""
+    out = {}
+    for server, now in after.items():
+        then = before[server]
+        d = [b - a for a, b in zip(then, now)]
+        out[server] = {"tx_bytes": d[4], "tx_packets": d[5], "rx_bytes": d[0],
+                       "rx_packets": d[1], "errors": d[2] + d[6], "drops": d[3] + d[7],
+                       "tx_mbit_s": round(d[4] * 8 / seconds / 1e6, 3) if seconds else None}
+    return out
