@@ -25,7 +25,7 @@ import math
 import threading
 import time
 
-from testbed.emulation.network import FabricNetwork
+from testbed.emulation.network_api import Network
 
 SWEEP_BUDGET = 0.05  # share of one core the port sweeps may take (a default period stretches)
 QUEUE_BUDGET = 0.05  # share of one core the queue statistics may take
@@ -38,7 +38,7 @@ DEFAULT_PERIOD = 0.1  # s: 10 Hz, where a sweep costs little (quickstart: about 
 
 
 class Sampler:
-    def __init__(self, network: FabricNetwork, period: float | None) -> None:
+    def __init__(self, network: Network, period: float | None) -> None:
         """`period`: the scenario's, kept as given; None: DEFAULT_PERIOD, stretched by cost."""
         self.network = network
         self.period = DEFAULT_PERIOD if period is None else period

@@ -28,7 +28,7 @@ from hostagent.runtime.config import AgentConfig, PeerConfig
 from hostagent.runtime.driver import PORT as ROCE_PORT
 from hostagent.workloads.graph import Job
 from hostagent.workloads.training import training_job
-from testbed.emulation.network import FabricNetwork
+from testbed.emulation.network_api import Network
 from testbed.emulation.telemetry import DEFAULT_PERIOD
 from testbed.errors import TestbedError
 from testbed.fabric import budget, paths
@@ -160,7 +160,7 @@ class AgentFiles:
     the machine holding each host keeps them: read and written through the network (here
     directly; in the cluster mode through the host's server agent, a batch per server)."""
 
-    def __init__(self, network: FabricNetwork, configs: dict[str, AgentConfig]) -> None:
+    def __init__(self, network: Network, configs: dict[str, AgentConfig]) -> None:
         self.network = network
         self.configs = configs
 
@@ -254,7 +254,7 @@ def agent_groups(hosts: list[str], processes: int) -> list[list[str]]:
     return [hosts[bounds[k]:bounds[k + 1]] for k in range(n)]
 
 
-def _start_pooled(network: FabricNetwork, configs: dict[str, AgentConfig], out: Path,
+def _start_pooled(network: Network, configs: dict[str, AgentConfig], out: Path,
                   processes: int | None) -> dict[str, Any]:
     """One process per core of each machine (or `processes` per machine), each serving a
     contiguous group of that machine's hosts."""
@@ -288,7 +288,7 @@ def agent_command(module: str, arg: Path | str) -> list[str]:
     return [sys.executable, "-P", "-m", module, str(arg)]
 
 
-def _gather(network: FabricNetwork, configs: dict[str, AgentConfig], out: Path) -> None:
+def _gather(network: Network, configs: dict[str, AgentConfig], out: Path) -> None:
     """The agents' folder of every machine (each host's, the pool logs) brought back into the
     results: from each server in the cluster mode, a no-op on one machine."""
     first: dict[str, str] = {}
@@ -298,7 +298,7 @@ def _gather(network: FabricNetwork, configs: dict[str, AgentConfig], out: Path) 
         network.fetch(host, network.node_path(host, out), out)
 
 
-def run_agents(network: FabricNetwork, scenario: Scenario, transport: str, out: Path,
+def run_agents(network: Network, scenario: Scenario, transport: str, out: Path,
                on_start: Callable[[float], None] | None = None,
                mode: str | None = None) -> list[AgentOutcome]:
     """Start every rank's agent, on the machine holding its host, wait for all, bring back
@@ -364,7 +364,7 @@ def run_agents(network: FabricNetwork, scenario: Scenario, transport: str, out: 
 PATH_PROBES = 8  # datagrams sent to find the spine a RoCEv2 QP's 5-tuple hashes to
 
 
-def roce_spine(network: FabricNetwork, host: str, peer: str, plane: int, sport: int) -> int | None:
+def roce_spine(network: Network, host: str, peer: str, plane: int, sport: int) -> int | None:
     """The spine a RoCEv2 flow (UDP from `sport` to port 4791) takes in `plane`, read from the
     counters: PATH_PROBES datagrams of the same 5-tuple, sent once the agents are done, and
     the one spine whose port facing the source leaf received them. (`ip route get` with the
@@ -393,7 +393,7 @@ def roce_spine(network: FabricNetwork, host: str, peer: str, plane: int, sport: 
     return plan.nodes[moved[0]].index if len(moved) == 1 else None
 
 
-def add_roce_spines(network: FabricNetwork, out: Path, configs: dict[str, AgentConfig]) -> None:
+def add_roce_spines(network: Network, out: Path, configs: dict[str, AgentConfig]) -> None:
     """Write into each agent's paths.json (in the results) the spine each of its RoCEv2 QPs that
     sent data crossed (the agents know their plane and UDP source port, not the fabric's hash).
     One QP at a time, so that each probe burst is the only traffic the spines see. A QP that

@@ -8,7 +8,8 @@ import time
 from ipaddress import IPv6Network
 from pathlib import Path
 
-from testbed.emulation.verify import PROBE_PORT, verify
+from testbed.emulation.probes import PROBE_PORT
+from testbed.emulation.verify import verify
 from testbed.fabric.paths import ev
 from testbed.fabric.plan import block
 from testbed.kernel import netns

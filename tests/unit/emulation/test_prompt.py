@@ -10,7 +10,7 @@ import time
 import pytest
 
 from testbed import errors
-from testbed.emulation.network import FabricNode
+from testbed.emulation.shells import FabricNode
 from testbed.errors import Interrupted
 from testbed.lifecycle import interrupts
 
