@@ -428,8 +428,8 @@ class ClusterNetwork(FabricNetwork):
     def write_files(self, node: str, texts: dict[str, str]) -> None:
         self.session_of(node).request("write", files=texts)
 
-    def spawn(self, node: str, key: str, argv: list[str], stdout: str,
-              cwd: str | None = None) -> RemoteProcess:  # type: ignore[override]
+    def spawn(self, node: str, key: str, argv: list[str], stdout: str,  # type: ignore[override]
+              cwd: str | None = None) -> RemoteProcess:
         server = self.placement.server_of[node]
         pid = self.sessions[server].request("spawn", node=node, key=key, argv=argv,
                                             stdout=stdout, cwd=cwd)["pid"]

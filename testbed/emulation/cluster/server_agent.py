@@ -112,7 +112,7 @@ class ServerAgent:
                 "netns": cleanup.netns_of("self"), "work": str(self.files.root),
                 "cores": os.cpu_count() or 1, "boot_id": boot_id()}
 
-    def op_preflight(self, req: dict) -> dict:
+    def op_preflight(self, req: dict) -> list[str]:
         """What this server lacks to hold nodes, tunnels and the workload's processes."""
         missing = [f"{tool} (not found)" for tool in SERVER_TOOLS if shutil.which(tool) is None]
         lacks_vxlan = vxlan.probe()
