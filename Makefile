@@ -58,6 +58,12 @@ unit: dev
 integration: install
 	$(PYTEST) tests/integration
 
+# The JSON Schemas editors read (each shipped scenario and drill names its own on line 1),
+# generated from the pydantic models (testbed/scenario/schema.py, drill.py).
+schemas: dev
+	$(BIN)/mrc-testbed schema > schemas/scenario.schema.json
+	$(BIN)/mrc-testbed schema --drill > schemas/drill.schema.json
+
 bench: install
 	$(BIN)/python bench/build.py
 
