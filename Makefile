@@ -64,6 +64,14 @@ schemas: dev
 	$(BIN)/mrc-testbed schema > schemas/scenario.schema.json
 	$(BIN)/mrc-testbed schema --drill > schemas/drill.schema.json
 
+# The documentation site (mkdocs-material, docs/ and mkdocs.yml) into site/, every warning an
+# error; docs/gen_pages.py generates the reference pages from the code as it builds.
+docs: dev $(VENV)/.docs
+	NO_MKDOCS_2_WARNING=1 DISABLE_MKDOCS_2_WARNING=true $(BIN)/mkdocs build --strict
+$(VENV)/.docs: pyproject.toml $(VENV)/.dev
+	$(BIN)/python -m pip install -q --no-build-isolation -e ".[test,docs]"
+	touch $@
+
 bench: install
 	$(BIN)/python bench/build.py
 
@@ -74,4 +82,4 @@ clean:
 	rm -rf .pytest_cache .hypothesis .mypy_cache .ruff_cache
 
 distclean: clean
-	rm -rf $(VENV) build *.egg-info $(BPF_OBJ) $(EXT)
+	rm -rf $(VENV) build site *.egg-info $(BPF_OBJ) $(EXT)
