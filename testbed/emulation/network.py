@@ -228,7 +228,8 @@ def send_udp(pid: int, src: str, sport: int, dst: str, dport: int, count: int) -
 
 
 class FabricNetwork:
-    """Build with `build()`, always end with `close()` (idempotent, safe after partial builds)."""
+    """Build with `add_nodes()`, `add_links()` then `configure()`; always end with `close()`
+    (idempotent, safe after partial builds)."""
 
     def __init__(self, plan: FabricPlan, registry: RunRegistry, progress: Progress) -> None:
         self.plan = plan

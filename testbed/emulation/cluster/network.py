@@ -93,7 +93,8 @@ class ServerLink(NetlinkVeth):
 
 
 class ClusterNetwork(FabricNetwork):
-    """Build with `add_servers()` then `build()`'s usual phases; `close()` ends the servers too.
+    """Build with `add_servers()`, then `add_nodes()`, `add_links()` and `configure()` as for
+    one machine; `close()` ends the servers too.
 
     Everything done to a node after its shell started goes through its server's agent, over
     ssh (testbed/emulation/cluster/server_agent.py): sysctls, links, configuration, EV probes, End
