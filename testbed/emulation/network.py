@@ -496,7 +496,7 @@ class FabricNetwork:
                     pass
             if node.slave is not None:  # the pty's other end, which the shell inherited:
                 os.close(node.slave)  # left open, 12 fds a run piled up in a drill's one
-                node.slave = None  # process until select() failed past fd 1024 (run 60)
+                node.slave = None  # process until select() failed past fd 1024
             if node.shell is not None and node.shell.poll() is None:
                 os.kill(node.shell.pid, signal.SIGKILL)
                 node.shell.wait()
