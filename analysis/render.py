@@ -12,7 +12,7 @@ import contextlib
 import os
 import re
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -164,11 +164,11 @@ def default_compare_dir(runs: list[Run]) -> Path:
     return parent / name if os.access(parent, os.W_OK) else user_reports_dir() / name
 
 
-def render_compare(run_dirs: list[str | Path], out_dir: str | Path | None = None) -> Rendered:
+def render_compare(run_dirs: Sequence[str | Path], out_dir: str | Path | None = None) -> Rendered:
     """Runs side by side (typically one scenario over both transports)."""
     if len(run_dirs) < 2:
         raise RunError("compare needs at least two runs")
-    runs = load_runs(run_dirs)
+    runs = load_runs(list(run_dirs))
     out = Path(out_dir) if out_dir is not None else default_compare_dir(runs)
     return _execute("compare_report.ipynb",
                     {"run_dirs": [str(r.dir.resolve()) for r in runs],

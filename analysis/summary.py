@@ -174,7 +174,7 @@ def dilation(views: list[RunView]) -> str:
     """With the scenario's fabric.real_rate: the time-dilation factor, and each run's times
     as emulated and as scaled to the real fabric (what scales and what does not: README,
     "Time dilation")."""
-    lines = []
+    lines: list[str] = []
     for v in views:
         factor = v.run.facts.dilation()
         if factor is None:

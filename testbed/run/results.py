@@ -27,7 +27,8 @@ DEFAULT_BASE = Path(os.environ.get("MRC_TESTBED_RESULTS", "results"))
 
 
 def _versions() -> dict:
-    out = {"python": platform.python_version(), "kernel": platform.release()}
+    out: dict[str, str | None] = {"python": platform.python_version(),
+                                  "kernel": platform.release()}
     for dist in ("mrc-testbed", "pyroute2", "pydantic", "mininet"):
         try:
             out[dist] = metadata.version(dist)

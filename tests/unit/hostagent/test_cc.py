@@ -29,7 +29,7 @@ def nscc(**kw) -> NsccCC:
 
 
 def test_timeouts_of_one_event_cut_the_window_once_per_rtt():
-    """Bug 1 of issue 9: eight packets timing out together (one dead path of eight) are one
+    """Eight packets timing out together (one dead path of eight) are one
     congestion event: one cut, not eight. A timeout a smoothed RTT later cuts again."""
     cc = nscc()
     for _ in range(8):
@@ -90,7 +90,7 @@ def test_quick_adapt_sets_the_window_to_what_was_achieved_after_a_loss():
 
 
 def test_one_dead_path_of_eight_leaves_the_window_well_above_its_floor():
-    """Bug 1 on the simulated network: before the once-per-RTT rule, the window hit its
+    """On the simulated network: before the once-per-RTT rule, the window hit its
     floor (one MSS) within a millisecond of one dead path."""
     writes, total = layout([400_000], seed=11)
     a, b, _ = mrc_pair(total, seed=11, policy=EVPolicy(probe_interval=0.002))

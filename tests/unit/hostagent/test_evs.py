@@ -22,7 +22,8 @@ G, B, D = EVState.GOOD, EVState.ASSUMED_BAD, EVState.DENIED
 TABLE = [(i, i // 4) for i in range(8)]  # 8 EVs: 2 planes x 4 spines
 RUN = 4  # probe_successes in these tests
 
-# The expected table, written out by hand from the spec's states and the issue's rules.
+# The expected table, written out by hand from the spec's states and the rules
+# ev_states.py states in words.
 EXPECTED = {
     G: {"LOSS": B, "LOSS_AT_FLOOR": G, "CONGESTION": G, "PROBE_LOST": G,
         "PROBES_ANSWERED": G, "DENY": D, "ALLOW": G, "STALL": G},
@@ -97,7 +98,7 @@ def test_every_state_and_event_through_the_evset(state, event):
 
 
 def test_the_floor_stops_condemning_and_nothing_bad_is_sprayed():
-    """Bug 8 of issue 9: ev_min_active is a floor on GOOD EVs, not a licence to spray on bad
+    """ev_min_active is a floor on GOOD EVs, not a licence to spray on bad
     ones."""
     s = evset(ev_min_active=6)
     for ev in (0, 1, 2):
@@ -111,7 +112,7 @@ def test_the_floor_stops_condemning_and_nothing_bad_is_sprayed():
 
 
 def test_a_condemned_ev_is_replaced_by_a_spare_of_its_plane():
-    """Bug 6: with spares (3 active of 4 per plane), a condemned EV's plane keeps 3 active."""
+    """With spares (3 active of 4 per plane), a condemned EV's plane keeps 3 active."""
     s = evset(active_per_plane=3)
     active0 = [e.index for e in s.evs if e.active and e.plane == 0]
     assert len(active0) == 3
@@ -133,7 +134,7 @@ def test_spares_differ_between_qps():
 
 @pytest.mark.parametrize("spray", ["round_robin", "random"])
 def test_spraying_gives_each_plane_its_share_when_a_plane_loses_a_path(spray):
-    """Bug 7: one plane-0 path out of 4 gone; each plane (NIC port) still gets half."""
+    """One plane-0 path out of 4 gone; each plane (NIC port) still gets half."""
     s = evset(spray=spray)
     s.on_loss(1, 1.0, "loss")
     n = 7000
@@ -142,7 +143,7 @@ def test_spraying_gives_each_plane_its_share_when_a_plane_loses_a_path(spray):
 
 
 def test_a_loss_explained_by_congestion_holds_the_ev_off_instead():
-    """Bug 5: a loss on an EV marked (or trimmed) within the last few RTTs, or while delay is
+    """A loss on an EV marked (or trimmed) within the last few RTTs, or while delay is
     above target, is congestion: held off, not condemned. Only unexplained loss condemns."""
     s = evset(congestion_memory_rtts=8.0, hot_rtts=4.0)
     rtt = 0.002
@@ -158,7 +159,7 @@ def test_a_loss_explained_by_congestion_holds_the_ev_off_instead():
 
 
 def test_probes_re_admit_only_after_a_run_of_matched_answers():
-    """Bug 4: one answered probe does not restore GOOD; replies must match a probe sent on that
+    """One answered probe does not restore GOOD; replies must match a probe sent on that
     EV; a lost probe restarts the run; the RTTs are recorded."""
     s = evset()
     s.on_loss(0, 1.0, "loss")
@@ -203,7 +204,7 @@ def lose_a_probe(s: EVSet, ev: int, now: float, seq: int) -> float:
 
 
 def test_a_lossy_path_that_comes_back_and_fails_again_needs_a_longer_run():
-    """Hysteresis (bug 4): a path that loses probes between answers is lossy; each broken run
+    """Hysteresis: a path that loses probes between answers is lossy; each broken run
     doubles the run it needs, and condemned again soon after it came back, it needs twice the
     run it passed. Only much later does it start afresh."""
     s = evset()
@@ -264,7 +265,7 @@ def test_a_run_of_probes_is_paced_by_the_replies():
 
 
 def test_a_timeout_on_a_path_that_delivered_later_packets_is_judged_against_the_others():
-    """Issue 9, the 1% loss row: a timeout condemned its EV whatever the EV did since, so
+    """Under 1% random loss, a timeout used to condemn its EV whatever the EV did since, so
     random tail losses on every path condemned healthy paths. A timed-out packet whose EV has
     since delivered a packet sent after it was a random loss (judged like a gap); only a
     silent EV is condemned at once, as the spec says."""
@@ -276,7 +277,7 @@ def test_a_timeout_on_a_path_that_delivered_later_packets_is_judged_against_the_
 
 
 def test_a_burst_of_timeouts_on_most_evs_is_a_stall_not_a_path_failure():
-    """Issue 9: when the emulated host stalls, most EVs' packets time out at once, and each
+    """When the emulated host stalls, most EVs' packets time out at once, and each
     used to condemn its EV. More than half the active EVs timing out within one timeout is a
     stall: nothing is condemned, and EVs condemned by the burst's first timeouts come back."""
     s = evset()
@@ -520,7 +521,7 @@ def test_no_plane_is_taken_for_gone_while_the_qp_sees_queueing_delay():
 
 
 def test_a_plane_with_more_packets_in_flight_waits_for_its_acks():
-    """Bug 7: the plane chosen is the one with the fewest packets in flight (ties in turn):
+    """The plane chosen is the one with the fewest packets in flight (ties in turn):
     a plane whose packets come back slower takes fewer new ones, and one catches up as soon
     as its packets land."""
     s = evset()

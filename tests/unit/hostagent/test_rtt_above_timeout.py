@@ -1,4 +1,4 @@
-"""MRC on a path whose RTT exceeds the ACK timeout (issue 9, found with bench/agent.py: one
+"""MRC on a path whose RTT exceeds the ACK timeout (found with bench/agent.py: one
 fabric path where the agents' CPU, not the link, set a 30-60 ms RTT against an 11.4 ms timeout).
 
 Before the fix every packet timed out and was resent, no RTT sample survived Karn's rule (the
