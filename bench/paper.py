@@ -163,6 +163,10 @@ def _ratio(x: float | None) -> str:
     return f"{x:.2f}" if x is not None else "-"
 
 
+def _ms(seconds: float | None) -> str:
+    return f"{seconds * 1e3:.0f}" if seconds is not None else "-"
+
+
 def _cpu(m: dict | None) -> str:
     """The run's own share of the cores as the verdict counts it (agents + runner + softirq)."""
     total = ((m or {}).get("cpu") or {}).get("run_total")
@@ -205,10 +209,12 @@ def report(rows: list[dict], experiments: list[str], variants: list[str],
     """Every run, then per experiment and variant the spread of each ratio over the runs
     whose verdicts were all faithful."""
     per_run = [[m["experiment"], m["variant"], m["seed"], *(_ratio(m[k]) for k, _ in RATIOS),
+                f"{_ms(m['cct'])}/{_ms((m.get('control') or {}).get('cct', m['cct_before']))}",
                 m["n_window"], m["failed_qps"], m["retransmits"], m["timeouts"],
                 "/".join(verdicts(m)) + ("" if counted(verdicts(m)) else " **excluded**"),
                 f"{_cpu(m)}/{_cpu(m.get('control'))}", extra(m)] for m in rows]
-    out = table(["experiment", "variant", "seed", "whole", "window", "after", "n win",
+    out = table(["experiment", "variant", "seed", "whole", "window", "after",
+                 "CCT ms run/control", "n win",
                  "failed QPs", "retx", "t/o", "fidelity run/control", "run CPU run/control",
                  "notes"], per_run)
     summary = []
@@ -225,12 +231,13 @@ def report(rows: list[dict], experiments: list[str], variants: list[str],
     out += table(["experiment", "variant", "runs counted", "whole", "window", "after", ""],
                  summary)
     out += ("\nwhole, window, after: busbw as a ratio to the control run's (same fabric, "
-            "variant and seed, no fault);\nfor an experiment without a control scenario (the "
-            "paper's incasts), the victim's own iterations\nbefore the incast are the control. "
-            "A run counts only when it and its control were judged\n`faithful`; the others are "
-            "listed above, marked excluded, and left out of min/median/max.\nrocev2: lossy "
-            "(Go-Back-N over a fabric that drops); rocev2-lossless: the same scenario with\n"
-            "`switch: {lossless: true}`.\n")
+            "variant and seed, no fault).\nCCT: the mean collective completion time of the run "
+            "and of its control, the level each\nratio is relative to. For an experiment "
+            "without a control scenario (the paper's incasts), the\nvictim's own iterations "
+            "before the incast are the control. A run counts only when it and its\ncontrol "
+            "were judged `faithful`; the others are listed above, marked excluded, and left out "
+            "of\nmin/median/max. rocev2: lossy (Go-Back-N over a fabric that drops); "
+            "rocev2-lossless: the same\nscenario with `switch: {lossless: true}`.\n")
     return out
 
 
