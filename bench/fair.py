@@ -60,7 +60,7 @@ def variant_text(text: str, variant: str, seed: int) -> tuple[str, str]:
     return name, yaml.safe_dump(data, sort_keys=False)
 
 
-RUN_TIMEOUT = 400.0  # s: one transport of these scenarios takes under a minute
+RUN_TIMEOUT = 300.0  # s: one variant of these scenarios runs in under a minute
 
 
 def run_variant(file: Path, variant: str, seed: int, out: Path,
