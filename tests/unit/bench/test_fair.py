@@ -11,6 +11,7 @@ import yaml
 from bench import faults, paper
 from bench.fair import (
     counted,
+    header,
     parse_seeds,
     parse_variants,
     spread,
@@ -74,6 +75,13 @@ def test_the_spread_leaves_out_excluded_runs_and_missing_values():
     assert s.text() == "1.00/2.00/3.00"
     assert spread([0.5, 0.7], [False, False]).text() == "-"
     assert spread([1.0, 2.0, 4.0, 5.0], [True] * 4).median == 3.0  # the mean of the middle two
+
+
+def test_the_report_starts_with_the_command_and_the_commit():
+    top = header("bench/x.py", ["bench/x.py", "--seeds", "1,2,3", "a b"])
+    assert top.startswith("## bench/x.py\n")
+    assert "- command: `bench/x.py --seeds 1,2,3 'a b'`" in top  # as a shell would take it back
+    assert re.search(r"^- commit: ([0-9a-f]{12}|\?)( \(with uncommitted changes\))?$", top, re.M)
 
 
 def test_a_markdown_table():
