@@ -87,6 +87,13 @@ def run_variant(file: Path, variant: str, seed: int, out: Path,
     return (made[-1] if made else None), err
 
 
+def why(stderr: str, limit: int = 200) -> str:
+    """A failed run's reason for a table cell: its stderr on one line, the end kept (the
+    testbed's error ends with the problem itself)."""
+    text = " ".join(stderr.split()).replace("|", "/")
+    return ("..." + text[-limit:] if len(text) > limit else text) or "no output"
+
+
 def counted(verdicts: Sequence[str]) -> bool:
     """A run counts when every run it is judged with (itself, its control) was faithful."""
     return bool(verdicts) and all(v == FAITHFUL for v in verdicts)

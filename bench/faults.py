@@ -33,6 +33,7 @@ from bench.fair import (  # noqa: E402
     run_variant,
     spread,
     table,
+    why,
 )
 
 DEFAULT = ["quickstart", "loss-0", "loss-0.1pct", "loss-1pct", "gray-loss", "link-down",
@@ -72,14 +73,18 @@ def paired(rows: dict[tuple[str, int], dict], variant: str, seeds: list[int]) ->
 
 
 def report(results: dict[str, dict[tuple[str, int], dict]], variants: list[str],
-           seeds: list[int]) -> str:
-    """Every run, then per scenario and variant the spread over the faithful runs."""
+           seeds: list[int], missing: list[list] | None = None) -> str:
+    """Every run, the runs that made no result (`missing`: scenario, variant, seed, why), then
+    per scenario and variant the spread over the faithful runs."""
     per_run = [[name, v, seed, f"{m['share']:.0%}", f"{m['p50']:.0f}/{m['p99']:.0f}", m["n"],
                 m["retx"], m["trims"], m["verified"],
                 m["fidelity"] + ("" if counted([m["fidelity"]]) else " **excluded**")]
                for name, runs in results.items() for (v, seed), m in runs.items()]
     out = table(["scenario", "variant", "seed", "share of ideal", "CCT p50/p99 (ms)", "n",
                  "retx", "trims", "verified", "fidelity"], per_run)
+    if missing:
+        out += "\nruns that made no result:\n\n" + table(["scenario", "variant", "seed", "why"],
+                                                         missing)
     summary = []
     for name, runs in results.items():
         for v in variants:
@@ -127,6 +132,7 @@ def main() -> int:
     print(f"results: {out}", file=sys.stderr, flush=True)
     results: dict[str, dict[tuple[str, int], dict]] = {}
     skipped = []
+    missing: list[list] = []
     for file in files:
         runs: dict[tuple[str, int], dict] = {}
         reason = ""
@@ -142,7 +148,8 @@ def main() -> int:
                         continue
                 except RunError as exc:
                     err = str(exc)
-                reason = err.strip().splitlines()[0] if err.strip() else "?"
+                reason = why(err)
+                missing.append([file.stem, v, seed, reason])
                 print(f"{file.stem} {v} s{seed}: no result ({reason})", file=sys.stderr,
                       flush=True)
             if not runs:  # the first seed made nothing (netem missing, ...): skip the rest
@@ -150,9 +157,10 @@ def main() -> int:
         if runs:
             results[file.stem] = runs
         else:
+            missing = [row for row in missing if row[0] != file.stem]
             skipped.append(f"- {file.stem}: skipped: {reason}")
     print(top + f"- results: {out}\n- seeds: {', '.join(map(str, seeds))}\n")
-    print(report(results, variants, seeds), end="")
+    print(report(results, variants, seeds, missing), end="")
     if skipped:
         print("\n" + "\n".join(skipped))
     return 0

@@ -45,6 +45,7 @@ from bench.fair import (  # noqa: E402
     run_variant,
     spread,
     table,
+    why,
 )
 from testbed.scenario.schema import load as load_scenario  # noqa: E402
 
@@ -205,9 +206,10 @@ RATIOS = (("ratio_whole", "whole"), ("ratio_window", "window"), ("ratio_after", 
 
 
 def report(rows: list[dict], experiments: list[str], variants: list[str],
-           seeds: list[int]) -> str:
-    """Every run, then per experiment and variant the spread of each ratio over the runs
-    whose verdicts were all faithful."""
+           seeds: list[int], missing: list[list] | None = None) -> str:
+    """Every run, the runs that made no result (`missing`: experiment, variant, seed, which
+    run, why), then per experiment and variant the spread of each ratio over the runs whose
+    verdicts were all faithful."""
     per_run = [[m["experiment"], m["variant"], m["seed"], *(_ratio(m[k]) for k, _ in RATIOS),
                 f"{_ms(m['cct'])}/{_ms((m.get('control') or {}).get('cct', m['cct_before']))}",
                 m["n_window"], m["failed_qps"], m["retransmits"], m["timeouts"],
@@ -217,6 +219,9 @@ def report(rows: list[dict], experiments: list[str], variants: list[str],
                  "CCT ms run/control", "n win",
                  "failed QPs", "retx", "t/o", "fidelity run/control", "run CPU run/control",
                  "notes"], per_run)
+    if missing:
+        out += "\nruns that made no result:\n\n" + table(
+            ["experiment", "variant", "seed", "run", "why"], missing)
     summary = []
     for name in experiments:
         for variant in variants:
@@ -264,6 +269,7 @@ def main() -> int:
     say(f"results: {out}")
     controls: dict[tuple[str, str, int], dict] = {}
     rows: list[dict] = []
+    missing: list[list] = []
     for name in experiments:
         fault, control = table_of[name]
         for seed in seeds:  # seeds outermost within an experiment: variants side by side
@@ -274,13 +280,16 @@ def main() -> int:
                     if key not in controls:
                         d, err = run_variant(folder / f"{control}.yaml", variant, seed, out)
                         if d is None:
-                            say(f"  {control} {variant} s{seed}: no run ({err.strip()[-300:]})")
+                            missing.append([name, variant, seed, f"control {control}", why(err)])
+                            say(f"  {control} {variant} s{seed}: no run ({why(err)})")
                         controls[key] = (measure(d) if d else None) or {}
                     base = controls[key]
                 d, err = run_variant(folder / f"{fault}.yaml", variant, seed, out)
                 m = measure(d) if d is not None else None
                 if m is None:
-                    say(f"  {fault} {variant} s{seed}: no run ({err.strip()[-300:]})")
+                    missing.append([name, variant, seed, fault, why(err) if d is None
+                                    else "incomplete run (stderr above)"])
+                    say(f"  {fault} {variant} s{seed}: no run ({why(err)})")
                     continue
                 ref = base.get("cct") if base is not None else m["cct_before"]
                 m |= {"experiment": name, "variant": variant, "control": base,
@@ -293,7 +302,7 @@ def main() -> int:
                     f"{'/'.join(verdicts(m))}{'' if counted(verdicts(m)) else ' (excluded)'}")
                 (out / "paper.json").write_text(json.dumps(rows, indent=1, default=str))
     print(top + f"- results: {out}\n- seeds: {', '.join(map(str, seeds))}\n")
-    print(report(rows, experiments, variants, seeds), end="")
+    print(report(rows, experiments, variants, seeds, missing), end="")
     return 0
 
 

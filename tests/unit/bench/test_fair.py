@@ -17,6 +17,7 @@ from bench.fair import (
     spread,
     table,
     variant_text,
+    why,
 )
 from testbed.scenario.schema import Switch, parse
 
@@ -84,6 +85,13 @@ def test_the_report_starts_with_the_command_and_the_commit():
     assert re.search(r"^- commit: ([0-9a-f]{12}|\?)( \(with uncommitted changes\))?$", top, re.M)
 
 
+def test_a_failed_run_says_why_in_one_cell():
+    assert why("error: x.yaml: invalid scenario\n  switch.lossless: unknown | key\n") == \
+        "error: x.yaml: invalid scenario switch.lossless: unknown / key"
+    assert why("a" * 50 + "the problem", limit=11) == "...the problem"
+    assert why("") == "no output"
+
+
 def test_a_markdown_table():
     assert table(["a", "b"], [[1, "x"]]) == "| a | b |\n|---|---|\n| 1 | x |\n"
 
@@ -105,13 +113,17 @@ def test_the_paper_report_excludes_a_row_whose_control_was_not_faithful():
             _row("gray-loss", "rocev2", 1, 0.4, "faithful", "faithful"),
             _row("gray-loss", "rocev2", 2, 0.6, "faithful", "faithful"),
             _row("gray-loss", "rocev2", 3, 0.2, "faithful", "faithful")]
-    out = paper.report(rows, ["gray-loss"], ["mrc", "rocev2"], [1, 2, 3])
+    out = paper.report(rows, ["gray-loss"], ["mrc", "rocev2", "rocev2-lossless"], [1, 2, 3],
+                       [["gray-loss", "rocev2-lossless", 1, "control control", "invalid"]])
+    assert "| gray-loss | rocev2-lossless | 1 | control control | invalid |" in out
     assert "| gray-loss | mrc | 2 | 0.50 | 0.50 | - | 1000/500 | 2 | 0 | 0 | 0 | " \
            "faithful/degraded **excluded** |" in out
     summary = out.split("min/median/max")[1]
     assert "| gray-loss | mrc | 2 of 3 | 0.80/0.85/0.90 | 0.80/0.85/0.90 | - | " \
            "**runs excluded or missing** |" in summary
     assert "| gray-loss | rocev2 | 3 of 3 | 0.20/0.40/0.60 | 0.20/0.40/0.60 | - |  |" in summary
+    assert "| gray-loss | rocev2-lossless | 0 of 3 | - | - | - | **runs excluded or missing** |" \
+        in summary
 
 
 def test_the_faults_report_pairs_mrc_with_each_variant_seed_by_seed():
