@@ -61,6 +61,9 @@ class QPConfig:
     ack_delay: float = 0.0005  # longest an ACK waits for company
     target_delay: float = 0.002
     line_rate: float | None = None  # bit/s of a host port (DCQCN starts there); None: 100G
+    # s: the path's RTT without queueing (testbed/run/traffic.py computes it), which DCQCN's
+    # timers are ratios to (dcqcn.py); None: their microsecond values, unscaled
+    base_rtt: float | None = None
 
 
 def retry_interval(cfg: QPConfig, timeouts: int, base: float | None = None) -> float:
@@ -129,6 +132,7 @@ class QPCounters:
     dropped_out_of_order: int = 0
     timeouts: int = 0  # timer expiries: per timer pass, one per path on which packets expired
     packet_timeouts: int = 0  # packets that timed out (a window's packets expiring together)
+    cnps_sent: int = 0  # RoCEv2's notification point: CNPs sent for CE-marked arrivals
     placed_bytes: int = 0
     access_errors: int = 0
     probes_sent: int = 0

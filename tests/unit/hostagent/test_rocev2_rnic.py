@@ -1,5 +1,6 @@
 """The RoCEv2 baseline as an RNIC behaves: one retransmit timer per QP, started over by every
-response, Go-Back-N on its expiry, one timeout counted per expiry."""
+response, Go-Back-N on its expiry, one timeout counted per expiry, and a notification point that
+sends CNPs for CE-marked packets whatever their PSN, at most one per CNP interval."""
 from __future__ import annotations
 
 import pytest
@@ -31,6 +32,11 @@ def send_all(qp: RoceQP, now: float) -> list[bytes]:
         sent += batch
         now += 1e-6
     return sent
+
+
+def cnps_in(out: list[tuple[int, bytes]]) -> int:
+    return sum(1 for _, d in out
+               if wire.decode(d)[0].type == wire.ACK and wire.decode(d)[0].flags & wire.ECN)
 
 
 @pytest.mark.parametrize("share", [0.25, 0.5])
@@ -112,3 +118,35 @@ def test_mrc_counts_one_timeout_per_path_per_timer_pass():
     expiries = next(n for n in range(1, 100) if retries_exhausted(cfg, n))
     assert a.counters.timeouts == expiries, a.counters
     assert a.counters.packet_timeouts > 32 * (expiries - 1)
+
+
+def test_ce_marked_packets_send_cnps_whatever_their_psn_at_most_one_per_interval():
+    """Packet 0 is lost; 1..7 arrive CE-marked and out of order, within one CNP interval:
+    the receiver drops them (one NACK) and sends one CNP. A marked packet an interval later
+    sends the next; in-order marked packets within an interval send one between them. The
+    sender cuts its rate at each CNP."""
+    base_rtt = 0.001
+    cfg = QPConfig(mss=256, max_cwnd=32 * 1024, timeout=T, base_rtt=base_rtt)
+    a, b = pair(16 * 256, cfg)
+    interval = b.cc.cfg.cnp_interval
+    assert interval == pytest.approx(5 * base_rtt), "5 base RTTs (dcqcn.CONSTANTS)"
+    a.post_write(0, memoryview(bytes(16 * 256)), 0, None, 0.0, peer=1)
+    sent = send_all(a, 0.0)
+    out = []
+    for k, d in enumerate(sent[1:8]):
+        b.receive(d, 0.001 + k * interval / 10, ecn=True)
+        out += b.poll_transmit(0.001 + k * interval / 10)
+    assert b.counters.dropped_out_of_order == 7
+    assert cnps_in(out) == 1 and b.counters.cnps_sent == 1
+    assert sum(1 for _, d in out if wire.decode(d)[0].type == wire.NACK) == 1
+    b.receive(sent[8], 0.001 + 1.01 * interval, ecn=True)  # still out of order, an interval on
+    later = b.poll_transmit(0.001 + 1.01 * interval)
+    assert cnps_in(later) == 1
+    for _, d in out + later:
+        a.receive(d, 0.002 + 1.01 * interval)
+    assert a.cc.cnps == a.cc.decreases == 2
+    now = 0.001 + 2.5 * interval
+    b.receive(sent[0], now, ecn=True)  # the hole fills: in order from here
+    for d in sent[1:8]:
+        b.receive(d, now, ecn=True)
+    assert cnps_in(b.poll_transmit(now)) == 1 and b.counters.cnps_sent == 3
