@@ -159,7 +159,10 @@ class DcqcnCC:
         self._timers(now)
         if inflight and inflight + size > self.cfg.max_cwnd:
             return False
-        self._fill(now)
+        if now > self._filled_at:  # _fill inlined: asked for every packet
+            self._tokens = min(self._capacity,
+                               self._tokens + (now - self._filled_at) * self.rate / 8)
+            self._filled_at = now
         return self._tokens >= -PACING_SLACK * self.rate / 8
 
     def _fill(self, now: float) -> None:
@@ -179,7 +182,8 @@ class DcqcnCC:
         return ready
 
     def on_send(self, now: float, wire_bytes: int) -> None:
-        self._fill(now)
+        if now > self._filled_at:  # (allows() filled it at this instant already)
+            self._fill(now)
         self._tokens -= wire_bytes
         self._bytes += wire_bytes
         if self._bytes >= self.cfg.byte_counter:
