@@ -14,9 +14,9 @@ trim are not timeouts), and per-message statistics. Every ACK is an RTT sample (
 send time of the copy that triggered it, resent or not; `karn`), the timeout is at least srtt
 + 4 rttvar, and a timer that comes due after the timeout rose, or after the news its
 transport counts from (`_heard_on`), starts again: a path whose RTT exceeds the configured
-timeout converges; a transport whose timers count from its last ACK has one timer per QP in
-effect (RoCEv2's). `MrcQP`
-(mrc.py) and `RoceQP` (rocev2.py) add what differs: path choice, loss reaction, receive order.
+timeout converges. Timers counted from the QP's last response are one timer per QP in effect
+(RoCEv2's). `MrcQP` (mrc.py) and `RoceQP` (rocev2.py) add what differs: path choice, loss
+reaction, receive order.
 """
 from __future__ import annotations
 
@@ -560,7 +560,7 @@ class QueuePair:
 
     def _heard_on(self, ev: int) -> float:
         """When the timers of packets sent on `ev` last had news to count from besides their
-        send (MRC: an ACK on that EV; RoCEv2: an ACK that completed work); -1: none."""
+        send (MRC: an ACK on that EV; RoCEv2: the QP's last ACK, NACK or expiry); -1: none."""
         return -1.0
 
     def _receive_data(self, h: wire.Header, payload: memoryview, now: float,

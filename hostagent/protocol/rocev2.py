@@ -48,6 +48,8 @@ def dcqcn(cfg: QPConfig) -> DcqcnCC:
 
 
 class RoceQP(QueuePair):
+    """`cc`: the QP's DCQCN, if not the one its settings give (bench/dcqcn.py sweeps them)."""
+
     karn = True  # a RoCEv2 ACK (AETH) cannot say which copy of a resent packet it answers
 
     def __init__(self, qpn: int, peer_qpn: int, buffer: memoryview, cfg: QPConfig,
