@@ -50,7 +50,8 @@ def agent_configs(plan: FabricPlan, scenario: Scenario, transport: str,
     qp = {"mss": q.mss, "init_cwnd": q.init_cwnd, "max_cwnd": q.max_cwnd,
           "timeout": scenario.timeout(), "target_delay": scenario.target_delay(),
           "linear_cnt": q.retry.linear_cnt, "exp_cnt": q.retry.exp_cnt,
-          "ack_every": q.ack_every, "line_rate": scenario.fabric.host_link.rate}
+          "ack_every": q.ack_every, "line_rate": scenario.fabric.host_link.rate,
+          "base_rtt": base_rtt(scenario)}
     mrc = {"active_per_plane": scenario.active_evs_per_plane(),
            "ev_min_active": m.ev_min_active, "spray": m.spray,
            "probe_interval": m.probe_interval, "probe_successes": m.probe_successes,
@@ -114,6 +115,16 @@ def ev_sample_period(scenario: Scenario, transport: str, evs: int) -> float | No
 def _denied(ev: paths.EV, denied) -> bool:
     """A same-leaf EV crosses no spine: only a whole-plane denial removes it."""
     return any(d.plane == ev.plane and (d.spine is None or d.spine == ev.spine) for d in denied)
+
+
+def base_rtt(scenario: Scenario) -> float:
+    """Seconds a round trip takes across a spine with every queue empty: each store-and-forward
+    hop (host port, leaf to spine, spine to leaf, leaf to host) serializes a full packet there
+    and its ACK on the way back; the emulated links add no propagation delay (veth pairs).
+    DCQCN's timers are ratios to it (a peer on the same leaf is two hops closer)."""
+    f = scenario.fabric
+    round_trip = (scenario.qp.mss + 2 * (HEADER_SIZE + FRAME_OVERHEAD)) * 8  # data out, ACK back
+    return 2 * round_trip / f.host_link.rate + 2 * round_trip / f.fabric_link.rate
 
 
 def nic_limits(scenario: Scenario) -> dict:
