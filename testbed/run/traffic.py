@@ -87,10 +87,12 @@ def agent_configs(plan: FabricPlan, scenario: Scenario, transport: str,
 
 
 def step_job(scenario: Scenario) -> Job | None:
-    """The training step every rank runs (rank r on the workload's r-th host), or None for
-    the looped collective."""
-    training = scenario.workload.training
-    return None if training is None else training_job(training.spec(), scenario.rank_hosts())
+    """The step every rank runs, built in or from a Chakra trace (rank r on the workload's r-th
+    host), or None for the looped collective."""
+    w = scenario.workload
+    if w.chakra is not None:
+        return w.chakra.job(scenario.rank_hosts())
+    return None if w.training is None else training_job(w.training.spec(), scenario.rank_hosts())
 
 
 def compute_scale(scenario: Scenario) -> float:
