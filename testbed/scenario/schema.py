@@ -227,6 +227,9 @@ class Workload(StrictModel):
         None, description="a parallel training step per iteration instead of the collective")
     chakra: Chakra | None = Field(
         None, description="a Chakra execution trace per iteration instead of the collective")
+    compute_jitter: float = Field(
+        0.0, ge=0, le=0.5, description="a step's compute nodes each take their time times a "
+                                       "factor uniform in 1 +- this, seeded per rank")
 
     @property
     def steps(self) -> bool:
