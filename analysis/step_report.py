@@ -1,5 +1,5 @@
-"""The report of a training-step run: the per-rank timeline figure and the Perfetto trace
-(`trace.json` in the run folder), from steps.parquet.
+"""The report of a training-step run: the per-rank timeline figure, the Perfetto trace
+(`trace.json` in the run folder) and the step table of the summary, from steps.parquet.
 
 Fault windows are the network faults as the injector applied them (metrics.disturbances) and
 the stragglers as the scenario scheduled them (their agents apply them; no fault action
@@ -8,6 +8,7 @@ records them), both in seconds since the workload's start.
 from __future__ import annotations
 
 import json
+import math
 import os
 from pathlib import Path
 
@@ -19,7 +20,7 @@ from matplotlib.ticker import MaxNLocator
 
 from runcontract import SCENARIO
 
-from . import figures, steps
+from . import figures, metrics, steps
 from .report import RunView
 
 TRACE = "trace.json"
@@ -28,6 +29,10 @@ _LANE_STYLE = {  # compute solid dark, communication light and hatched, waiting 
     "communication": {"facecolor": figures.style(1)["color"], "hatch": "////"},
     "waiting": {"facecolor": "#d9d9d9", "hatch": "xx"},
 }
+
+
+def is_step_run(view: RunView) -> bool:
+    return "steps" in view.run.tables and not view.run.steps.empty
 
 
 def windows(view: RunView) -> pd.DataFrame:
@@ -112,3 +117,50 @@ def step_times_figure(views: list[RunView]) -> Figure:
     ax.set_title(f"Step time per iteration: {views[0].run.facts.scenario}")
     return fig
 
+
+# ---- the summary's table ----
+def _ms(seconds: float) -> str:
+    return "-" if math.isnan(seconds) else f"{seconds * 1e3:.1f}"
+
+
+def table(views: list[RunView]) -> str:
+    """Transports side by side: per timed iteration the step time (first start to last end
+    over every rank) p50 and p99 with the sample count, each rank's exposed communication
+    (mean over ranks and iterations), and per group its exposed time per member."""
+    frames = {v.label: v.run.steps[~v.run.steps["warmup"].astype(bool)] for v in views}
+    labels = list(frames)
+    width = max(12, *(len(label) for label in labels))
+    lines = [f"# training step on {views[0].run.world} ranks "
+             f"({', '.join(dict.fromkeys(v.run.facts.scenario for v in views))}), "
+             f"timed iterations", "#" + "metric (ms)".rjust(23) + "".join(
+                 label.rjust(width + 2) for label in labels)]
+
+    def row(name: str, cells: list[str]) -> None:
+        lines.append(name.rjust(24) + "".join(c.rjust(width + 2) for c in cells))
+
+    per_run = {}
+    for label, frame in frames.items():
+        times = steps.iteration_times(frame)["time"] if len(frame) else pd.Series(dtype=float)
+        ps = metrics.percentiles(times.to_numpy(dtype=float))
+        ranks = steps.rank_metrics(frame) if len(frame) else pd.DataFrame()
+        groups = steps.group_exposed(frame) if len(frame) else pd.DataFrame()
+        per_run[label] = (times, ps, ranks, groups)
+    row("iterations", [str(len(t)) for t, *_ in per_run.values()])
+    for k, q in enumerate(("p50", "p99")):
+        row(f"step time {q}", [_ms(ps[k].value) + ("*" if ps[k].note else "")
+                               for _, ps, _, _ in per_run.values()])
+    for name in ("compute", "exposed", "idle"):
+        row(f"{name} per rank", [_ms(float(r[name].mean())) if len(r) else "-"
+                                 for _, _, r, _ in per_run.values()])
+    names = sorted({g for *_, groups in per_run.values() if len(groups)
+                    for g in groups["group"]})
+    for group in names:
+        row(f"exposed {group}", [
+            _ms(float(g[g["group"] == group]["exposed_mean"].mean()))
+            if len(g) and (g["group"] == group).any() else "-" for *_, g in per_run.values()])
+    if any(ps[1].note for _, ps, _, _ in per_run.values()):
+        lines.append("# * fewer than 100 timed iterations: p99 is interpolated between the "
+                     "largest, not a measured tail")
+    wrong = {label: int((~f["verified"].astype(bool)).sum()) for label, f in frames.items()}
+    lines.append("# nodes with wrong results: " + ", ".join(f"{k} {v}" for k, v in wrong.items()))
+    return "\n".join(lines) + "\n"

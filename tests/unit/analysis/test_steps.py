@@ -2,10 +2,12 @@
 from __future__ import annotations
 
 import json
+from types import SimpleNamespace
 
 import pandas as pd
 import pytest
 
+from analysis import step_report, summary
 from analysis.metrics import bandwidth
 from analysis.steps import (
     GROUPS_PID,
@@ -148,3 +150,45 @@ def test_a_step_iteration_has_no_busbw():
     ccts = pd.DataFrame({"kind": ["step"], "bytes": [100], "cct": [1.0]})
     assert bandwidth(ccts, 4)["busbw"].isna().all()
 
+
+def test_summary_table_side_by_side():
+    """Per iteration of t s, rank 0 computes, then both ranks all-reduce for the last c s.
+    mrc: t = 10, 20, 30: p50 20 s, p99 interpolated 20 + 0.98 x 10 = 29.8 s; rocev2: t = 10,
+    10, 40: p50 10 s, p99 10 + 0.98 x 30 = 39.4 s (in ms in the table)."""
+    def frame(times, comm):
+        rows = []
+        for it, (t, c) in enumerate(zip(times, comm, strict=True)):
+            base = 100.0 * it
+            rows += [row(0, "compute", base, base + t - c, iteration=it),
+                     row(0, "collective", base + t - c, base + t, "dp", "all_reduce", 4,
+                         iteration=it),
+                     row(1, "collective", base + t - c, base + t, "dp", "all_reduce", 4,
+                         iteration=it)]
+        return pd.DataFrame(rows).assign(host=lambda f: "h" + f["rank"].astype(str))
+
+    def view(label, times, comm):
+        run = SimpleNamespace(steps=frame(times, comm), world=2,
+                              facts=SimpleNamespace(scenario="s"))
+        return SimpleNamespace(label=label, run=run)
+    text = step_report.table([view("mrc", [10, 20, 30], [2, 2, 2]),
+                              view("rocev2", [10, 10, 40], [1, 4, 7])])
+    lines = {line[:24].strip(): line[24:].split() for line in text.splitlines()
+             if not line.startswith("#")}
+    assert lines["iterations"] == ["3", "3"]
+    assert lines["step time p50"] == ["20000.0", "10000.0"]
+    assert lines["step time p99"] == ["29800.0*", "39400.0*"]
+    # exposed per member: rank 0 the all-reduce after its compute, rank 1 all of it (no
+    # compute): mean of 2 per iteration; rocev2 (1 + 4 + 7) / 3 = 4
+    assert lines["exposed dp"] == ["2000.0", "4000.0"]
+
+
+def test_the_summary_of_step_runs_is_the_step_table():
+    steps = pd.DataFrame([row(0, "compute", 0, 1), row(1, "compute", 0, 2)]).assign(
+        host=["h0", "h1"])
+    run = SimpleNamespace(steps=steps, tables={"steps": steps}, world=2, meta={},
+                          messages=pd.DataFrame(), events=pd.DataFrame(),
+                          facts=SimpleNamespace(scenario="s"))
+    view = SimpleNamespace(label="mrc", run=run, recoveries=pd.DataFrame())
+    text = summary.text([view])
+    assert text.startswith("# training step on 2 ranks (s), timed iterations\n")
+    assert "step time p50" in text and "fidelity mrc: not judged" in text
