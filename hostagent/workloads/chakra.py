@@ -152,10 +152,10 @@ _ATTR_SCALARS = {3: "double", 5: "float", 7: "int32", 9: "int64", 11: "uint32", 
 
 def _attr_value(buf: bytes, number: int, wire: int, value: Any, where: str) -> object:
     kind = _ATTR_SCALARS.get(number)
-    expected_wire = {"double": 1, "fixed64": 1, "sfixed64": 1, "float": 5, "fixed32": 5,
-                     "sfixed32": 5, "string": 2, "bytes": 2}.get(cast(str, kind), 0)
     if kind is None:
         return None  # a list value: nothing of the replay reads one
+    expected_wire = {"double": 1, "fixed64": 1, "sfixed64": 1, "float": 5, "fixed32": 5,
+                     "sfixed32": 5, "string": 2, "bytes": 2}.get(kind, 0)
     if wire != expected_wire:
         raise TraceError(f"{where}: a {kind} value with wire type {wire}")
     if kind in ("int32", "int64"):
@@ -232,7 +232,9 @@ def decode(buf: bytes, source: str) -> tuple[str, list[TraceNode]]:
     nodes: list[TraceNode] = []
     while pos < len(buf):
         where = f"{source}: message at byte {pos}"
-        size, body = _varint(buf, pos, min(len(buf), pos + 5), f"{where}: its length")
+        size, body = _varint(buf, pos, len(buf), f"{where}: its length")
+        if body - pos > 5:
+            raise TraceError(f"{where}: corrupt length (a varint32 of more than 5 bytes)")
         if size > MAX_MESSAGE_BYTES:
             raise TraceError(f"{where}: length {size} B is above the limit of "
                              f"{MAX_MESSAGE_BYTES} B (a corrupt length, or not a Chakra trace)")

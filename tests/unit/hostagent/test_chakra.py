@@ -146,6 +146,9 @@ def test_corrupt_varint_and_oversized_length(tmp_path):
     file.write_bytes(chakra.delimited(b"") + chakra._uvarint(2**31) + b"\x00" * 8)
     with pytest.raises(TraceError, match=r"length 2147483648 B is above the limit"):
         read_job(tmp_path / "t", ["h"])
+    file.write_bytes(chakra.delimited(b"") + b"\x81\x80\x80\x80\x80\x00" + b"\x00")
+    with pytest.raises(TraceError, match=r"message at byte 1: corrupt length"):
+        read_job(tmp_path / "t", ["h"])
 
 
 def test_node_count_limit(tmp_path, monkeypatch):
