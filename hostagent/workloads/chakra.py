@@ -278,11 +278,11 @@ _RANK_FILE = re.compile(r"^(?P<prefix>.*)\.(?P<rank>\d{1,6})\.et$")
 def trace_files(path: Path) -> list[Path]:
     """The files of a trace in rank order: `path` is a directory holding `<prefix>.<r>.et` of
     one prefix, a prefix (`dir/name` for `dir/name.<r>.et`) or one `.et` file; ranks must run
-    0..n-1 without a gap."""
+    0..n-1 without a gap. Only regular files count (a FIFO would block the reader)."""
     if path.is_file():
         return [path]
     if path.is_dir():
-        found = [p for p in path.iterdir() if _RANK_FILE.match(p.name)]
+        found = [p for p in path.iterdir() if _RANK_FILE.match(p.name) and p.is_file()]
         prefixes = sorted({cast(re.Match[str], _RANK_FILE.match(p.name))["prefix"]
                            for p in found})
         if len(prefixes) != 1:
@@ -291,7 +291,7 @@ def trace_files(path: Path) -> list[Path]:
     else:
         parent, stem = path.parent, path.name
         found = [p for p in parent.iterdir()
-                 if (m := _RANK_FILE.match(p.name)) and m["prefix"] == stem] \
+                 if (m := _RANK_FILE.match(p.name)) and m["prefix"] == stem and p.is_file()] \
             if parent.is_dir() else []
         if not found:
             raise TraceError(f"{path}: no such file, directory or prefix of "
@@ -307,6 +307,8 @@ def trace_files(path: Path) -> list[Path]:
 
 def read_groups(path: Path, world: int) -> dict[str, tuple[int, ...]]:
     """ASTRA-sim's communicator groups JSON: {"name": [rank, ...], ...}."""
+    if not path.is_file():  # a FIFO or a device would block or never end
+        raise TraceError(f"{path}: not a regular file")
     try:
         with path.open("rb") as f:
             raw = f.read(MAX_GROUPS_BYTES + 1)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -229,3 +230,12 @@ def test_unpacked_deps_and_a_field_past_its_message(tmp_path):
     path = trace(tmp_path, [b"\x08\x01\x12\x09abc", comp(2)])  # name claims 9 B, 3 are there
     with pytest.raises(TraceError, match=r"node #0\): field 2 claims 9 B, 3 B are left"):
         read_job(path, ["h"])
+
+
+def test_a_fifo_never_blocks_the_reader(tmp_path):
+    trace(tmp_path, [comp(1)], [comp(1)])
+    os.mkfifo(tmp_path / "t.2.et")
+    assert read_job(tmp_path / "t", ["a", "b"]).world == 2  # the FIFO is no rank's file
+    os.mkfifo(tmp_path / "g.json")
+    with pytest.raises(TraceError, match=r"g\.json: not a regular file"):
+        read_job(tmp_path / "t", ["a", "b"], groups=tmp_path / "g.json")
