@@ -75,6 +75,9 @@ def bandwidth(ccts: pd.DataFrame, world: int) -> pd.DataFrame:
     """`ccts` with algbw and busbw (GB/s) per iteration, by nccl-tests' formulas."""
     out = ccts.copy()
     kind = out["kind"].iloc[0]
+    if kind == "step":  # a training step's iteration moves many collectives: no one busbw
+        out["algbw"] = out["busbw"] = math.nan
+        return out
     out["algbw"] = nccl.algbw(out["bytes"], out["cct"])
     out["busbw"] = nccl.busbw(kind, world, out["bytes"], out["cct"])
     return out

@@ -6,7 +6,7 @@ import math
 
 import pandas as pd
 
-from . import metrics
+from . import metrics, step_report
 from .report import FRACTION, PRE_WINDOW, RunView
 
 _HEAD = (("transport", 11), ("time", 9), ("algbw", 9), ("busbw", 9), ("ideal", 6),
@@ -195,5 +195,6 @@ def dilation(views: list[RunView]) -> str:
 
 
 def text(views: list[RunView]) -> str:
-    return (table(views) + dilation(views) + fidelity(views) + writes(views)
-            + recoveries(views) + fault_timing(views))
+    head = step_report.table(views) if all(map(step_report.is_step_run, views)) \
+        else table(views) + dilation(views)
+    return head + fidelity(views) + writes(views) + recoveries(views) + fault_timing(views)

@@ -211,7 +211,9 @@ async def run(cfg: AgentConfig, out: Path, ns: str | None = None) -> dict[str, A
         workload: Callable[[], Awaitable[object]]
         if "steps" in w:
             executor = StepExecutor(drv, RankPlan.from_dict(w["steps"]), seed=cfg.seed,
-                                    clock=time.time, compute_scale=w["compute_scale"])
+                                    clock=time.time, compute_scale=w["compute_scale"],
+                                    jitter=w.get("compute_jitter", 0.0),
+                                    stragglers=[tuple(s) for s in w.get("stragglers", [])])
             workload = functools.partial(run_steps, executor, w["iterations"], w["warmup"],
                                          records, nodes, messages)
         else:
@@ -221,6 +223,8 @@ async def run(cfg: AgentConfig, out: Path, ns: str | None = None) -> dict[str, A
                 comm=Communicator(drv, w["size"] // DTYPE.itemsize), messages=messages,
                 records=records)
         await wait_for_start(cfg, out)
+        if "steps" in w:  # straggler windows count from the common start, as faults do
+            executor.origin = float(Path(cfg.start_file).read_text())
         cpu_at_start = _cpu_seconds()
         window = PROCESS_LAG.start()  # from the common start: the workload's lag and CPU
         if cfg.ev_sample_period:

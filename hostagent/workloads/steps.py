@@ -24,14 +24,18 @@ Data: every collective moves the arrays of hostagent/workloads/iterations.py (ke
 per group call or message) and every result is checked bit for bit. Inputs are made when the
 iteration begins and results verified after its last node, so neither sits on the timeline.
 Compute nodes are timed waits of `duration` x `compute_scale` (the time-dilation factor when
-the fabric stands for a faster one).
+the fabric stands for a faster one), times a seeded jitter factor drawn per rank, iteration and
+node, uniform in 1 +- `jitter` (mean 1). A straggler window (start, end, factor), in seconds
+after `origin` (the workload's start, which the network faults count from too), makes compute
+progress `factor` times slower while it holds: a node that spans a window's edge runs at each
+rate for its part (`stretched`).
 """
 from __future__ import annotations
 
 import asyncio
 import hashlib
 import logging
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, cast
 
@@ -138,6 +142,27 @@ class NodeRecord:
     error: str | None
 
 
+Window = tuple[float, float | None, float]  # start, end (None: no end), factor
+
+
+def stretched(start: float, work: float, windows: Sequence[Window]) -> float:
+    """Wall time `work` seconds of compute take from `start` when inside each window (start,
+    end, factor) they run `factor` times slower; windows must not overlap."""
+    t, left = start, work
+    for begin, end, factor in sorted(windows):
+        stop = float("inf") if end is None else end
+        if stop <= t:
+            continue
+        if begin > t:
+            if left <= begin - t:
+                break
+            t, left = begin, left - (begin - t)
+        if left * factor <= stop - t:
+            return t + left * factor - start
+        t, left = stop, left - (stop - t) / factor
+    return t + left - start
+
+
 def _seed(seed: int, *parts: object) -> int:
     """A 64-bit data seed per group call or message, the same on every rank that needs it."""
     text = "/".join(map(str, (seed, *parts))).encode()
@@ -150,15 +175,20 @@ class StepExecutor:
 
     def __init__(self, endpoint: Endpoint, plan: RankPlan, *, seed: int,
                  clock: Callable[[], float], compute_scale: float = 1.0,
-                 sleep: Callable[[float], Awaitable[None]] = asyncio.sleep) -> None:
+                 sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+                 jitter: float = 0.0, stragglers: Sequence[Window] = ()) -> None:
         if compute_scale <= 0:
             raise ValueError(f"compute_scale must be above 0, not {compute_scale}")
+        if not 0 <= jitter < 1:
+            raise ValueError(f"jitter must be in 0..1, not {jitter}")
         if endpoint.world != plan.world or endpoint.rank != plan.graph.rank:
             raise ValueError(f"a plan for rank {plan.graph.rank} of {plan.world} on the endpoint "
                              f"of rank {endpoint.rank} of {endpoint.world}")
         self.endpoint, self.plan, self.seed = endpoint, plan, seed
         self.rank = endpoint.rank
         self._clock, self._scale, self._sleep = clock, compute_scale, sleep
+        self._jitter, self._stragglers = jitter, tuple(stragglers)
+        self.origin = 0.0  # the workload's start on `clock`: what straggler windows count from
         self.order = plan.graph.order()
         self._before = plan.graph.predecessors()
         self.layout = Layout.of(plan)
@@ -249,7 +279,7 @@ class StepExecutor:
     async def _execute(self, node: Node, iteration: int,
                        data: np.ndarray | None) -> np.ndarray | None:
         if node.kind == "compute":
-            await self._sleep(node.duration * self._scale)
+            await self._sleep(self.compute_time(node, iteration, self._clock() - self.origin))
             return None
         if node.kind == "collective":
             comm = self._comms[cast(str, node.group)]
@@ -269,6 +299,15 @@ class StepExecutor:
         cts = self.endpoint.write(peer, memoryview(bytearray(0)), 0, _P2P << 24 | _CTS | seq)
         await asyncio.gather(cts, self.endpoint.wait_imm(peer, _P2P << 24 | seq))
         return self._region[at:at + node.bytes // DTYPE.itemsize].copy()
+
+    def compute_time(self, node: Node, iteration: int, now: float) -> float:
+        """How long a compute node started `now` s after the origin takes: its duration
+        scaled, jittered, and stretched by the stragglers' windows."""
+        work = node.duration * self._scale
+        if self._jitter:
+            u = _seed(self.seed, "jitter", self.rank, iteration, node.id) / 2**64
+            work *= 1 + self._jitter * (2 * u - 1)
+        return stretched(now, work, self._stragglers) if self._stragglers else work
 
     def _check(self, node: Node, iteration: int, result: np.ndarray | None) -> str | None:
         """None if the node's result is right (or it has none), else what is wrong."""

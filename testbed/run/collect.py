@@ -125,7 +125,7 @@ def collect(out: Path, results_dir: Path, outcomes: list[AgentOutcome], scenario
              "spine": float("nan") if q.get("spine") is None else q["spine"],
              "sport": q.get("sport"), "sent": q["data_sent"], "state": "GOOD"}
             for q in qps])
-    if scenario.workload.training is not None:
+    if scenario.workload.steps:
         frames["steps"] = pd.DataFrame(steps, columns=list(STEP_COLUMNS))
     if link_rows is not None:
         frames["links"] = pd.DataFrame(link_rows)
@@ -139,7 +139,7 @@ def collect(out: Path, results_dir: Path, outcomes: list[AgentOutcome], scenario
         frame.to_parquet(results_dir / table_file(name), index=False)
     records = IterationRecord.of_rows(iterations)
     world = len(scenario.rank_hosts())
-    if scenario.workload.training is not None:
+    if scenario.workload.steps:
         return step_table(records, world, transport), frames["iterations"]
     # an agent that failed reported none or part of its iterations: the table counts only
     # iterations every rank completed (the run then fails, naming the agent)

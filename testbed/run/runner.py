@@ -361,7 +361,7 @@ def _run_workload(network: Network, results: RunResults, progress: Progress,
             monitor.stop()
             captures.stop()
         failed = [o for o in outcomes if o.result.get("status") != "ok"]
-        what = (f"{w.collective} of {format_size(w.size)}" if w.training is None
+        what = (f"{w.collective} of {format_size(w.size)}" if not w.steps
                 else "training step")
         info["done"] = (f"{what} x {w.iterations} on {len(hosts)} ranks over {transport}: "
                         + ("every rank verified" if not failed else f"{len(failed)} ranks FAILED"))

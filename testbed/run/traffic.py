@@ -18,7 +18,7 @@ import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from hostagent.protocol.nic import FRAME_OVERHEAD
 from hostagent.protocol.qp import QPConfig, time_to_fail
@@ -33,6 +33,7 @@ from testbed.emulation.telemetry import DEFAULT_PERIOD
 from testbed.errors import TestbedError
 from testbed.fabric import budget, paths
 from testbed.fabric.plan import FabricPlan
+from testbed.fabric.timeline import straggler_windows
 from testbed.lifecycle import interrupts
 from testbed.run.waiting import ProgressRule, stop, wait_for_agents
 from testbed.scenario import Scenario
@@ -64,6 +65,7 @@ def agent_configs(plan: FabricPlan, scenario: Scenario, transport: str,
     job = step_job(scenario)
     if job is not None:
         workload["compute_scale"] = compute_scale(scenario)
+        workload["compute_jitter"] = w.compute_jitter
     configs = {}
     for rank, host in enumerate(hosts):
         peers = []
@@ -79,7 +81,9 @@ def agent_configs(plan: FabricPlan, scenario: Scenario, transport: str,
             rank, len(hosts), host, transport,
             [str(plan.plain_address(host, p)) for p in range(plan.planes)], peers,
             scenario.qps_per_peer(transport), qp, mrc,
-            workload if job is None else {**workload, "steps": job.plan(rank).to_dict()},
+            workload if job is None else {
+                **workload, "steps": job.plan(rank).to_dict(),
+                "stragglers": straggler_windows(scenario.faults, host)},
             scenario.seed,
             str(out / "start"), str(out / host), timeout=deadline_for(scenario), gso=q.gso,
             nic=nic_limits(scenario), ev_sample_period=ev_sample_period(
@@ -88,10 +92,12 @@ def agent_configs(plan: FabricPlan, scenario: Scenario, transport: str,
 
 
 def step_job(scenario: Scenario) -> Job | None:
-    """The training step every rank runs (rank r on the workload's r-th host), or None for
-    the looped collective."""
-    training = scenario.workload.training
-    return None if training is None else training_job(training.spec(), scenario.rank_hosts())
+    """The step every rank runs, built in or from a Chakra trace (rank r on the workload's r-th
+    host), or None for the looped collective."""
+    w = scenario.workload
+    if w.chakra is not None:
+        return w.chakra.job(scenario.rank_hosts())
+    return None if w.training is None else training_job(w.training.spec(), scenario.rank_hosts())
 
 
 def compute_scale(scenario: Scenario) -> float:
@@ -149,9 +155,12 @@ def progress_rule(scenario: Scenario) -> ProgressRule:
     w, f, q = scenario.workload, scenario.fabric, scenario.qp
     per_iter = 4 * w.size * 8 / (f.host_link.rate * 0.1) + w.compute_gap
     job = step_job(scenario)
-    if job is not None:  # a rank's whole step: its bytes and compute, one after the other
+    if job is not None:  # a rank's whole step: its bytes and compute, one after the other,
+        # compute at its slowest (jitter's top, the largest straggler factor)
+        slowest = (1 + w.compute_jitter) * max(
+            (cast(float, x.factor) for x in scenario.faults if x.kind == "straggler"), default=1)
         per_iter = max(4 * sum(n.bytes for n in g.nodes) * 8 / (f.host_link.rate * 0.1)
-                       + sum(n.duration for n in g.nodes) * compute_scale(scenario)
+                       + sum(n.duration for n in g.nodes) * compute_scale(scenario) * slowest
                        for g in job.graphs)
     retries = min(FOREVER_DEADLINE, time_to_fail(QPConfig(
         timeout=scenario.timeout(), linear_cnt=q.retry.linear_cnt, exp_cnt=q.retry.exp_cnt)))

@@ -34,6 +34,8 @@ from testbed.scenario import limits
 from testbed.scenario import source as source_
 from testbed.scenario.background import Background
 from testbed.scenario.background import check as check_background
+from testbed.scenario.chakra import Chakra
+from testbed.scenario.chakra import check as check_chakra
 from testbed.scenario.cluster import Cluster
 from testbed.scenario.cluster import check as check_cluster
 from testbed.scenario.faults import Fault, Routing
@@ -252,6 +254,22 @@ class Workload(StrictModel):
         "all", description="host names taking part, in rank order, or all hosts")
     training: Training | None = Field(
         None, description="a parallel training step per iteration instead of the collective")
+    chakra: Chakra | None = Field(
+        None, description="a Chakra execution trace per iteration instead of the collective")
+    compute_jitter: float = Field(
+        0.0, ge=0, le=0.5, description="a step's compute nodes each take their time times a "
+                                       "factor uniform in 1 +- this, seeded per rank")
+
+    @property
+    def steps(self) -> bool:
+        """A step graph runs (built-in training or a Chakra trace), not the collective."""
+        return self.training is not None or self.chakra is not None
+
+    @model_validator(mode="after")
+    def _one_step_source(self) -> Workload:
+        if self.training is not None and self.chakra is not None:
+            raise ValueError("workload: training and chakra are two step sources; give one")
+        return self
 
     @field_validator("size")
     @classmethod
@@ -431,6 +449,8 @@ class Scenario(StrictModel):
             raise ValueError("mrc.denied: every path is denied; MRC would have nothing to use")
         if self.workload.training is not None:
             check_training(self.workload.training, len(self.rank_hosts()))
+        if self.workload.chakra is not None:
+            check_chakra(self.workload.chakra, self.rank_hosts())
         if self.background:
             check_background(self.background,
                              [self.naming.host_name(i) for i in range(self.fabric.host_count)],

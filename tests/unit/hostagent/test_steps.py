@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Awaitable, Callable
 
 import pytest
 
 from hostagent.protocol.mrc import MrcQP
 from hostagent.workloads.graph import Graph, Job, Node
 from hostagent.workloads.loopback import Flip, LoopbackFabric
-from hostagent.workloads.steps import Layout, NodeRecord, StepExecutor
+from hostagent.workloads.steps import Layout, NodeRecord, StepExecutor, stretched
 
 from .simnet import SimFabric
 from .test_sim_collectives import lossy, mrc_pair, roce_pair
@@ -212,3 +213,58 @@ def test_step_over_the_transports_with_loss(transport):
     qps = [qp for peers in fabric.qps.values() for qp in peers.values()]
     assert sum(qp.counters.retransmits for qp in qps) > 0
     assert isinstance(qps[0], MrcQP) == (transport == "mrc")
+
+
+@pytest.mark.parametrize(("start", "work", "windows", "wall"), [
+    (0.0, 0.5, [(1.0, 2.0, 2.0)], 0.5),  # done before the window opens
+    (0.0, 1.5, [(1.0, 2.0, 2.0)], 2.0),  # 1 s before, its last 0.5 s of work at half speed
+    (0.0, 2.0, [(1.0, 2.0, 2.0)], 2.5),  # 1 s, the window's 1 s does 0.5 s, 0.5 s after
+    (1.5, 1.0, [(1.0, 2.0, 2.0)], 1.25),  # starts inside: 0.5 s does 0.25 s, then 0.75 s
+    (0.0, 2.0, [(1.0, None, 3.0)], 4.0),  # a window to the end: 1 s, then 1 s of work x 3
+    (0.0, 3.0, [(2.0, 3.0, 2.0), (0.5, 1.0, 4.0)], 3.875),  # 0.5 + 0.5 (1/8 done) + 1 +
+    # 1 (0.5 done) + the 0.875 s left
+])
+def test_straggler_windows_stretch_compute(start, work, windows, wall):
+    assert stretched(start, work, windows) == pytest.approx(wall)
+
+
+def fake_time() -> tuple[list[float], Callable[[], float], Callable[[float], Awaitable[None]]]:
+    now = [0.0]
+
+    async def sleep(seconds: float) -> None:
+        now[0] += seconds
+
+    return now, lambda: now[0], sleep
+
+
+def test_a_straggler_slows_the_compute_inside_its_window():
+    """Three chained 1 s computes, a x3 straggler from 1 s to 2 s after the origin (10 s on the
+    clock): the second does 1/3 s of work in the window and 2/3 s after it, ending at 2 2/3 s;
+    the third runs at full speed."""
+    now, clock, sleep = fake_time()
+    now[0] = 10.0
+    nodes = [Node(1, "compute", duration=1.0), Node(2, "compute", duration=1.0, data_deps=(1,)),
+             Node(3, "compute", duration=1.0, data_deps=(2,))]
+    job = same_graph(2, nodes, {}).validate()
+    ex = StepExecutor(LoopbackFabric(2).endpoint(1), job.plan(1), seed=1, clock=clock,
+                      sleep=sleep, stragglers=[(1.0, 2.0, 3.0)])
+    ex.origin = 10.0
+    records = asyncio.run(ex.run_iteration(0))
+    ends = [r.end - 10.0 for r in records]
+    assert ends == pytest.approx([1.0, 2 + 2 / 3, 3 + 2 / 3])
+
+
+def test_jitter_is_seeded_per_rank_bounded_and_of_mean_one():
+    job = same_graph(2, [Node(k, "compute", duration=1.0) for k in range(500)], {}).validate()
+
+    def times(rank: int, seed: int) -> list[float]:
+        ex = StepExecutor(LoopbackFabric(2).endpoint(rank), job.plan(rank), seed=seed,
+                          clock=time.time, jitter=0.2)
+        return [ex.compute_time(n, it, 0.0) for n in job.graphs[rank].nodes for it in range(4)]
+
+    a, again, other_rank = times(0, 5), times(0, 5), times(1, 5)
+    assert a == again and a != other_rank != times(1, 6)
+    assert min(a) >= 0.8 and max(a) <= 1.2
+    # 2000 draws, uniform in 1 +- 0.2: the mean's std is 0.2 / sqrt(3 x 2000) = 0.0026
+    assert sum(a) / len(a) == pytest.approx(1.0, abs=0.01)
+    assert max(a) - min(a) > 0.35, "the draws span the range"
