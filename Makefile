@@ -1,10 +1,15 @@
 # Two commands do everything on a fresh machine: `sudo make demo` and `sudo make test`.
+# Without root, `make dev lint unit` sets up a venv with the C extension and checks the code.
 VENV   := .venv
 BIN    := $(VENV)/bin
 PYTEST := $(BIN)/python -m pytest
+# The venv's interpreter: the system one, whose site packages hold Mininet (scripts/install.sh).
+SYSTEM_PYTHON ?= /usr/bin/python3
 
-.PHONY: install bpf ext demo cluster-demo test lint unit integration bench clean distclean
+.PHONY: install dev bpf ext demo cluster-demo test lint unit integration bench schemas docs \
+	clean distclean
 
+# Everything a run needs, as root: system packages (apt), the eBPF objects and `dev`.
 install:
 	./scripts/install.sh
 
@@ -15,15 +20,22 @@ bpf: $(BPF_OBJ)
 testbed/kernel/bpf/%.o: testbed/kernel/bpf/%.c
 	clang -O2 -g -Wall -Werror -target bpf -I/usr/include/$$(uname -m)-linux-gnu -c $< -o $@
 
-# The host agents' per-datagram work in C (hostagent/_fastio.c: batched socket IO, the transport
-# header), built for the system Python the venv runs on; needs gcc, python3-dev and zlib1g-dev.
-SYSTEM_PYTHON := /usr/bin/python3
+# A venv with the package (editable), its test extras and the C extension: no root, no apt;
+# the extension needs gcc, the Python headers and zlib's.
+dev: $(VENV)/.dev ext
+$(BIN)/python:
+	$(SYSTEM_PYTHON) -m venv --system-site-packages $(VENV)
+	$(BIN)/python -m pip install -q "setuptools>=61"
+$(VENV)/.dev: pyproject.toml setup.py requirements.txt | $(BIN)/python
+	$(BIN)/python -m pip install -q --no-build-isolation -e ".[test]"
+	touch $@
+
+# The host agents' per-datagram work in C (hostagent/_fastio.c: batched socket IO, the
+# transport header), declared in setup.py and built in place for the venv's Python.
 EXT := hostagent/_fastio$(shell $(SYSTEM_PYTHON) -c "import sysconfig; print(sysconfig.get_config_var('EXT_SUFFIX'))")
 ext: $(EXT)
-$(EXT): hostagent/_fastio.c
-	gcc -O2 -g -Wall -Werror -shared -fPIC \
-	    -I$$($(SYSTEM_PYTHON) -c "import sysconfig; print(sysconfig.get_paths()['include'])") \
-	    $< -o $@ -lz
+$(EXT): hostagent/_fastio.c setup.py | $(BIN)/python
+	$(BIN)/python setup.py -q build_ext --inplace
 
 demo: install
 	$(BIN)/mrc-testbed run
@@ -35,16 +47,30 @@ cluster-demo: install
 test: install lint
 	$(PYTEST) tests
 
-# The rules the code follows (pyproject.toml): ruff everywhere, mypy strict on the pure packages.
-lint: install
+# The rules the code follows (pyproject.toml): ruff everywhere, mypy on every package.
+lint: dev
 	$(BIN)/ruff check .
 	$(BIN)/mypy
 
-unit: install
+unit: dev
 	$(PYTEST) tests/unit
 
 integration: install
 	$(PYTEST) tests/integration
+
+# The JSON Schemas editors read (each shipped scenario and drill names its own on line 1),
+# generated from the pydantic models (testbed/scenario/schema.py, drill.py).
+schemas: dev
+	$(BIN)/mrc-testbed schema > schemas/scenario.schema.json
+	$(BIN)/mrc-testbed schema --drill > schemas/drill.schema.json
+
+# The documentation site (mkdocs-material, docs/ and mkdocs.yml) into site/, every warning an
+# error; docs/gen_pages.py generates the reference pages from the code as it builds.
+docs: dev $(VENV)/.docs
+	NO_MKDOCS_2_WARNING=1 DISABLE_MKDOCS_2_WARNING=true $(BIN)/mkdocs build --strict
+$(VENV)/.docs: pyproject.toml $(VENV)/.dev
+	$(BIN)/python -m pip install -q --no-build-isolation -e ".[test,docs]"
+	touch $@
 
 bench: install
 	$(BIN)/python bench/build.py
@@ -56,4 +82,4 @@ clean:
 	rm -rf .pytest_cache .hypothesis .mypy_cache .ruff_cache
 
 distclean: clean
-	rm -rf $(VENV) *.egg-info $(BPF_OBJ) $(EXT)
+	rm -rf $(VENV) build site *.egg-info $(BPF_OBJ) $(EXT)

@@ -75,6 +75,9 @@ def bandwidth(ccts: pd.DataFrame, world: int) -> pd.DataFrame:
     """`ccts` with algbw and busbw (GB/s) per iteration, by nccl-tests' formulas."""
     out = ccts.copy()
     kind = out["kind"].iloc[0]
+    if kind == "step":  # a training step's iteration moves many collectives: no one busbw
+        out["algbw"] = out["busbw"] = math.nan
+        return out
     out["algbw"] = nccl.algbw(out["bytes"], out["cct"])
     out["busbw"] = nccl.busbw(kind, world, out["bytes"], out["cct"])
     return out
@@ -400,7 +403,7 @@ def qp_counters(qps: pd.DataFrame, by: str = "host") -> pd.DataFrame:
 
 _UP = {"host": "leaf", "leaf": "spine"}  # a port toward the spines carries traffic "up"
 # Counters of the in-fabric eBPF queue (router ports; absent in older runs, NaN on host ports)
-FABRIC_COUNTERS = ("ecn_marked", "trimmed", "bpf_dropped")
+FABRIC_COUNTERS = ("ecn_marked", "trimmed", "bpf_dropped", "lossless_overflow")
 
 
 def ports(links: pd.DataFrame, tiers: dict[str, str]) -> pd.DataFrame:

@@ -12,7 +12,7 @@ import contextlib
 import os
 import re
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -27,6 +27,9 @@ KERNEL = "python3"
 RUN_FIGURES = ("cct_cdf", "goodput", "utilisation", "busbw", "ev_states", "counters",
                "fidelity")
 COMPARE_FIGURES = ("cct_cdf", "goodput", "utilisation", "busbw", "counters")
+# Training-step runs (steps.parquet) have their own notebook, for one run or several; it adds a
+# timeline per run (timeline, or timeline-LABEL side by side).
+STEPS_FIGURES = ("step_times",)
 
 
 class RenderError(UserError):
@@ -149,6 +152,8 @@ def render_run(run_dir: str | Path, out_dir: str | Path | None = None) -> Render
     not write there, in user_reports_dir())."""
     runs = load_runs([run_dir])
     out = Path(out_dir) if out_dir is not None else _writable_beside(runs[0].dir, "report")
+    if _steps(runs):
+        return _execute_steps(runs, out)
     return _execute("run_report.ipynb", {"run_dir": str(runs[0].dir.resolve()),
                                          "out_dir": str(out.resolve())}, out, RUN_FIGURES,
                     runs)
@@ -164,12 +169,25 @@ def default_compare_dir(runs: list[Run]) -> Path:
     return parent / name if os.access(parent, os.W_OK) else user_reports_dir() / name
 
 
-def render_compare(run_dirs: list[str | Path], out_dir: str | Path | None = None) -> Rendered:
+def render_compare(run_dirs: Sequence[str | Path], out_dir: str | Path | None = None) -> Rendered:
     """Runs side by side (typically one scenario over both transports)."""
     if len(run_dirs) < 2:
         raise RunError("compare needs at least two runs")
-    runs = load_runs(run_dirs)
+    runs = load_runs(list(run_dirs))
     out = Path(out_dir) if out_dir is not None else default_compare_dir(runs)
+    if _steps(runs):
+        return _execute_steps(runs, out)
     return _execute("compare_report.ipynb",
                     {"run_dirs": [str(r.dir.resolve()) for r in runs],
                      "out_dir": str(out.resolve())}, out, COMPARE_FIGURES, runs)
+
+
+def _steps(runs: list[Run]) -> bool:
+    """Training-step runs (their iterations are steps, not one collective)."""
+    return all("steps" in r.tables and not r.tables["steps"].empty for r in runs)
+
+
+def _execute_steps(runs: list[Run], out: Path) -> Rendered:
+    return _execute("steps_report.ipynb", {"run_dirs": [str(r.dir.resolve()) for r in runs],
+                                           "out_dir": str(out.resolve())}, out, STEPS_FIGURES,
+                    runs)

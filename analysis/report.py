@@ -88,12 +88,16 @@ class RunView:
         return metrics.percentiles(self.timed["cct"])
 
     def counters(self) -> pd.Series:
-        """Loss-recovery counters summed over the run's QPs, plus the ports' drops."""
+        """Loss-recovery counters summed over the run's QPs, plus the ports' drops: the
+        interface's and the data queue's, and the in-fabric queue's tail drops and lossless
+        overflows where the run has them."""
         qp = metrics.qp_counters(self.run.qps).sum()
         out = qp.reindex(list(COUNTERS)).fillna(0)
         if not self.run.links.empty:
             totals = metrics.port_totals(self.run.links)
-            out["port_drops"] = totals["tx_drop"].sum() + totals["queue_drops"].sum()
+            drops = [c for c in ("tx_drop", "queue_drops", "bpf_dropped", "lossless_overflow")
+                     if c in totals.columns]
+            out["port_drops"] = totals[drops].to_numpy().sum()
         return out
 
     def utilisation(self) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -203,7 +207,8 @@ def headline(views: list[RunView]) -> pd.DataFrame:
     for v in views:
         ps = v.percentiles()
         c = v.counters()
-        rows.append({"run": v.run.name, "transport": v.run.transport, "status": v.run.status,
+        rows.append({"run": v.run.name, "transport": v.run.facts.baseline,
+                     "status": v.run.status,
                      "fidelity": (v.run.meta.get("fidelity") or {}).get("verdict", "not judged"),
                      "timed iterations": len(v.timed),
                      "busbw (Mbit/s)": round(v.busbw * 8e3, 2),
@@ -308,7 +313,8 @@ def intro_html(runs: list[Run], title: str) -> str:
         parts.append(f"<p><em>{e(facts.description)}</em></p>")
     items = []
     for r in runs:
-        line = f"<b>{e(r.transport)}</b> <code>{e(r.name)}</code>: status <b>{e(r.status)}</b>"
+        line = (f"<b>{e(r.facts.baseline)}</b> <code>{e(r.name)}</code>: status "
+                f"<b>{e(r.status)}</b>")
         if not r.complete:
             line += (f" (ended in phase {e(str(r.meta.get('ended_in_phase')))}: "
                      f"{e(str(r.meta.get('error')))}). <b>This run is incomplete: read its "

@@ -6,7 +6,7 @@ import math
 
 import pandas as pd
 
-from . import metrics
+from . import metrics, step_report
 from .report import FRACTION, PRE_WINDOW, RunView
 
 _HEAD = (("transport", 11), ("time", 9), ("algbw", 9), ("busbw", 9), ("ideal", 6),
@@ -31,12 +31,14 @@ def _ms(seconds: float, starred: bool) -> str:
 def table(views: list[RunView]) -> str:
     """One row per run: nccl-tests' time of the timed iterations and algbw and busbw at that
     time (`hostagent.workloads.nccl`, as in summary.txt), the share of the ideal,
-    wrong results, and the CCT tail with its sample count."""
+    wrong results, and the CCT tail with its sample count; above them, the transport variant
+    each run measured (a baseline is named, never just "rocev2")."""
     facts = views[0].run.facts
     names = list(dict.fromkeys(v.run.facts.scenario for v in views))
     first = max([_HEAD[0][1]] + [len(v.label) for v in views])
     lines = [(f"# {facts.collective} of {facts.size} B on {views[0].run.world} "
               f"ranks ({', '.join(names)})"),
+             *[f"#   {v.label}: {v.run.facts.baseline}" for v in views],
              "#" + _row([h for h, _ in _HEAD], first)[1:],
              "#" + _row(list(_UNITS), first)[1:]]
     starred = False
@@ -172,7 +174,7 @@ def dilation(views: list[RunView]) -> str:
     """With the scenario's fabric.real_rate: the time-dilation factor, and each run's times
     as emulated and as scaled to the real fabric (what scales and what does not: README,
     "Time dilation")."""
-    lines = []
+    lines: list[str] = []
     for v in views:
         factor = v.run.facts.dilation()
         if factor is None:
@@ -193,5 +195,6 @@ def dilation(views: list[RunView]) -> str:
 
 
 def text(views: list[RunView]) -> str:
-    return (table(views) + dilation(views) + fidelity(views) + writes(views)
-            + recoveries(views) + fault_timing(views))
+    head = step_report.table(views) if all(map(step_report.is_step_run, views)) \
+        else table(views) + dilation(views)
+    return head + fidelity(views) + writes(views) + recoveries(views) + fault_timing(views)

@@ -56,7 +56,7 @@ BUSBW = ROOT / "scenarios" / "quickstart.yaml"
 # The path's ACK timeout, s: the scenario's default (11.4 ms for these links) unless
 # BENCH_TIMEOUT is set. Here the CPU, not the link, sets the RTT (a 1 MiB window takes two
 # agents 30-60 ms to turn around): MRC used to time out whole windows, resend them and fail
-# at the default, and this bench ran at 0.2 s; it converges now (issue 9, hostagent/protocol/qp.py).
+# at the default, and this bench ran at 0.2 s; it converges now (hostagent/protocol/qp.py).
 TIMEOUT: float | None = float(os.environ["BENCH_TIMEOUT"]) if os.environ.get("BENCH_TIMEOUT") \
     else None
 

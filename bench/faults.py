@@ -1,19 +1,20 @@
 #!/usr/bin/env python3
-"""Every fault scenario, MRC and RoCEv2 side by side, in one run: busbw as a share of each
-transport's ideal (planes it may use x host link rate), the ratio of their busbw, the CCT tail,
-retransmissions and in-fabric trims. The same fabric, workload and seed for both transports.
+"""Every fault scenario, each variant (MRC, RoCEv2 lossy, RoCEv2 lossless: bench/fair.py) on
+the same seeds: busbw as a share of each variant's ideal (planes it may use x host link rate),
+min / median / max over the runs judged `faithful`, the busbw ratio of MRC to each RoCEv2
+variant seed by seed, the CCT tail, retransmissions and in-fabric trims.
 
-    sudo .venv/bin/python bench/faults.py [--results DIR] [SCENARIO.yaml ...]
+    sudo .venv/bin/python bench/faults.py [--seeds 1,2,3]
+        [--variants mrc,rocev2,rocev2-lossless] [--results DIR] [SCENARIO.yaml ...]
 
 Without scenarios it runs the quickstart-sized fault scenarios shipped in scenarios/ (those that
-need netem are skipped, with the reason, where the kernel lacks it). Every run folder is kept
-under results/faults-<utc>/ (or DIR) for a closer look.
+need netem are skipped, with the reason, where the kernel lacks it). Progress goes to stderr;
+stdout is a report to paste (command and commit, every run with its verdict, the spreads).
+Every run folder is kept under results/faults-<utc>/ (or DIR) for a closer look.
 """
 from __future__ import annotations
 
 import argparse
-import signal
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -23,8 +24,17 @@ sys.path.insert(0, str(ROOT))
 
 from analysis.load import RunError, load_run  # noqa: E402
 from analysis.metrics import cct, nccl_rows, percentiles  # noqa: E402
-
-RUN_TIMEOUT = 400.0  # s
+from bench.fair import (  # noqa: E402
+    VARIANTS,
+    counted,
+    header,
+    parse_seeds,
+    parse_variants,
+    run_variant,
+    spread,
+    table,
+    why,
+)
 
 DEFAULT = ["quickstart", "loss-0", "loss-0.1pct", "loss-1pct", "gray-loss", "link-down",
            "host-flap", "degrade", "t1-blackhole-reboot", "leaf-down", "plane-down", "delay",
@@ -51,54 +61,108 @@ def measure(run_dir: Path) -> dict:
             "fidelity": (run.meta.get("fidelity") or {}).get("verdict", "-")}
 
 
+def paired(rows: dict[tuple[str, int], dict], variant: str, seeds: list[int]) -> list[float | None]:
+    """MRC's busbw over `variant`'s, seed by seed; None where a run of the pair is missing or
+    not faithful."""
+    out: list[float | None] = []
+    for seed in seeds:
+        a, b = rows.get(("mrc", seed)), rows.get((variant, seed))
+        out.append(a["busbw"] / b["busbw"] if a and b and b["busbw"]
+                   and counted([a["fidelity"], b["fidelity"]]) else None)
+    return out
+
+
+def report(results: dict[str, dict[tuple[str, int], dict]], variants: list[str],
+           seeds: list[int], missing: list[list] | None = None) -> str:
+    """Every run, the runs that made no result (`missing`: scenario, variant, seed, why), then
+    per scenario and variant the spread over the faithful runs."""
+    per_run = [[name, v, seed, f"{m['share']:.0%}", f"{m['p50']:.0f}/{m['p99']:.0f}", m["n"],
+                m["retx"], m["trims"], m["verified"],
+                m["fidelity"] + ("" if counted([m["fidelity"]]) else " **excluded**")]
+               for name, runs in results.items() for (v, seed), m in runs.items()]
+    out = table(["scenario", "variant", "seed", "share of ideal", "CCT p50/p99 (ms)", "n",
+                 "retx", "trims", "verified", "fidelity"], per_run)
+    if missing:
+        out += "\nruns that made no result:\n\n" + table(["scenario", "variant", "seed", "why"],
+                                                         missing)
+    summary = []
+    for name, runs in results.items():
+        for v in variants:
+            mine = [runs[(v, s)] for s in seeds if (v, s) in runs]
+            keep = [counted([m["fidelity"]]) for m in mine]
+            share = spread([m["share"] for m in mine], keep)
+            p99 = spread([m["p99"] for m in mine], keep)
+            vs = spread(paired(runs, v, seeds), [True] * len(seeds)) if v != "mrc" \
+                and "mrc" in variants else None
+            summary.append([name, v, f"{share.n} of {len(seeds)}", share.text("{:.0%}"),
+                            p99.text("{:.0f}"), vs.text("{:.2f}x") if vs else "",
+                            "" if share.n == len(seeds) else "**runs excluded or missing**"])
+    out += "\nmin/median/max over the faithful runs (same seeds for every variant):\n\n"
+    out += table(["scenario", "variant", "runs counted", "share of ideal", "CCT p99 (ms)",
+                  "busbw MRC / this (paired by seed)", ""], summary)
+    out += ("\nshare of ideal: busbw as a share of the variant's own ideal (the planes it may "
+            "use x the host\nlink rate). MRC / this: the ratio of the busbw themselves, seed by "
+            "seed, over the seeds\nwhere both runs were faithful. CCT over the timed iterations "
+            "(a p99 of so few samples is\nnear their maximum, not a measured tail). A run not "
+            "judged `faithful` (README, Fidelity)\nmeasures the CPU as much as the network: "
+            "listed, marked excluded, left out of the spreads.\nrocev2: lossy (Go-Back-N over "
+            "a fabric that drops); rocev2-lossless: the same scenario with\n`switch: "
+            "{lossless: true}`.\n")
+    return out
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("scenarios", nargs="*", metavar="SCENARIO.yaml",
                     help="default: the quickstart-sized fault scenarios in scenarios/")
+    ap.add_argument("--seeds", default="1,2,3", help="every variant runs every seed")
+    ap.add_argument("--variants", default=",".join(VARIANTS))
     ap.add_argument("--results", type=Path, help="where the run folders go "
                     "(default: results/faults-<utc>)")
     args = ap.parse_args()
-    names = args.scenarios or [str(ROOT / "scenarios" / f"{n}.yaml") for n in DEFAULT]
-    results = args.results or \
+    try:
+        seeds, variants = parse_seeds(args.seeds), parse_variants(args.variants)
+    except ValueError as exc:
+        ap.error(str(exc))
+    top = header("bench/faults.py", sys.argv)
+    files = [Path(f) for f in args.scenarios] or \
+        [ROOT / "scenarios" / f"{n}.yaml" for n in DEFAULT]
+    out = args.results or \
         ROOT / "results" / f"faults-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}"
-    print(f"results: {results}", flush=True)
-    print(f"{'scenario':<22}{'MRC':>7}{'RoCEv2':>8}{'MRC/RoCEv2':>11}  {'CCT p50/p99 MRC':>17}  "
-          f"{'RoCEv2 (ms)':>13}  {'n':>3}  {'retx M/R':>11}  {'trims M/R':>10}  verified  "
-          f"fidelity M/R")
-    for file in names:
-        name = Path(file).stem
-        out = results / name
-        proc = subprocess.Popen([sys.executable, "-m", "testbed.cli", "run", file,
-                                 "--no-report", "--quiet", "--results", str(out)],
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                cwd=ROOT)
-        try:  # both transports take about a minute: interrupt (SIGINT cleans up) a hang
-            _, err = proc.communicate(timeout=RUN_TIMEOUT)
-        except subprocess.TimeoutExpired:
-            proc.send_signal(signal.SIGINT)
-            _, err = proc.communicate()
-            err = f"interrupted after {RUN_TIMEOUT:.0f} s\n{err}"
-        m = {}
-        for d in sorted(out.iterdir()) if out.exists() else []:
-            try:
-                m[d.name.rsplit("-", 1)[1]] = measure(d)
-            except RunError as exc:
-                print(f"{name:<22}{d.name}: {str(exc).splitlines()[0]}")
-        if "mrc" not in m or "rocev2" not in m:
-            reason = err.strip().splitlines()[0] if err.strip() else "?"
-            print(f"{name:<22}skipped: {reason}")
-            continue
-        a, b = m["mrc"], m["rocev2"]
-        print(f"{name:<22}{a['share']:>7.0%}{b['share']:>8.0%}"
-              f"{a['busbw'] / b['busbw']:>10.2f}x  {a['p50']:>8.0f}/{a['p99']:<8.0f}"
-              f"  {b['p50']:>6.0f}/{b['p99']:<6.0f}  {a['n']:>3}  "
-              f"{a['retx']:>5}/{b['retx']:<5}  {a['trims']:>4}/{b['trims']:<5}  "
-              f"{a['verified'] and b['verified']!s:<8}  {a['fidelity']}/{b['fidelity']}")
-    print("MRC, RoCEv2: busbw as a share of each transport's own ideal (the planes it may use x\n"
-          "the host link rate); MRC/RoCEv2: ratio of the busbw themselves. CCT over the timed\n"
-          "iterations (a p99 of so few samples is near their maximum, not a measured tail);\n"
-          "fidelity: each run's verdict (README, Fidelity): numbers of a run that is not\n"
-          "`faithful` measure the CPU as much as the network")
+    print(f"results: {out}", file=sys.stderr, flush=True)
+    results: dict[str, dict[tuple[str, int], dict]] = {}
+    skipped = []
+    missing: list[list] = []
+    for file in files:
+        runs: dict[tuple[str, int], dict] = {}
+        reason = ""
+        for seed in seeds:  # variants side by side on each seed
+            for v in variants:
+                d, err = run_variant(file.resolve(), v, seed, out / file.stem)
+                try:
+                    if d is not None:
+                        runs[(v, seed)] = measure(d)
+                        m = runs[(v, seed)]
+                        print(f"{file.stem} {v} s{seed}: {m['share']:.0%} of ideal, "
+                              f"{m['fidelity']}", file=sys.stderr, flush=True)
+                        continue
+                except RunError as exc:
+                    err = str(exc)
+                reason = why(err)
+                missing.append([file.stem, v, seed, reason])
+                print(f"{file.stem} {v} s{seed}: no result ({reason})", file=sys.stderr,
+                      flush=True)
+            if not runs:  # the first seed made nothing (netem missing, ...): skip the rest
+                break
+        if runs:
+            results[file.stem] = runs
+        else:
+            missing = [row for row in missing if row[0] != file.stem]
+            skipped.append(f"- {file.stem}: skipped: {reason}")
+    print(top + f"- results: {out}\n- seeds: {', '.join(map(str, seeds))}\n")
+    print(report(results, variants, seeds, missing), end="")
+    if skipped:
+        print("\n" + "\n".join(skipped))
     return 0
 
 

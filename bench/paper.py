@@ -1,26 +1,32 @@
 #!/usr/bin/env python3
-"""The MRC paper's fault experiments (issue 9's table), each run next to a healthy control on
-the same fabric in the same sitting: MRC with one seed, RoCEv2 over several seeds (which spine
-each of its QPs lands on depends on the hash, and so on the seed).
+"""The MRC paper's fault experiments, each run next to a healthy control on the same fabric in
+the same sitting, for every variant (MRC, RoCEv2 lossy, RoCEv2 lossless:
+bench/fair.py) on the same seeds. Which spine each RoCEv2 QP lands on depends on the hash of
+its seeded source port; which EVs MRC keeps active is a seeded choice too: every variant gets
+every seed.
 
-    sudo .venv/bin/python bench/paper.py [--seeds 1,2,3] [--mrc-seeds 1] [EXPERIMENT ...]
+    sudo .venv/bin/python bench/paper.py [--set paper|validation] [--seeds 1,2,3]
+        [--variants mrc,rocev2,rocev2-lossless] [EXPERIMENT ...]
 
-For every run it prints the collective's busbw over the whole run and over the iterations that
-overlap the fault window (or, for the flap, the iterations while the ports are down and those
-after), each as a ratio to the control's busbw (the same scenario without faults, same
-transport and seed), the QPs that failed, each run's fidelity verdict and own CPU (agents +
-runner + softirq, share of all cores) beside its control's, and what the row needs (EV
-condemnations of the lossy path; the incast victim's iteration time during the incast against
-before it). Results folders
-go to results/paper-<utc>/ and a JSON of every number to results/paper-<utc>/paper.json.
+`--set paper` runs scenarios/paper/ (the fabrics the paper table was measured on);
+`--set validation` runs scenarios/validation/, fabrics and settings no constant was tuned on,
+each fault against the healthy control of its own fabric.
+
+For every run it prints (to stderr, as it goes) the collective's busbw over the whole run and
+over the iterations that overlap the fault window (or, for the flap, the iterations while the
+ports are down and those after), each as a ratio to the control's busbw (the same scenario
+without faults, same variant and seed), the QPs that failed, each run's fidelity verdict and
+own CPU (agents + runner + softirq, share of all cores) beside its control's, and what the row
+needs (EV condemnations of the lossy path; the incast victim's iteration time during the incast
+against before it). At the end it prints (stdout) a report to paste: the command and commit,
+every run with its verdicts, and per experiment and variant min / median / max of each ratio
+over the runs whose fault and control runs were both `faithful`, with their number. Results
+folders go to results/paper-<utc>/ and a JSON of every number to results/paper-<utc>/paper.json.
 """
 from __future__ import annotations
 
 import argparse
 import json
-import re
-import signal
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -30,54 +36,46 @@ sys.path.insert(0, str(ROOT))
 
 from analysis.load import RunError, load_run  # noqa: E402
 from analysis.metrics import cct  # noqa: E402
+from bench.fair import (  # noqa: E402
+    VARIANTS,
+    counted,
+    header,
+    parse_seeds,
+    parse_variants,
+    run_variant,
+    spread,
+    table,
+    why,
+)
 from testbed.scenario.schema import load as load_scenario  # noqa: E402
 
-PAPER = ROOT / "scenarios" / "paper"
-EXPERIMENTS = {  # name: (fault scenario, control scenario or None: compare within the run)
-    "gray-loss": ("gray-loss", "control"),
-    "loss-0.1pct": ("loss-0.1pct", "control"),
-    "loss-1pct": ("loss-1pct", "control"),
-    "host-flap": ("host-flap", "control-8plane"),
-    "blackhole-reboot": ("blackhole-reboot", "control"),
-    "incast-victim": ("incast-victim", None),
-    "incast-victim-apart": ("incast-victim-apart", None),  # the victim sends no incast
-    "degrade": ("degrade", "control"),
+# per set: its folder and experiments, name: (fault scenario, control scenario or None:
+# compare within the run, the iterations before the fault)
+SETS: dict[str, tuple[Path, dict[str, tuple[str, str | None]]]] = {
+    "paper": (ROOT / "scenarios" / "paper", {
+        "gray-loss": ("gray-loss", "control"),
+        "loss-0.1pct": ("loss-0.1pct", "control"),
+        "loss-1pct": ("loss-1pct", "control"),
+        "host-flap": ("host-flap", "control-8plane"),
+        "blackhole-reboot": ("blackhole-reboot", "control"),
+        "incast-victim": ("incast-victim", None),
+        "incast-victim-apart": ("incast-victim-apart", None),  # the victim sends no incast
+        "degrade": ("degrade", "control"),
+    }),
+    "validation": (ROOT / "scenarios" / "validation", {
+        "3plane-gray-loss": ("3plane-gray-loss", "3plane-control"),
+        "3plane-blackhole-reboot": ("3plane-blackhole-reboot", "3plane-control"),
+        "3plane-host-flap": ("3plane-host-flap", "3plane-control"),
+        "8spine-loss-1pct": ("8spine-loss-1pct", "8spine-control"),
+        "8spine-degrade": ("8spine-degrade", "8spine-control"),
+        "1plane-incast": ("1plane-incast", "1plane-control"),
+    }),
 }
 
 
-def run(file: Path, transport: str, seed: int, out: Path) -> Path | None:
-    """One transport of one scenario with this seed; the run's folder (None if it failed to
-    produce one)."""
-    text = file.read_text()
-    name = re.search(r"^name: (\S+)", text, re.M).group(1)
-    text = re.sub(r"^name: \S+", f"name: {name}-s{seed}\nseed: {seed}\n"
-                  f"transport: [{transport}]", text, count=1, flags=re.M)
-    spec = out / f"{name}-{transport}-s{seed}.yaml"
-    spec.write_text(text)
-    stderr = run_cli([sys.executable, "-m", "testbed.cli", "run", str(spec), "--no-report",
-                      "--quiet", "--results", str(out / "runs")])
-    runs = sorted((out / "runs").glob(f"*-{name}-s{seed}-{transport}"))
-    if not runs:
-        print(f"  {spec.name}: no run ({stderr.strip()[-300:]})", flush=True)
-        return None
-    return runs[-1]
-
-
-RUN_TIMEOUT = 300.0  # s: a run of these scenarios takes under a minute
-
-
-def run_cli(cmd: list[str], timeout: float = RUN_TIMEOUT) -> str:
-    """Run a testbed command; past `timeout`, interrupt it (SIGINT: the runner cleans up
-    what it built) and wait for it. Its stderr."""
-    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True)
-    try:
-        _, err = proc.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        proc.send_signal(signal.SIGINT)
-        _, err = proc.communicate()
-        err += f"\ninterrupted after {timeout:.0f} s"
-    return err
+def say(text: str) -> None:
+    """Progress, on stderr: stdout is the report."""
+    print(text, file=sys.stderr, flush=True)
 
 
 def windows(scenario) -> tuple[list[tuple[float, float]], float]:
@@ -106,7 +104,7 @@ def measure(run_dir: Path) -> dict | None:
     try:
         r = load_run(run_dir)
     except RunError as exc:
-        print(f"  {run_dir.name}: {exc}", flush=True)
+        say(f"  {run_dir.name}: {exc}")
         return None
     scenario, _ = load_scenario(run_dir / "scenario.yaml")  # the scenario as it ran
     it = cct(r.tables["iterations"], r.t0)
@@ -161,8 +159,13 @@ def ratio(a: float | None, b: float | None) -> float | None:
     return None if not a or not b else b / a
 
 
+
 def _ratio(x: float | None) -> str:
     return f"{x:.2f}" if x is not None else "-"
+
+
+def _ms(seconds: float | None) -> str:
+    return f"{seconds * 1e3:.0f}" if seconds is not None else "-"
 
 
 def _cpu(m: dict | None) -> str:
@@ -171,72 +174,135 @@ def _cpu(m: dict | None) -> str:
     return f"{total:.0%}" if total is not None else "-"
 
 
+def extra(m: dict) -> str:
+    """What the row needs beyond its ratios: the lossy path's condemnations, MRC's loss
+    accounting, the incast victim's iteration times."""
+    parts = []
+    if "condemned_per_qp_max" in m:
+        parts.append(f"lossy path condemned <= {m['condemned_per_qp_max']}x per QP "
+                     f"({m['condemned_total']} over {m['affected_evs']} EVs), "
+                     f"{m['share_on_lossy_evs']:.1%} of the leaf's packets on it")
+    if "condemned_all" in m:
+        parts.append(f"EVs condemned {m['condemned_all']}x, {m['congestion_losses_all']} "
+                     f"losses taken as congestion, {m['random_losses_all']} as random, "
+                     f"{m.get('rack_losses', 0)} found by RACK, {m.get('tail_probes', 0)} tail "
+                     f"probes, {m.get('stalls', 0)} stalls")
+    if m.get("control") is None:
+        parts.append(f"victim CCT before {m['cct_before'] * 1e3:.0f} ms (n={m['n_before']}), "
+                     f"during {m['cct_window'] * 1e3:.0f} ms (n={m['n_window']})"
+                     if m["cct_before"] and m["cct_window"] else "no iterations before or during")
+    if not m["verified"]:
+        parts.append("NOT VERIFIED")
+    return "; ".join(parts)
+
+
+def verdicts(m: dict) -> list[str]:
+    """The fidelity verdicts a row's ratios rest on: its run's and its control's."""
+    control = m.get("control")
+    return [m["fidelity"]] + ([] if control is None else [control.get("fidelity", "no run")])
+
+
+RATIOS = (("ratio_whole", "whole"), ("ratio_window", "window"), ("ratio_after", "after"))
+
+
+def report(rows: list[dict], experiments: list[str], variants: list[str],
+           seeds: list[int], missing: list[list] | None = None) -> str:
+    """Every run, the runs that made no result (`missing`: experiment, variant, seed, which
+    run, why), then per experiment and variant the spread of each ratio over the runs whose
+    verdicts were all faithful."""
+    per_run = [[m["experiment"], m["variant"], m["seed"], *(_ratio(m[k]) for k, _ in RATIOS),
+                f"{_ms(m['cct'])}/{_ms((m.get('control') or {}).get('cct', m['cct_before']))}",
+                m["n_window"], m["failed_qps"], m["retransmits"], m["timeouts"],
+                "/".join(verdicts(m)) + ("" if counted(verdicts(m)) else " **excluded**"),
+                f"{_cpu(m)}/{_cpu(m.get('control'))}", extra(m)] for m in rows]
+    out = table(["experiment", "variant", "seed", "whole", "window", "after",
+                 "CCT ms run/control", "n win",
+                 "failed QPs", "retx", "t/o", "fidelity run/control", "run CPU run/control",
+                 "notes"], per_run)
+    if missing:
+        out += "\nruns that made no result:\n\n" + table(
+            ["experiment", "variant", "seed", "run", "why"], missing)
+    summary = []
+    for name in experiments:
+        for variant in variants:
+            mine = [m for m in rows if m["experiment"] == name and m["variant"] == variant]
+            keep = [counted(verdicts(m)) for m in mine]
+            spreads = [spread([m[k] for m in mine], keep) for k, _ in RATIOS]
+            summary.append([name, variant, f"{sum(keep)} of {len(seeds)}",
+                            *(s.text() for s in spreads),
+                            "" if all(keep) and len(mine) == len(seeds)
+                            else "**runs excluded or missing**"])
+    out += "\nmin/median/max over the counted runs (same seeds for every variant):\n\n"
+    out += table(["experiment", "variant", "runs counted", "whole", "window", "after", ""],
+                 summary)
+    out += ("\nwhole, window, after: busbw as a ratio to the control run's (same fabric, "
+            "variant and seed, no fault).\nCCT: the mean collective completion time of the run "
+            "and of its control, the level each\nratio is relative to. For an experiment "
+            "without a control scenario (the paper's incasts), the\nvictim's own iterations "
+            "before the incast are the control. A run counts only when it and its\ncontrol "
+            "were judged `faithful`; the others are listed above, marked excluded, and left out "
+            "of\nmin/median/max. rocev2: lossy (Go-Back-N over a fabric that drops); "
+            "rocev2-lossless: the same\nscenario with `switch: {lossless: true}`.\n")
+    return out
+
+
 def main() -> int:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("experiments", nargs="*", default=list(EXPERIMENTS))
-    ap.add_argument("--seeds", default="1,2,3", help="RoCEv2 seeds")
-    ap.add_argument("--mrc-seeds", default="1")
-    ap.add_argument("--transports", default="mrc,rocev2")
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("experiments", nargs="*", help="default: every experiment of the set")
+    ap.add_argument("--set", dest="which", choices=list(SETS), default="paper")
+    ap.add_argument("--seeds", default="1,2,3", help="every variant runs every seed")
+    ap.add_argument("--variants", default=",".join(VARIANTS))
     args = ap.parse_args()
+    folder, table_of = SETS[args.which]
+    experiments = args.experiments or list(table_of)
+    unknown = [e for e in experiments if e not in table_of]
+    if unknown:
+        ap.error(f"{', '.join(unknown)}: not in the {args.which} set "
+                 f"({', '.join(table_of)})")
+    try:
+        seeds, variants = parse_seeds(args.seeds), parse_variants(args.variants)
+    except ValueError as exc:
+        ap.error(str(exc))
+    top = header(f"bench/paper.py, {args.which} set", sys.argv)
     out = ROOT / "results" / f"paper-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}"
-    (out / "runs").mkdir(parents=True)
-    seeds = {"mrc": [int(s) for s in args.mrc_seeds.split(",")],
-             "rocev2": [int(s) for s in args.seeds.split(",")]}
+    out.mkdir(parents=True)
+    say(f"results: {out}")
     controls: dict[tuple[str, str, int], dict] = {}
-    rows = []
-    print(f"results: {out}", flush=True)
-    print(f"{'experiment':<22}{'transport':<8}{'seed':>5}{'whole':>8}{'window':>8}"
-          f"{'after':>8}{'n win':>6}{'failed':>7}{'retx':>7}{'t/o':>5}  fidelity "
-          f"(fault/control)  extra", flush=True)
-    for name in args.experiments:
-        fault, control = EXPERIMENTS[name]
-        for transport in args.transports.split(","):
-            for seed in seeds[transport]:
+    rows: list[dict] = []
+    missing: list[list] = []
+    for name in experiments:
+        fault, control = table_of[name]
+        for seed in seeds:  # seeds outermost within an experiment: variants side by side
+            for variant in variants:
                 base = None
                 if control is not None:
-                    key = (control, transport, seed)
+                    key = (control, variant, seed)
                     if key not in controls:
-                        d = run(PAPER / f"{control}.yaml", transport, seed, out)
+                        d, err = run_variant(folder / f"{control}.yaml", variant, seed, out)
+                        if d is None:
+                            missing.append([name, variant, seed, f"control {control}", why(err)])
+                            say(f"  {control} {variant} s{seed}: no run ({why(err)})")
                         controls[key] = (measure(d) if d else None) or {}
                     base = controls[key]
-                d = run(PAPER / f"{fault}.yaml", transport, seed, out)
+                d, err = run_variant(folder / f"{fault}.yaml", variant, seed, out)
                 m = measure(d) if d is not None else None
                 if m is None:
+                    missing.append([name, variant, seed, fault, why(err) if d is None
+                                    else "incomplete run (stderr above)"])
+                    say(f"  {fault} {variant} s{seed}: no run ({why(err)})")
                     continue
-                ref = base.get("cct") if base else m["cct_before"]
-                m |= {"experiment": name, "control": base,
+                ref = base.get("cct") if base is not None else m["cct_before"]
+                m |= {"experiment": name, "variant": variant, "control": base,
                       "ratio_whole": ratio(m["cct"], ref),
                       "ratio_window": ratio(m["cct_window"], ref),
                       "ratio_after": ratio(m["cct_after"], ref)}
                 rows.append(m)
-                extra = ""
-                if "condemned_per_qp_max" in m:
-                    extra = (f"lossy path condemned <= {m['condemned_per_qp_max']}x per QP "
-                             f"({m['condemned_total']} over {m['affected_evs']} EVs), "
-                             f"{m['share_on_lossy_evs']:.1%} of the leaf's packets on it")
-                if "condemned_all" in m:
-                    extra += (f"{'; ' if extra else ''}EVs condemned {m['condemned_all']}x, "
-                              f"{m['congestion_losses_all']} losses taken as congestion, "
-                              f"{m['random_losses_all']} as random, "
-                              f"{m.get('rack_losses', 0)} found by RACK, "
-                              f"{m.get('tail_probes', 0)} tail probes, {m.get('stalls', 0)} "
-                              f"stalls")
-                if control is None:
-                    victim = (f"victim CCT before {m['cct_before'] * 1e3:.0f} ms "
-                              f"(n={m['n_before']}), during {m['cct_window'] * 1e3:.0f} ms "
-                              f"(n={m['n_window']})" if m["cct_before"] and m["cct_window"]
-                              else "no iterations before or during")
-                    extra += ("; " if extra else "") + victim
-                print(f"{name:<22}{transport:<8}{seed:>5}{_ratio(m['ratio_whole']):>8}"
-                      f"{_ratio(m['ratio_window']):>8}{_ratio(m['ratio_after']):>8}"
-                      f"{m['n_window']:>6}{m['failed_qps']:>7}{m['retransmits']:>7}"
-                      f"{m['timeouts']:>5}  {m['fidelity']}/{(base or {}).get('fidelity', '-')}"
-                      f"  run CPU {_cpu(m)}/{_cpu(base)}  {extra}"
-                      f"{'' if m['verified'] else '  NOT VERIFIED'}", flush=True)
+                say(f"{name} {variant} s{seed}: whole {_ratio(m['ratio_whole'])} window "
+                    f"{_ratio(m['ratio_window'])} after {_ratio(m['ratio_after'])}, fidelity "
+                    f"{'/'.join(verdicts(m))}{'' if counted(verdicts(m)) else ' (excluded)'}")
                 (out / "paper.json").write_text(json.dumps(rows, indent=1, default=str))
-    print("whole, window, after: busbw as a ratio to the control run's (same fabric, transport "
-          "and seed,\nno fault); for the incast, the victim's own iterations before the incast "
-          "are the control.")
+    print(top + f"- results: {out}\n- seeds: {', '.join(map(str, seeds))}\n")
+    print(report(rows, experiments, variants, seeds, missing), end="")
     return 0
 
 

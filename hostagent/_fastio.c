@@ -10,7 +10,8 @@
  * Built by `make ext` (scripts/install.sh runs it): gcc, the Python headers, zlib.
  *
  * Receiver(batch, size): dispatch(fd, receivers, now, touched): one recvmmsg of up to `batch`
- *   datagrams, each handed to its QP's receive with its CE mark (IPv6 traffic class).
+ *   datagrams, each handed to its QP's receive with its CE mark (IPv6 traffic class); one
+ *   longer than `size` is dropped and counted, an exception in a receive raised after the batch.
  * Sender(batch, arena): send_out(fd, out, names, gso, control, planes) queues a QP's
  *   datagrams, flush() sends what is queued in sendmmsg calls; a message the kernel refuses is
  *   dropped and counted.
@@ -76,39 +77,60 @@ typedef struct {
     unsigned char *data;
     unsigned char *control;
     struct iovec *iov;
-    struct mmsghdr *hdr;
+    struct mmsghdr *hdr;          /* NULL until __init__ succeeded */
+    int dispatching;              /* in dispatch: the buffers hold the batch being handed out */
     unsigned long long calls;     /* recvmmsg calls made */
     unsigned long long datagrams; /* datagrams they returned */
+    unsigned long long truncated; /* of those, longer than `size`: dropped */
 } Receiver;
 
-static void Receiver_dealloc(Receiver *self) {
+static void receiver_free(Receiver *self) {
     PyMem_Free(self->data);
     PyMem_Free(self->control);
     PyMem_Free(self->iov);
     PyMem_Free(self->hdr);
+    self->data = self->control = NULL;
+    self->iov = NULL;
+    self->hdr = NULL;
+}
+
+static void Receiver_dealloc(Receiver *self) {
+    receiver_free(self);
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
+/* The buffers are allocated once: a second __init__ is refused rather than swapping them (a
+ * receive calling it from inside dispatch would free the batch being handed out), and a failed
+ * one leaves none behind. */
 static int Receiver_init(Receiver *self, PyObject *args, PyObject *kwds) {
     static char *kwlist[] = {"batch", "size", NULL};
     unsigned int batch = 64;
     Py_ssize_t size = 65536;
+    if (self->hdr != NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "Receiver is already initialised: make a new one");
+        return -1;
+    }
     if (!PyArg_ParseTupleAndKeywords(args, kwds, "|In", kwlist, &batch, &size))
         return -1;
     if (batch == 0 || size <= 0) {
         PyErr_SetString(PyExc_ValueError, "batch and size must be positive");
         return -1;
     }
-    self->batch = batch;
-    self->size = size;
+    if ((size_t)size > (size_t)PY_SSIZE_T_MAX / batch) {
+        PyErr_SetString(PyExc_ValueError, "batch x size does not fit in memory");
+        return -1;
+    }
     self->data = PyMem_Malloc((size_t)batch * (size_t)size);
     self->control = PyMem_Calloc(batch, CONTROL_SPACE);
     self->iov = PyMem_Calloc(batch, sizeof(struct iovec));
     self->hdr = PyMem_Calloc(batch, sizeof(struct mmsghdr));
     if (!self->data || !self->control || !self->iov || !self->hdr) {
+        receiver_free(self); /* all or nothing: hdr == NULL still says "not initialised" */
         PyErr_NoMemory();
         return -1;
     }
+    self->batch = batch;
+    self->size = size;
     for (unsigned int i = 0; i < batch; i++) {
         self->iov[i].iov_base = self->data + (size_t)i * (size_t)size;
         self->iov[i].iov_len = (size_t)size;
@@ -132,12 +154,53 @@ static int tclass_of(struct msghdr *m) {
     return -1;
 }
 
+/* Datagram `p` (`len` bytes, at least a header) to receivers[its QP number](datagram, now, ce);
+ * its QP number joins `touched` when that returns. Unknown QPs: dropped. -1: an exception. */
+static int deliver(PyObject *receivers, const unsigned char *p, Py_ssize_t len, PyObject *now,
+                   int ce, PyObject *touched) {
+    PyObject *qpn = PyLong_FromUnsignedLong(get32(p + 8));
+    if (qpn == NULL)
+        return -1;
+    PyObject *receive = PyDict_GetItemWithError(receivers, qpn); /* borrowed */
+    if (receive == NULL) {
+        Py_DECREF(qpn);
+        return PyErr_Occurred() ? -1 : 0;
+    }
+    PyObject *data = PyBytes_FromStringAndSize((const char *)p, len);
+    if (data == NULL) {
+        Py_DECREF(qpn);
+        return -1;
+    }
+    PyObject *call[3] = {data, now, ce ? Py_True : Py_False};
+    Py_INCREF(receive); /* the call may change the dict */
+    PyObject *r = PyObject_Vectorcall(receive, call, 3, NULL);
+    Py_DECREF(receive);
+    Py_DECREF(data);
+    int status = (r == NULL || PySet_Add(touched, qpn) < 0) ? -1 : 0;
+    Py_XDECREF(r);
+    Py_DECREF(qpn);
+    return status;
+}
+
 /* dispatch(fd, receivers, now, touched) -> n: one recvmmsg; each datagram long enough to carry
- * a header goes to receivers[its QP number](datagram, now, ce) (unknown QPs: dropped), and
- * the QP number joins the set `touched`. `ce`: the traffic class says Congestion Experienced. */
+ * a header goes to its QP (deliver). `ce`: the traffic class says Congestion Experienced.
+ * A datagram longer than `size` arrives cut (MSG_TRUNC): it is dropped and counted, as a NIC
+ * drops a frame longer than its buffers, since a cut DATA packet would read as a trim.
+ * An exception in one receive does not lose the others: they were read from the socket and
+ * exist nowhere else, so every datagram of the batch is still delivered, then the first
+ * exception is raised (later ones go to sys.unraisablehook). */
 static PyObject *Receiver_dispatch(Receiver *self, PyObject *const *args, Py_ssize_t nargs) {
     if (nargs != 4 || !PyDict_Check(args[1]) || !PySet_Check(args[3])) {
         PyErr_SetString(PyExc_TypeError, "dispatch(fd, receivers: dict, now, touched: set)");
+        return NULL;
+    }
+    if (self->hdr == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "Receiver is not initialised");
+        return NULL;
+    }
+    if (self->dispatching) {
+        PyErr_SetString(PyExc_RuntimeError, "dispatch called from a receive: the batch being "
+                                            "delivered would be overwritten");
         return NULL;
     }
     int fd = as_fd(args[0]);
@@ -155,40 +218,30 @@ static PyObject *Receiver_dispatch(Receiver *self, PyObject *const *args, Py_ssi
     if (n < 0)
         n = 0;
     self->datagrams += (unsigned long long)n;
+    PyObject *first_type = NULL, *first_value = NULL, *first_tb = NULL;
+    self->dispatching = 1;
     for (int i = 0; i < n; i++) {
-        const unsigned char *p = self->iov[i].iov_base;
+        struct msghdr *m = &self->hdr[i].msg_hdr;
         Py_ssize_t len = (Py_ssize_t)self->hdr[i].msg_len;
+        if (m->msg_flags & MSG_TRUNC) {
+            self->truncated++;
+            continue;
+        }
         if (len < HEADER_SIZE)
             continue;
-        PyObject *qpn = PyLong_FromUnsignedLong(get32(p + 8));
-        if (qpn == NULL)
-            return NULL;
-        PyObject *receive = PyDict_GetItemWithError(receivers, qpn); /* borrowed */
-        if (receive == NULL) {
-            Py_DECREF(qpn);
-            if (PyErr_Occurred())
-                return NULL;
-            continue;
+        int tclass = tclass_of(m);
+        int ce = tclass >= 0 && (tclass & 0x3) == 0x3;
+        if (deliver(receivers, self->iov[i].iov_base, len, now, ce, touched) < 0) {
+            if (first_type == NULL)
+                PyErr_Fetch(&first_type, &first_value, &first_tb);
+            else
+                PyErr_WriteUnraisable((PyObject *)self);
         }
-        int tclass = tclass_of(&self->hdr[i].msg_hdr);
-        PyObject *data = PyBytes_FromStringAndSize((const char *)p, len);
-        if (data == NULL) {
-            Py_DECREF(qpn);
-            return NULL;
-        }
-        PyObject *call[3] = {data, now, (tclass >= 0 && (tclass & 0x3) == 0x3) ? Py_True
-                                                                                : Py_False};
-        Py_INCREF(receive); /* the call may change the dict */
-        PyObject *r = PyObject_Vectorcall(receive, call, 3, NULL);
-        Py_DECREF(receive);
-        Py_DECREF(data);
-        if (r == NULL || PySet_Add(touched, qpn) < 0) {
-            Py_XDECREF(r);
-            Py_DECREF(qpn);
-            return NULL;
-        }
-        Py_DECREF(r);
-        Py_DECREF(qpn);
+    }
+    self->dispatching = 0;
+    if (first_type != NULL) {
+        PyErr_Restore(first_type, first_value, first_tb);
+        return NULL;
     }
     return PyLong_FromLong(n);
 }
@@ -196,7 +249,9 @@ static PyObject *Receiver_dispatch(Receiver *self, PyObject *const *args, Py_ssi
 static PyMethodDef Receiver_methods[] = {
     {"dispatch", (PyCFunction)(void (*)(void))Receiver_dispatch, METH_FASTCALL,
      "dispatch(fd, receivers, now, touched) -> datagrams read: one recvmmsg, each datagram "
-     "handed to receivers[its QP number](datagram, now, ce); their QP numbers join `touched`."},
+     "handed to receivers[its QP number](datagram, now, ce); their QP numbers join `touched`. "
+     "Datagrams longer than `size` are dropped (`truncated`); an exception in a receive is "
+     "raised once every datagram of the batch was handed out."},
     {NULL}};
 
 static PyMemberDef Receiver_members[] = {
@@ -205,6 +260,8 @@ static PyMemberDef Receiver_members[] = {
     {"calls", T_ULONGLONG, offsetof(Receiver, calls), READONLY, "recvmmsg calls made"},
     {"datagrams", T_ULONGLONG, offsetof(Receiver, datagrams), READONLY,
      "datagrams they returned"},
+    {"truncated", T_ULONGLONG, offsetof(Receiver, truncated), READONLY,
+     "of those, longer than `size` and dropped"},
     {NULL}};
 
 static PyTypeObject ReceiverType = {
@@ -230,7 +287,7 @@ typedef struct {
     unsigned char *names;
     unsigned char *control;
     struct iovec *iov;
-    struct mmsghdr *hdr;
+    struct mmsghdr *hdr; /* NULL until __init__ succeeded */
     int fd;
     unsigned int n;    /* messages queued */
     size_t used;       /* arena bytes they hold */
@@ -239,36 +296,50 @@ typedef struct {
     unsigned long long messages; /* messages they carried */
 } Sender;
 
-static void Sender_dealloc(Sender *self) {
+static void sender_free(Sender *self) {
     PyMem_Free(self->data);
     PyMem_Free(self->names);
     PyMem_Free(self->control);
     PyMem_Free(self->iov);
     PyMem_Free(self->hdr);
+    self->data = self->names = self->control = NULL;
+    self->iov = NULL;
+    self->hdr = NULL;
+}
+
+static void Sender_dealloc(Sender *self) {
+    sender_free(self);
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
+/* Allocated once, as the Receiver's: a second __init__ would have to drop or send what is
+ * queued, so it is refused; a failed one leaves nothing behind. */
 static int Sender_init(Sender *self, PyObject *args, PyObject *kwds) {
     static char *kwlist[] = {"batch", "arena", NULL};
     unsigned int batch = 64;
     Py_ssize_t arena = 1 << 20;
+    if (self->hdr != NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "Sender is already initialised: make a new one");
+        return -1;
+    }
     if (!PyArg_ParseTupleAndKeywords(args, kwds, "|In", kwlist, &batch, &arena))
         return -1;
     if (batch == 0 || arena <= 0) {
         PyErr_SetString(PyExc_ValueError, "batch and arena must be positive");
         return -1;
     }
-    self->batch = batch;
-    self->arena = (size_t)arena;
-    self->data = PyMem_Malloc(self->arena);
+    self->data = PyMem_Malloc((size_t)arena);
     self->names = PyMem_Calloc(batch, 32);
     self->control = PyMem_Calloc(batch, CONTROL_SPACE);
     self->iov = PyMem_Calloc(batch, sizeof(struct iovec));
     self->hdr = PyMem_Calloc(batch, sizeof(struct mmsghdr));
     if (!self->data || !self->names || !self->control || !self->iov || !self->hdr) {
+        sender_free(self); /* all or nothing: hdr == NULL still says "not initialised" */
         PyErr_NoMemory();
         return -1;
     }
+    self->batch = batch;
+    self->arena = (size_t)arena;
     for (unsigned int i = 0; i < batch; i++) {
         self->hdr[i].msg_hdr.msg_name = self->names + (size_t)i * 32;
         self->hdr[i].msg_hdr.msg_namelen = NAME_SIZE;
@@ -342,16 +413,24 @@ static size_t gso_control(unsigned char *buf, uint16_t segment) {
 
 /* send_out(fd, out, names, gso, control, planes) -> [(plane, bytes, datagrams)]: queue a QP's
  * `out` (a list of (EV, datagram)) to names[EV]. DATA datagrams go plain or, with `gso`, a run
- * of consecutive ones to the same EV in one UDP GSO message (every datagram of the run but the
- * last of one size, at most 64 and 65000 bytes); others (ACK, NACK, probes) carry `control`
- * (their traffic class). With `planes` (EV -> plane), returns the DATA bytes and datagrams
- * queued per plane, in the order the planes first appear, for the NIC's accounting. */
+ * of consecutive ones to the same EV in one UDP GSO message (at most 64 and 65000 bytes).
+ * The kernel cuts a GSO message into segments of gso_size bytes, the last one shorter or not,
+ * so a run is what those cuts give back unchanged: datagrams of exactly the first one's size,
+ * then at most one shorter, which ends it. (A full datagram behind a short one would be cut at
+ * the short size: a false trim for MRC, a corrupt packet for RoCEv2.) Others (ACK, NACK,
+ * probes) carry `control` (their traffic class). With `planes` (EV -> plane), returns the DATA
+ * bytes and datagrams queued per plane, in the order the planes first appear, for the NIC's
+ * accounting. */
 static PyObject *Sender_send_out(Sender *self, PyObject *const *args, Py_ssize_t nargs) {
     if (nargs != 6 || !PyList_Check(args[1]) || !PyDict_Check(args[2])
         || !PyBytes_Check(args[4]) || PyBytes_GET_SIZE(args[4]) > CONTROL_SPACE
         || (args[5] != Py_None && !PyDict_Check(args[5]))) {
         PyErr_SetString(PyExc_TypeError, "send_out(fd, out: list, names: dict, gso: bool, "
                                          "control: bytes, planes: dict | None)");
+        return NULL;
+    }
+    if (self->hdr == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "Sender is not initialised");
         return NULL;
     }
     int fd = as_fd(args[0]);
@@ -385,17 +464,17 @@ static PyObject *Sender_send_out(Sender *self, PyObject *const *args, Py_ssize_t
                     || !PyBytes_Check(PyTuple_GET_ITEM(next, 1)))
                     break;
                 PyObject *d = PyTuple_GET_ITEM(next, 1);
-                PyObject *prev = PyTuple_GET_ITEM(PyList_GET_ITEM(out, j - 1), 1);
+                Py_ssize_t d_size = PyBytes_GET_SIZE(d);
                 int same_ev = PyObject_RichCompareBool(PyTuple_GET_ITEM(next, 0), ev, Py_EQ);
                 if (same_ev < 0)
                     return NULL;
-                if (!same_ev || PyBytes_GET_SIZE(d) < 2
-                    || (unsigned char)PyBytes_AS_STRING(d)[1] != DATA
-                    || PyBytes_GET_SIZE(prev) != size
-                    || (j - i + 1) * size > GSO_MAX_BYTES)
+                if (!same_ev || d_size < 2 || (unsigned char)PyBytes_AS_STRING(d)[1] != DATA
+                    || d_size > size || (j - i + 1) * size > GSO_MAX_BYTES)
                     break;
-                total += PyBytes_GET_SIZE(d);
+                total += d_size;
                 j++;
+                if (d_size < size)
+                    break; /* the one shorter segment is the last */
             }
         }
         PyObject *name = PyDict_GetItemWithError(names, ev); /* borrowed */

@@ -12,6 +12,7 @@ class Receiver:
     size: int
     calls: int
     datagrams: int
+    truncated: int
     def __init__(self, batch: int = ..., size: int = ...) -> None: ...
     def dispatch(self, fd: int, receivers: Mapping[int, Callable[[bytes, float, bool], None]],
                  now: float, touched: set[int], /) -> int: ...

@@ -16,10 +16,11 @@ from runcontract.files import (
     REQUIRED_TABLES,
     SCENARIO,
     STATUSES,
+    STEP_COLUMNS,
     SUMMARY,
     table_file,
 )
 
 __all__ = ["CPU_COLUMNS", "EVENT_COLUMNS", "ITERATION_COLUMNS", "LINK_GAP_COLUMNS", "META",
-           "OPTIONAL_TABLES", "REQUIRED_TABLES", "SCENARIO", "STATUSES", "SUMMARY",
-           "BackgroundWindow", "RunFacts", "UserError", "table_file"]
+           "OPTIONAL_TABLES", "REQUIRED_TABLES", "SCENARIO", "STATUSES", "STEP_COLUMNS",
+           "SUMMARY", "BackgroundWindow", "RunFacts", "UserError", "table_file"]

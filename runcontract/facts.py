@@ -37,6 +37,14 @@ class RunFacts:
     packet_bits: int  # a full data packet on the wire (payload, headers, framing)
     background: tuple[BackgroundWindow, ...] = field(default=())
     real_rate: float | None = None  # bits/s of the real link the host link stands for
+    # the transport as run, e.g. "RoCEv2, lossless, Go-Back-N, DCQCN" (Scenario.variant);
+    # empty in runs recorded before it was
+    variant: str = ""
+
+    @property
+    def baseline(self) -> str:
+        """The variant, or the bare transport name for a run that did not record one."""
+        return self.variant or self.transport
 
     def dilation(self) -> float | None:
         """How many times slower than the real fabric this one ran: real_rate over the host

@@ -15,10 +15,16 @@ STATUSES: Final = ("running", "complete", "failed", "interrupted", "crashed")
 # has no EVs).
 REQUIRED_TABLES: Final = ("iterations", "messages", "qps")
 OPTIONAL_TABLES: Final = ("paths", "ev_states", "links", "events", "ev_load", "link_gaps",
-                          "cpu")
+                          "cpu", "steps")
 
 ITERATION_COLUMNS: Final = ("host", "rank", "transport", "kind", "iteration", "warmup", "start",
                             "end", "bytes", "verified", "error")
+# A training step (workload.training): one row per node of each rank in each iteration, its
+# start and end (wall clock), kind (compute, collective, send, recv), group and bytes;
+# iterations.parquet then holds one row of kind "step" per rank and iteration.
+STEP_COLUMNS: Final = ("host", "rank", "transport", "iteration", "warmup", "node", "name",
+                       "kind", "collective", "group", "peer", "bytes", "start", "end",
+                       "verified", "error")
 # One row per fault action: `applied` is when its last node was done, `lag` that minus
 # `scheduled`, `spread` from its first node's change to its last (s); `holder` the fault whose
 # condition it turns on or off (a link_up ends its link_down's).

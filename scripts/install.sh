@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # One idempotent installer for everything the testbed needs: used by `make`, by CI and by Vagrant.
-# A second run only checks and exits (a stamp records the hash of what was installed).
+# A second run only checks: dpkg for the system packages, make for the rest.
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")/.." && pwd)
@@ -11,10 +11,6 @@ APT_PACKAGES=(mininet iperf3 iproute2 clang llvm libbpf-dev libbpf1 tcpdump iput
               openssh-server openssh-client  # the cluster mode: servers reached over ssh
               gcc python3-dev zlib1g-dev  # the agents' C extension (hostagent/_fastio.c)
               ruby)  # ruby: only to check the Vagrantfile in the tests
-VENV=.venv
-SYSTEM_PYTHON=/usr/bin/python3
-stamp="$VENV/.installed"
-want=$(cat scripts/install.sh requirements.txt pyproject.toml | sha256sum | cut -d' ' -f1)
 
 if [ "$(id -u)" -ne 0 ]; then
     echo "install: needs root to install system packages; run it with sudo" >&2
@@ -33,18 +29,9 @@ if [ ${#missing[@]} -gt 0 ]; then
     apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 
-# The eBPF programs (ECN/trimming queue, link-gap monitor) and the agents' C extension, from C
-# (make skips them when up to date).
-make -s bpf ext
-
-if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ] && [ -x "$VENV/bin/mrc-testbed" ]; then
-    exit 0
-fi
-
-echo "install: Python venv $VENV (system Python, so Mininet's module is visible)"
-[ -x "$VENV/bin/python" ] || "$SYSTEM_PYTHON" -m venv --system-site-packages "$VENV"
-"$VENV/bin/python" -m pip install -q --disable-pip-version-check --no-build-isolation -e ".[test]"
-"$VENV/bin/python" -c "import mininet.net, pyroute2, pydantic" \
+# The eBPF programs (ECN/trimming queue, link-gap monitor) and `make dev`: the venv on the
+# system Python (so Mininet's module is visible) with the package, its test extras and the
+# agents' C extension (make skips what is up to date).
+make -s bpf dev
+.venv/bin/python -c "import mininet.net, pyroute2, pydantic" \
     || { echo "install: the venv cannot import mininet/pyroute2/pydantic" >&2; exit 1; }
-echo "$want" > "$stamp"
-echo "install: done"

@@ -11,15 +11,3 @@ Sub-packages, each importing only those listed before it (tests/unit/test_layers
 `cli` wires them together. `errors` is shared by all.
 """
 from __future__ import annotations
-
-import sys
-
-from testbed.errors import EnvironmentProblem
-
-try:  # the agents' compiled part: a checkout without `make install` stops here, saying so
-    import hostagent.native  # noqa: F401
-except ImportError as _missing:
-    if _missing.name != "hostagent._fastio":
-        raise
-    print(f"error: {_missing}", file=sys.stderr)
-    raise SystemExit(EnvironmentProblem.exit_code) from None

@@ -294,8 +294,11 @@ def _cmd_drill(args) -> int:
     check(drills)
     if args.validate:
         for d in drills:
+            seeds = d.drill.run_seeds(d.scenario)
             print(f"ok: {d.source}: {d.drill.name}: {', '.join(d.transports)} x "
-                  f"{d.drill.repetitions}{' + control' if d.drill.control else ''}; "
+                  f"{d.drill.repetitions} (seed{'s' if len(seeds) > 1 else ''} "
+                  f"{', '.join(map(str, seeds))})"
+                  f"{' + control' if d.drill.control else ''}; "
                   f"{scenario.describe(d.scenario)}")
         return 0
     from analysis import drill_report  # pandas: only when judging

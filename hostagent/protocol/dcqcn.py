@@ -1,40 +1,94 @@
-"""The RoCEv2 baseline's congestion control: DCQCN-like rate control (Zhu et al., SIGCOMM 2015).
+"""The RoCEv2 baseline's congestion control: DCQCN (Zhu et al., SIGCOMM 2015), as an RNIC runs it.
 
 Beside NSCC (nscc.py), which is a window driven by delay, ECN and trims, the baseline's NIC runs
 the control RoCEv2 deployments use: a *rate*, driven by congestion notifications only.
 
-- The receiver echoes a CE mark in its ACK (our stand-in for a CNP). On a notification, at
-  most one per `cnp_interval` (the NP's 50 us CNP spacing, scaled): the current rate drops by
-  alpha/2 and alpha moves towards 1 by `g`. The target rate takes the current rate (before
-  the cut) only if the rate has increased since the last cut: NVIDIA's firmware default
-  (`clamp_tgt_rate` 0, `clamp_tgt_rate_after_time_inc` 1). The paper sets the target at every
-  notification; then a run of cuts in a row, each before the previous one has drained the
-  queue, leaves the target at the lowest rate but one and recovery crawls at additive
-  increase (measured on quickstart: see the README, "The transports").
-- Every `period` without a notification, alpha decays by (1 - g).
+- Notification point (the receiving NIC, rocev2.py): a CE-marked data packet, in order or not,
+  makes it send a CNP, at most one per `cnp_interval` per QP; a CNP is an ACK with the ECN flag
+  (the testbed's control header; a real NIC sends a separate CNP packet).
+- Reaction point (the sending NIC, here): every CNP cuts the current rate by alpha/2 and moves
+  alpha towards 1 by `g`. The target rate takes the current rate (before the cut) only if the
+  rate has increased since the last cut: NVIDIA's firmware default (`clamp_tgt_rate` 0,
+  `clamp_tgt_rate_after_time_inc` 1). The paper sets the target at every CNP; then a run of
+  cuts in a row, each before the previous one has drained the queue, leaves the target at the
+  lowest rate but one and recovery crawls at additive increase.
+- Every `period` without a CNP, alpha decays by (1 - g).
 - Every `period` (the rate-increase timer) or every `byte_counter` bytes sent (the byte
   counter), the rate increases: the first `fast_recovery` steps halve the distance to the
   target rate (fast recovery), then the target grows by `rate_ai` (additive increase), after
-  `fast_recovery` more steps by `rate_hai` per step (hyper increase); the current rate moves
-  halfway to the target each time.
-- Timeouts and NACKs: no rate reaction. Go-Back-N resends (rocev2.py) are the reaction.
-Packets leave no faster than the current rate, in bursts of at most `burst` packets (the QP
-waits for `next_send_time`); the window
-(`max_cwnd`) only caps what is in flight, as a NIC caps outstanding work requests.
+  `fast_recovery` more steps of both by `rate_hai` per step (hyper increase); the current rate
+  moves halfway to the target each time.
+- Timeouts and NACKs: no rate reaction; Go-Back-N (rocev2.py) is the reaction.
+- Rate limiter: a token bucket filled at the *current* rate, `burst` packets deep (a NIC's
+  pacing granularity): a packet leaves while the bucket is not in debt and takes its bytes
+  out. A rate that has recovered is not held back by packets sent while it was low: the debt
+  left by the last packet is paid at whatever the rate is meanwhile. The window (`max_cwnd`)
+  only caps what is in flight, as a NIC caps outstanding work requests.
 
-Scaled to this fabric: DCQCN's timers (55 us) and CNP spacing (50 us) are tuned to
-microsecond RTTs; here they are multiples of the fabric's target delay, since the emulated
-RTTs are milliseconds. `g` is 1/16 rather than 1/256 for the same reason: there are far fewer
-marks per second to average over.
+Scaled to this fabric: DCQCN's timers are tuned to datacenter RTTs of about 10 us; emulated
+RTTs are milliseconds. The CNP spacing and the timers are therefore ratios to the path's base
+RTT (`DcqcnConfig.for_path`), taken from the microsecond values over a 10 us reference RTT;
+`CONSTANTS` lists every number with its source. `bench/dcqcn.py` sweeps both ratios over
+0.5-20 RTTs on the simnet: the defaults reached 95%, 78% and 95% of the ideal with one QP
+behind a half-rate port, a 4-to-1 incast and two QPs sharing a port; the best settings 97%,
+85% and 95%; a timer shorter than the CNP spacing (rate increases outpacing the cuts) cost
+most, down to QPs out of retries in the incast. What a real RNIC does differently: the
+firmware also limits cuts to one per `rate_reduce_monitor_period` (4 us; the NP's spacing here
+is always longer, so the rule would never bind), its own gains and increase steps (listed in
+`CONSTANTS` beside the ones used), and the NP spaces CNPs per QP in hardware while here the
+receiving QP does (the same rule).
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
+from types import MappingProxyType
+from typing import Final
 
 from hostagent.protocol import nic, wire
 from hostagent.protocol.nscc import smoothed
 
 PACING_SLACK = 1e-9  # s: float rounding must not cost a burst its last packet
+REFERENCE_RTT = 10e-6  # s: the datacenter fabric RTT DCQCN's microsecond timers are tuned to
+
+
+@dataclass(frozen=True)
+class Constant:
+    value: float
+    unit: str
+    source: str
+
+
+CONSTANTS: Final = MappingProxyType({
+    "cnp_rtts": Constant(
+        5.0, "base RTTs", "NP: at most one CNP per QP per 50 us (Zhu et al. 2015, N = 50 us) over "
+        "the 10 us reference RTT; NVIDIA firmware's min_time_between_cnps is 4 us (0.4 RTT)"),
+    "timer_rtts": Constant(
+        5.5, "base RTTs", "RP: alpha update timer K = 55 us and rate-increase timer T = 55 us "
+        "(Zhu et al. 2015; ns-3 DCQCN AlphaResumInterval 55 us) over the 10 us reference RTT; "
+        "NVIDIA firmware's rpg_time_reset is 300 us (30 RTTs)"),
+    "byte_counter_periods": Constant(
+        1.0, "timer periods of line rate", "chosen: at line rate the byte counter steps as "
+        "often as the timer (Zhu et al. use B = 10 MB, 2 ms at 40 Gbit/s; NVIDIA rpg_byte_reset "
+        "32 KB, 2.6 us at 100 Gbit/s: the two disagree by three orders of magnitude)"),
+    "g": Constant(
+        1 / 16, "", "chosen: Zhu et al. use 1/256 (NVIDIA dce_tcp_g 1019/1024: 1/205); a run "
+        "here lasts a few hundred base RTTs, and at 1/256 alpha would stay near its initial 1 "
+        "throughout (every cut a halving)"),
+    "fast_recovery": Constant(5, "steps", "F = 5 (Zhu et al. 2015; ns-3 FastRecoveryTimes 5); "
+                              "NVIDIA rpg_threshold is 1"),
+    "rate_ai": Constant(
+        0.02, "share of line rate per step", "chosen: Zhu et al. use 40 Mbit/s at 40 Gbit/s "
+        "(0.1%), NVIDIA rpg_ai_rate 5 Mbit/s; at a few hundred steps per run 0.1% would never "
+        "bring a cut rate back"),
+    "rate_hai": Constant(0.1, "share of line rate per step",
+                         "chosen, 5x rate_ai (NVIDIA: rpg_hai_rate 50 Mbit/s, 10x rpg_ai_rate)"),
+    "min_rate": Constant(0.01, "share of line rate", "chosen (NVIDIA rpg_min_rate: 1 Mbit/s)"),
+    "burst": Constant(4, "packets", "chosen: a NIC paces in bursts of a few packets"),
+})
+
+
+def _constant(name: str) -> float:
+    return CONSTANTS[name].value
 
 
 @dataclass
@@ -42,31 +96,54 @@ class DcqcnConfig:
     mss: int
     max_cwnd: int  # bytes in flight at most
     line_rate: float  # bit/s: the port's rate, where a QP starts
-    period: float = 0.002  # s: alpha update and rate-increase timer
-    cnp_interval: float = 0.0005  # s: at most one reaction per interval
-    g: float = 1 / 16
-    byte_counter: int = 64 * 1024  # bytes sent between byte-counter increase steps
-    fast_recovery: int = 5  # steps of fast recovery before additive increase
-    rate_ai: float = 0.02  # additive increase, share of line rate per step
-    rate_hai: float = 0.1  # hyper increase, share of line rate per step
-    min_rate: float = 0.01  # share of line rate the rate never falls below
-    burst: int = 4  # packets that may leave back to back (a NIC's pacing granularity), >= 1
+    period: float = _constant("timer_rtts") * REFERENCE_RTT  # s: alpha and rate-increase timer
+    cnp_interval: float = _constant("cnp_rtts") * REFERENCE_RTT  # s: the NP's CNP spacing
+    g: float = _constant("g")
+    byte_counter: int = 0  # bytes sent between byte-counter steps; 0: byte_counter_periods
+    fast_recovery: int = int(_constant("fast_recovery"))
+    rate_ai: float = _constant("rate_ai")
+    rate_hai: float = _constant("rate_hai")
+    min_rate: float = _constant("min_rate")
+    burst: int = int(_constant("burst"))  # packets that may leave back to back, >= 1
+
+    def __post_init__(self) -> None:
+        if not self.byte_counter:
+            line_bytes = self.period * self.line_rate / 8
+            self.byte_counter = max(self.packet, int(_constant("byte_counter_periods")
+                                                     * line_bytes))
+
+    @property
+    def packet(self) -> int:
+        """Line bytes of a full packet."""
+        return self.mss + wire.HEADER_SIZE + nic.FRAME_OVERHEAD
+
+    @classmethod
+    def for_path(cls, mss: int, max_cwnd: int, line_rate: float, base_rtt: float,
+                 cnp_rtts: float = _constant("cnp_rtts"),
+                 timer_rtts: float = _constant("timer_rtts")) -> DcqcnConfig:
+        """DCQCN's spacing and timers for a path of this base RTT (seconds), as ratios to it."""
+        return cls(mss, max_cwnd, line_rate, period=timer_rtts * base_rtt,
+                   cnp_interval=cnp_rtts * base_rtt)
 
 
 class DcqcnCC:
+    """The reaction point of one QP: its rate, the timers and byte counter that raise it, and
+    the token bucket that paces packets at it."""
+
     def __init__(self, cfg: DcqcnConfig) -> None:
         self.cfg = cfg
         self.rate = cfg.line_rate  # bit/s, current
         self.target = cfg.line_rate
         self.alpha = 1.0
-        self.decreases = 0  # rate cuts (one per notification acted on)
-        self.cnps = 0  # CE-echoing ACKs received: the notifications
+        self.decreases = 0  # rate cuts (one per CNP)
+        self.cnps = 0  # CNPs received (ACKs with the ECN flag)
         self.base_rtt: float | None = None
         self.srtt: float | None = None
         self.rttvar = 0.0
         self.delay_high = False  # no delay signal in DCQCN
-        self._next_send = 0.0
-        self._last_cnp = -1.0
+        self._capacity = (cfg.burst - 1) * cfg.packet  # bytes the bucket holds at most
+        self._tokens = float(self._capacity)  # bytes; below 0: the debt of the last packet
+        self._filled_at = 0.0  # when `_tokens` was last brought up to date
         self._alpha_at: float | None = None  # next alpha update
         self._increase_at: float | None = None
         self._bytes = 0
@@ -82,17 +159,32 @@ class DcqcnCC:
         self._timers(now)
         if inflight and inflight + size > self.cfg.max_cwnd:
             return False
-        return now >= self.next_send_time() - PACING_SLACK
+        if now > self._filled_at:  # _fill inlined: asked for every packet
+            self._tokens = min(self._capacity,
+                               self._tokens + (now - self._filled_at) * self.rate / 8)
+            self._filled_at = now
+        return self._tokens >= -PACING_SLACK * self.rate / 8
 
-    def _burst_time(self) -> float:
-        packet = self.cfg.mss + wire.HEADER_SIZE + nic.FRAME_OVERHEAD
-        return (self.cfg.burst - 1) * packet * 8 / self.rate
+    def _fill(self, now: float) -> None:
+        """Bring the bucket up to `now` at the rate in force since it was last filled (every
+        rate change fills it first, so each stretch of time counts at its own rate)."""
+        if now > self._filled_at:
+            self._tokens = min(self._capacity,
+                               self._tokens + (now - self._filled_at) * self.rate / 8)
+            self._filled_at = now
 
     def next_send_time(self) -> float:
-        return self._next_send - self._burst_time()
+        """When the bucket is out of debt at the current rate, or the next rate increase if
+        that comes first (the debt is then paid faster)."""
+        ready = self._filled_at + max(0.0, -self._tokens) * 8 / self.rate
+        if self._increase_at is not None and self.rate < self.cfg.line_rate:
+            return min(ready, max(self._increase_at, self._filled_at))
+        return ready
 
     def on_send(self, now: float, wire_bytes: int) -> None:
-        self._next_send = max(self._next_send, now) + wire_bytes * 8 / self.rate
+        if now > self._filled_at:  # (allows() filled it at this instant already)
+            self._fill(now)
+        self._tokens -= wire_bytes
         self._bytes += wire_bytes
         if self._bytes >= self.cfg.byte_counter:
             self._bytes = 0
@@ -108,6 +200,7 @@ class DcqcnCC:
             self.alpha *= 1 - cfg.g
             self._alpha_at += cfg.period
         while now >= self._increase_at:
+            self._fill(self._increase_at)
             self._timer_steps += 1
             self._increase()
             self._increase_at += cfg.period
@@ -127,15 +220,15 @@ class DcqcnCC:
         self.srtt, self.rttvar = smoothed(self.srtt, self.rttvar, rtt)
 
     def on_ack(self, now: float, acked: int, rtt: float | None, ecn: bool) -> None:
+        """An ACK; `ecn`: it is a CNP (the NP spaced them already: each one cuts)."""
         if rtt is not None:
             self._rtt_sample(rtt)
         self._timers(now)
-        if ecn:
-            self.cnps += 1
-        if not ecn or (self._last_cnp >= 0 and now - self._last_cnp < self.cfg.cnp_interval):
+        if not ecn:
             return
         cfg = self.cfg
-        self._last_cnp = now
+        self.cnps += 1
+        self._fill(now)
         if self._timer_steps or self._byte_steps:  # increased since the last cut
             self.target = self.rate
         self.rate = max(cfg.min_rate * cfg.line_rate, self.rate * (1 - self.alpha / 2))

@@ -12,9 +12,11 @@ exponential backoff of the spec (timeout, retry.linear_cnt, retry.exp_cnt: a pac
 consecutive *timeouts* count, reset whenever the QP makes progress; resends after a NACK or a
 trim are not timeouts), and per-message statistics. Every ACK is an RTT sample (it echoes the
 send time of the copy that triggered it, resent or not; `karn`), the timeout is at least srtt
-+ 4 rttvar, and a timer that comes due after the timeout rose, or after its path delivered,
-starts again: a path whose RTT exceeds the configured timeout converges (issue 9). `MrcQP`
-(mrc.py) and `RoceQP` (rocev2.py) add what differs: path choice, loss reaction, receive order.
++ 4 rttvar, and a timer that comes due after the timeout rose, or after the news its
+transport counts from (`_heard_on`), starts again: a path whose RTT exceeds the configured
+timeout converges. Timers counted from the QP's last response are one timer per QP in effect
+(RoCEv2's). `MrcQP` (mrc.py) and `RoceQP` (rocev2.py) add what differs: path choice, loss
+reaction, receive order.
 """
 from __future__ import annotations
 
@@ -59,6 +61,9 @@ class QPConfig:
     ack_delay: float = 0.0005  # longest an ACK waits for company
     target_delay: float = 0.002
     line_rate: float | None = None  # bit/s of a host port (DCQCN starts there); None: 100G
+    # s: the path's RTT without queueing (testbed/run/traffic.py computes it), which DCQCN's
+    # timers are ratios to (dcqcn.py); None: their microsecond values, unscaled
+    base_rtt: float | None = None
 
 
 def retry_interval(cfg: QPConfig, timeouts: int, base: float | None = None) -> float:
@@ -125,7 +130,9 @@ class QPCounters:
     duplicates: int = 0
     out_of_order: int = 0
     dropped_out_of_order: int = 0
-    timeouts: int = 0
+    timeouts: int = 0  # timer expiries: per timer pass, one per path on which packets expired
+    packet_timeouts: int = 0  # packets that timed out (a window's packets expiring together)
+    cnps_sent: int = 0  # RoCEv2's notification point: CNPs sent for CE-marked arrivals
     placed_bytes: int = 0
     access_errors: int = 0
     probes_sent: int = 0
@@ -354,6 +361,7 @@ class QueuePair:
         if self._pace_wait is not None and now >= self._pace_wait:
             self._pace_wait = None
         base = None
+        expired_on: set[int] = set()  # paths with an expiry in this pass
         while self._timers and self._timers[0][0] <= now:
             _, psn, sends = heapq.heappop(self._timers)
             p = self._inflight.get(psn)
@@ -372,15 +380,18 @@ class QueuePair:
                 self._arm(p, base)
                 self.counters.rearmed += 1
                 continue
-            self.counters.timeouts += 1
+            self.counters.packet_timeouts += 1
+            expired_on.add(p.ev)
             p.timeouts += 1
             p.timed_out_at = now
             if retries_exhausted(self.cfg, p.timeouts):
+                self.counters.timeouts += len(expired_on)
                 self._fail(f"PSN {psn} unacknowledged after {p.timeouts} timeouts in a row "
                            f"({p.sends} sends, last on EV {p.ev})")
                 return
             self._timeout_cut(p, now)
             self._on_timeout(p, now)
+        self.counters.timeouts += len(expired_on)
         self._extra_timers(now)
 
     def _fail(self, reason: str) -> None:
@@ -548,8 +559,8 @@ class QueuePair:
         return wire.NO_PSN
 
     def _heard_on(self, ev: int) -> float:
-        """When an ACK last came back for a packet sent on `ev` (timers count from then too,
-        qp.py); -1: timers count from the send alone (the RoCEv2 baseline)."""
+        """When the timers of packets sent on `ev` last had news to count from besides their
+        send (MRC: an ACK on that EV; RoCEv2: the QP's last ACK, NACK or expiry); -1: none."""
         return -1.0
 
     def _receive_data(self, h: wire.Header, payload: memoryview, now: float,

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import functools
 import json
 import logging
 import os
@@ -22,7 +23,7 @@ import signal
 import socket
 import sys
 import time
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any, TypeVar
@@ -36,7 +37,9 @@ from hostagent.runtime import driver, netns
 from hostagent.runtime.config import AgentConfig
 from hostagent.runtime.loop_lag import PROCESS_LAG, LagWindow
 from hostagent.workloads.collectives import DTYPE, Communicator
+from hostagent.workloads.graph import RankPlan
 from hostagent.workloads.iterations import IterationRecord, MessageRecord, run_iterations
+from hostagent.workloads.steps import NodeRecord, StepExecutor, run_steps
 
 log = logging.getLogger("hostagent")
 T = TypeVar("T")
@@ -202,20 +205,32 @@ async def run(cfg: AgentConfig, out: Path, ns: str | None = None) -> dict[str, A
     status, error = "ok", None
     ran_to_end = False  # every iteration ran (verified or not): peers may still need our ACKs
     w = cfg.workload
+    nodes: list[NodeRecord] = []  # a training step's node records (steps.json)
     try:
         # the buffer peers write into must exist before anyone may send: register, then ready
-        comm = Communicator(drv, w["size"] // DTYPE.itemsize)
+        workload: Callable[[], Awaitable[object]]
+        if "steps" in w:
+            executor = StepExecutor(drv, RankPlan.from_dict(w["steps"]), seed=cfg.seed,
+                                    clock=time.time, compute_scale=w["compute_scale"],
+                                    jitter=w.get("compute_jitter", 0.0),
+                                    stragglers=[tuple(s) for s in w.get("stragglers", [])])
+            workload = functools.partial(run_steps, executor, w["iterations"], w["warmup"],
+                                         records, nodes, messages)
+        else:
+            workload = functools.partial(
+                run_iterations, drv, w["collective"], w["size"], w["iterations"],
+                w["warmup"], w["compute_gap"], cfg.seed, time.time,
+                comm=Communicator(drv, w["size"] // DTYPE.itemsize), messages=messages,
+                records=records)
         await wait_for_start(cfg, out)
+        if "steps" in w:  # straggler windows count from the common start, as faults do
+            executor.origin = float(Path(cfg.start_file).read_text())
         cpu_at_start = _cpu_seconds()
         window = PROCESS_LAG.start()  # from the common start: the workload's lag and CPU
         if cfg.ev_sample_period:
             sampler = asyncio.create_task(sample_ev_load(peers, cfg.ev_sample_period,
                                                          drv.wall_offset, ev_load))
-        await asyncio.wait_for(
-            run_iterations(drv, w["collective"], w["size"], w["iterations"], w["warmup"],
-                           w["compute_gap"], cfg.seed, time.time, comm=comm,
-                           messages=messages, records=records),
-            cfg.timeout)
+        await asyncio.wait_for(workload(), cfg.timeout)
         ran_to_end = True
         wrong = [r for r in records if not r.verified]
         if wrong:
@@ -243,6 +258,8 @@ async def run(cfg: AgentConfig, out: Path, ns: str | None = None) -> dict[str, A
                 pass  # this host did and how it ended stand, and are written below
         drv.close()
     (out / "iterations.json").write_text(json.dumps([asdict(r) for r in records]))
+    if "steps" in w:
+        (out / "steps.json").write_text(json.dumps([asdict(r) for r in nodes]))
     if cfg.ev_sample_period:
         (out / "ev_load.json").write_text(json.dumps(ev_load))
     (out / "messages.json").write_text(json.dumps([asdict(m) for m in messages]))

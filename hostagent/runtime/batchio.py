@@ -8,6 +8,11 @@ kernel's structures, making each received datagram a bytes object, reading its t
 and handing it to its QP) is C: in Python it cost about 1.4 us per datagram queued and 3.0 us
 per datagram received in batches of 64, the system call included.
 
+A received datagram longer than the Receiver's buffer is dropped and counted
+(`Receiver.truncated`): handed on cut, a DATA packet would read as a trim. An exception in a
+QP's receive is raised once the rest of the batch was delivered: those datagrams were already
+read from the socket.
+
 Packets stay packets: a batch of sends is still one datagram each on the wire (the qdiscs and
 the eBPF queue see every one), unless the caller asks for UDP GSO on a message, and ports
 have gso_max_segs 1 so even those are cut before the first qdisc.

@@ -56,11 +56,13 @@ _io: tuple[batchio.Receiver, batchio.Sender] | None = None
 
 def io_stats() -> dict[str, int]:
     """This process's batched IO so far: calls and what they carried (how well batching
-    batched), and sends the kernel refused (a full socket or qdisc, an unreachable path)."""
+    batched), datagrams dropped for being longer than the receive buffers, and sends the kernel
+    refused (a full socket or qdisc, an unreachable path)."""
     if _io is None:
         return {}
     rx, tx = _io
-    return {"recvmmsg_calls": rx.calls, "received": rx.datagrams, "sendmmsg_calls": tx.calls,
+    return {"recvmmsg_calls": rx.calls, "received": rx.datagrams,
+            "received_truncated": rx.truncated, "sendmmsg_calls": tx.calls,
             "sent_messages": tx.messages, "send_refused": tx.dropped}
 
 
@@ -232,13 +234,15 @@ class Driver:
         CE read from its traffic class), then each QP that got some is kicked once."""
         touched: set[int] = set()
         fd, rx, receivers = self._listen.fileno(), self._rx, self._receivers
-        for _ in range(_READS):  # then let timers and other hosts run
-            if rx.dispatch(fd, receivers, self.loop.time(), touched) < rx.batch:
-                break
-        by_qpn = self._by_qpn
-        for q in touched:
-            self._kick(by_qpn[q][1])
-        self._flush()
+        try:
+            for _ in range(_READS):  # then let timers and other hosts run
+                if rx.dispatch(fd, receivers, self.loop.time(), touched) < rx.batch:
+                    break
+        finally:  # a receive that raised still leaves its batch's QPs to answer and send
+            by_qpn = self._by_qpn
+            for q in touched:
+                self._kick(by_qpn[q][1])
+            self._flush()
 
     def _flush(self) -> None:
         self._tx.flush()

@@ -62,9 +62,13 @@ class Communicator:
     Every rank must build it with the same capacity (the largest count it will be called with),
     because a rank computes where to write in a peer's region from its own layout. It registers
     the endpoint's region, which an endpoint allows once: reuse one Communicator for a sweep.
+    Given `region` (float32, at least `region_elements` long) it works in that array instead and
+    registers nothing: the caller registered a larger region that several Communicators share,
+    each over its own endpoint view (hostagent/workloads/steps.py).
     """
 
-    def __init__(self, endpoint: Endpoint, capacity: int) -> None:
+    def __init__(self, endpoint: Endpoint, capacity: int, *,
+                 region: np.ndarray | None = None) -> None:
         if not 1 <= endpoint.world <= MAX_WORLD:
             raise ValueError(f"world {endpoint.world} is outside 1..{MAX_WORLD}")
         if capacity < 0:
@@ -73,12 +77,23 @@ class Communicator:
         self.capacity = capacity
         self.block = -(-capacity // endpoint.world)
         self.half = (2 * endpoint.world - 1) * self.block  # elements
-        self._region = np.zeros(2 * self.half, dtype=DTYPE)
-        # numpy's stubs declare the buffer protocol for Python 3.12+ only (mypy checks as 3.11)
-        endpoint.register(memoryview(cast("Buffer", self._region)).cast("B"))
+        if region is None:
+            self._region = np.zeros(2 * self.half, dtype=DTYPE)
+            # numpy's stubs declare the buffer protocol for Python 3.12+ only (mypy checks 3.11)
+            endpoint.register(memoryview(cast("Buffer", self._region)).cast("B"))
+        else:
+            if region.dtype != DTYPE or region.ndim != 1 or region.size < 2 * self.half:
+                raise ValueError(f"region must be float32[>= {2 * self.half}], not "
+                                 f"{region.dtype}{list(region.shape)}")
+            self._region = region
         self._calls = 0
         self._running = False
         self._messages: list[MessageStats] = []
+
+    @staticmethod
+    def region_elements(world: int, capacity: int) -> int:
+        """float32 elements of the region a Communicator of `world` ranks and `capacity` uses."""
+        return 2 * (2 * world - 1) * -(-capacity // world)
 
     def input_size(self, kind: Kind, count: int) -> int:
         """Elements this rank passes in: its own block for all-gather, the whole array otherwise."""

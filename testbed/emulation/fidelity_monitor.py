@@ -12,11 +12,11 @@ boot id) are one machine: one CPU, one set of cores. What the machines gathered 
 from __future__ import annotations
 
 from testbed.emulation.machine_monitor import Machine
-from testbed.emulation.network import FabricNetwork
+from testbed.emulation.network_api import Network
 
 
 class FidelityMonitor:
-    def __init__(self, network: FabricNetwork) -> None:
+    def __init__(self, network: Network) -> None:
         self.network = network
         self.machines: list[Machine] = []
 

@@ -36,7 +36,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 
-from testbed.emulation.network import FabricNetwork
+from testbed.emulation.network_api import Network
 from testbed.emulation.nft_workers import NodeNft, Pending
 from testbed.errors import EnvironmentProblem
 from testbed.fabric.plan import Link, Port
@@ -129,7 +129,7 @@ def _fan_out(pendings: list[Pending]):
 
 
 class Injector:
-    def __init__(self, network: FabricNetwork, faults: list[Fault], actions: list[Action]) -> None:
+    def __init__(self, network: Network, faults: list[Fault], actions: list[Action]) -> None:
         self.network = network
         self.faults = faults
         self.actions = actions

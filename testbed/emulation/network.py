@@ -9,13 +9,9 @@ no controller: every router is a Linux namespace with forwarding on.
 from __future__ import annotations
 
 import os
-import pty
-import select
-import signal
 import socket
 import subprocess
 import threading
-import time
 import zlib
 from collections.abc import Callable
 from ipaddress import IPv6Network
@@ -23,7 +19,6 @@ from pathlib import Path
 
 from mininet.link import Intf
 from mininet.link import Link as MininetLink
-from mininet.net import Mininet
 from mininet.node import Host
 from pyroute2 import IPRoute
 from pyroute2.netlink import NLM_F_ACK, NLM_F_CREATE, NLM_F_EXCL, NLM_F_REQUEST
@@ -33,14 +28,15 @@ from pyroute2.netlink.rtnl.ifinfmsg import ifinfmsg
 from testbed.emulation.machine_monitor import Machine, MachineMonitor
 from testbed.emulation.nft_workers import NodeNft
 from testbed.emulation.port_counters import PortSample, read_node_ports
-from testbed.emulation.verify import ProbeJob, ProbeOutcome, probe_all, read_counters
-from testbed.errors import TestbedError
+from testbed.emulation.probes import ProbeJob, ProbeOutcome
+from testbed.emulation.shells import MininetFabric
+from testbed.emulation.verify import probe_all, read_counters
 from testbed.fabric.plan import FabricPlan, Link, Port
 from testbed.fabric.routes import node_configs
 from testbed.kernel import netns, shaping
 from testbed.kernel.fabric_queue import FabricQueues, port_config, router_ports
 from testbed.kernel.rtnl import NodeNetlink
-from testbed.lifecycle import cleanup, files, interrupts
+from testbed.lifecycle import cleanup, files
 from testbed.lifecycle.progress import Progress
 from testbed.lifecycle.registry import RunRegistry
 from testbed.lifecycle.workers import parallel_map
@@ -79,65 +75,18 @@ def node_sysctls(router: bool, hash_seed: int | None = None) -> dict[str, int]:
     return values
 
 
-PROMPT_TIMEOUT = 30.0  # s for a node's shell to print its first prompt (about 10 ms when idle)
-FIFO_HEADROOM = 2  # FIFO size / buffer at ports whose buffer the eBPF program enforces
+FIFO_HEADROOM = 2  # FIFO size / queue limit at ports whose limit the eBPF program enforces
 
 
-class FabricNode(Host):
-    """A Mininet host whose start is split in two, spawn (`startShell`) and wait for the
-    shell's prompt (`finish_start`), so that a hundred nodes boot at once instead of one after
-    the other. The two halves are Mininet 2.3's own `Node.startShell`, cut at its wait."""
-
-    def shell_argv(self, opts: str) -> list[str]:
-        return ["mnexec", opts, "env", "PS1=" + chr(127), "bash", "--norc", "--noediting",
-                "-is", "mininet:" + self.name]
-
-    def startShell(self, mnopts: str | None = None) -> None:  # Mininet's name
-        # `shell_prefix` (cluster mode) runs the shell on a server: `ssh -tt root@server`, as
-        # Mininet's RemoteMixin does (whose `-c`: ssh already gives the session its own tty)
-        prefix = list(self.params.get("shell_prefix", []))
-        mnopts = mnopts if mnopts is not None else ("-c" if prefix else "-cd")
-        opts = mnopts + ("n" if self.inNamespace else "")
-        cmd = prefix + self.shell_argv(opts)
-        self.master, self.slave = pty.openpty()
-        self.shell = self._popen(cmd, stdin=self.slave, stdout=self.slave, stderr=self.slave,
-                                 close_fds=False)
-        self.stdin = os.fdopen(self.master, "r")
-        self.stdout = self.stdin
-        self.pid = self.shell.pid
-        self.pollOut = select.poll()
-        self.pollOut.register(self.stdout)
-        self.outToNode[self.stdout.fileno()] = self
-        self.inToNode[self.stdin.fileno()] = self
-        self.execed = False
-        self.lastCmd = None
-        self.lastPid = None
-        self.readbuf = ""
-        self.waiting = True  # until finish_start has seen the prompt
-
-    def finish_start(self, timeout: float = PROMPT_TIMEOUT) -> None:
-        """Wait for the prompt: from then on the node's namespace exists (mnexec made it).
-        Bounded, and a signal ends the wait (Mininet's own wait has neither): a shell that
-        never prompts is an error naming the node."""
-        deadline = time.monotonic() + timeout
-        while True:
-            interrupts.checkpoint()
-            # select, not pollOut: Mininet registered pollOut for POLLOUT too, always ready
-            readable, _, _ = select.select([self.stdout], [], [], 0.05)
-            if readable:
-                if self.shell.poll() is not None:
-                    raise TestbedError(f"node {self.name}: its shell exited (status "
-                                       f"{self.shell.returncode}) before its prompt")
-                data = self.read(1024)
-                if data and data[-1] == chr(127):
-                    break
-            elif time.monotonic() > deadline:
-                raise TestbedError(f"node {self.name}: no shell prompt after {timeout:g} s",
-                                   "the machine may be overloaded; see `mrc-testbed clean`")
-        self.waiting = False
-        self.cmd("unset HISTFILE; stty -echo; set +m")
-        if self.params.get("shell_prefix"):  # the shell's own pid, not its ssh's (RemoteMixin)
-            self.pid = int(self.cmd("echo $$").strip())
+def fifo_limit(plan: FabricPlan, port: Port, link: Link) -> int:
+    """Bytes of the FIFO behind the port's shaper. Where the ECN/trimming program runs (router
+    ports), its virtual queue enforces the link's queue limit (the buffer, or in lossless mode
+    the lossless limit), and the FIFO gets headroom: a shaper running late on a busy CPU must
+    not drop what the program let through. Host ports are the NIC's own queue, which the
+    agents keep below half the buffer (testbed/run/traffic.py nic_limits)."""
+    if plan.scenario.switch.enabled and plan.nodes[port.node].role != "host":
+        return link.limit * FIFO_HEADROOM
+    return link.buffer
 
 
 class NetlinkIntf(Intf):
@@ -227,36 +176,30 @@ def send_udp(pid: int, src: str, sport: int, dst: str, dport: int, count: int) -
         sock.close()
 
 
-class FabricNetwork:
-    """Build with `build()`, always end with `close()` (idempotent, safe after partial builds)."""
+class FabricNetwork(MininetFabric):
+    """The fabric on this machine. Build with `build()` (testbed/run/build.py), always end
+    with `close()` (idempotent, safe after partial builds)."""
 
     def __init__(self, plan: FabricPlan, registry: RunRegistry, progress: Progress) -> None:
-        self.plan = plan
-        self.registry = registry
-        self.progress = progress
-        self.net = Mininet(controller=None, build=False, autoSetMacs=False,
-                           autoStaticArp=False, waitConnected=False)
+        super().__init__(plan, registry, progress)
         self.inodes: set[int] = set()
-        self.ifindex: dict[str, dict[str, int]] = {}  # node -> interface name -> index
         self.queues: FabricQueues | None = None  # the eBPF ECN/trimming program, if asked for
         self.monitor: MachineMonitor | None = None  # the fidelity monitor's, while it runs
-        self.results_dir: Path | None = None  # the run's results folder (the runner sets it)
         self._netlink: dict[str, NodeNetlink] = {}
         self._thread_sockets = threading.local()  # each thread's own (injector, telemetry)
         self._all_sockets: list[NodeNetlink] = []
-        self._closed = False
 
-    # ---- build phases (the runner times each) ----
-    def add_nodes(self) -> None:
-        """Spawn every node's shell, then wait for each: the shells boot in parallel."""
-        names = list(self.plan.nodes)
-        for name in names:
-            node = self.net.addHost(name, cls=FabricNode, ip=None, inNamespace=True,
-                                    **self.node_params(name))
-            self.registry.add_node(name, node.pid, None)  # before its namespace even exists
-        for name in self.progress.bar(names, len(names), "nodes"):
-            self.net[name].finish_start()
-            self.node_started(name)
+    # ---- build phases (build() times each) ----
+    def prepare(self, progress: Progress) -> None:
+        """Nothing to make before the nodes: they all live on this machine."""
+
+    def facts(self) -> dict[str, object] | None:
+        """No machines but this one to record."""
+        return None
+
+    def underlay_counters(self) -> dict[str, tuple[int, ...]]:
+        """No underlay between machines."""
+        return {}
 
     def node_started(self, name: str) -> None:
         """A node's shell is up: note its namespace (what teardown empties), its sysctls."""
@@ -268,11 +211,7 @@ class FabricNetwork:
         seed = ecmp_hash_seed(self.plan.scenario.seed, name) if router else None
         netns.write_sysctls(node.pid, node_sysctls(router, seed))
 
-    def node_params(self, name: str) -> dict:
-        """Extra parameters of a node's Mininet host (the cluster mode's shell prefix)."""
-        return {}
-
-    def add_links(self) -> None:
+    def add_links(self) -> str:
         mtu = self.plan.scenario.fabric.mtu
         with IPRoute() as rtnl:
             for link in self.progress.bar(self.plan.links, len(self.plan.links), "links"):
@@ -280,6 +219,7 @@ class FabricNetwork:
                 self.net.addLink(self.net[a.node], self.net[b.node], cls=NetlinkVeth,
                                  rtnl=rtnl, mtu=mtu, ports=(a, b),
                                  intfName1=a.ifname, intfName2=b.ifname)
+        return f"{len(self.plan.links)} veth links"
 
     def configure(self) -> None:
         """Addresses, neighbours, routes, End SIDs, shapers and the ECN/trimming program of
@@ -306,16 +246,10 @@ class FabricNetwork:
             self.ifindex[name] = result
 
     # ---- access ----
-    def pid(self, name: str) -> int:
-        return self.net[name].pid
-
     def netlink(self, name: str) -> NodeNetlink:
         if name not in self._netlink:
             self._netlink[name] = NodeNetlink(self.pid(name), self.ifindex.get(name))
         return self._netlink[name]
-
-    def node(self, name: str) -> Host:
-        return self.net[name]
 
     def rx_packets(self, node: str, ifname: str) -> int:
         """Packets the node's port received (/proc/<pid>/net/dev)."""
@@ -449,13 +383,7 @@ class FabricNetwork:
                         got["cpu_rows"], got["cores"], processes={"runner": got["cpu_rows"]})]
 
     def fifo_limit(self, port: Port, link: Link) -> int:
-        """Bytes of the FIFO behind the port's shaper. Where the ECN/trimming program runs, its
-        virtual queue is the port's buffer (it drops and trims at the buffer's size), and the
-        FIFO gets headroom: a shaper running late on a busy CPU must not drop what the program
-        let through."""
-        if self.queues is not None and self.plan.nodes[port.node].role != "host":
-            return link.buffer * FIFO_HEADROOM
-        return link.buffer
+        return fifo_limit(self.plan, port, link)
 
     def set_queue_rate(self, port: Port, link: Link, rate_bps: int) -> None:
         """The rate a router port's virtual queue drains at, and the rate the fidelity monitor
@@ -487,16 +415,5 @@ class FabricNetwork:
         killed = cleanup.kill_namespaces(self.inodes)
         if self.queues is not None:
             self.queues.close()  # the program goes when its last port (namespace) is gone
-        for node in self.net.hosts:
-            for fd in (node.stdin, node.stdout):
-                try:
-                    fd.close()
-                except OSError:
-                    pass
-            if node.slave is not None:  # the pty's other end, which the shell inherited:
-                os.close(node.slave)  # left open, 12 fds a run piled up in a drill's one
-                node.slave = None  # process until select() failed past fd 1024 (run 60)
-            if node.shell is not None and node.shell.poll() is None:
-                os.kill(node.shell.pid, signal.SIGKILL)
-                node.shell.wait()
+        self.close_shells()
         return killed

@@ -10,6 +10,7 @@ each server's agent reads its own nodes with it.
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 from testbed.fabric.plan import Port
@@ -24,7 +25,7 @@ PortSample = list
 
 def read_net_dev(pid: int, wanted: set[str]) -> dict[str, tuple[int, ...]]:
     """Counters of the node's interfaces named in `wanted`."""
-    out = {}
+    out: dict[str, tuple[int, ...]] = {}
     for line in Path(f"/proc/{pid}/net/dev").read_text().splitlines()[2:]:
         name, _, rest = line.partition(":")
         name = name.strip()
@@ -35,7 +36,7 @@ def read_net_dev(pid: int, wanted: set[str]) -> dict[str, tuple[int, ...]]:
     return out
 
 
-def read_node_ports(pid: int, ports: list[Port], handle: NodeNetlink,
+def read_node_ports(pid: int, ports: Sequence[Port], handle: NodeNetlink,
                     queues: FabricQueues | None, with_queues: bool) -> dict[str, PortSample]:
     """Every port of one node that its namespace shows, by interface name."""
     counters = read_net_dev(pid, {p.ifname for p in ports})

@@ -13,11 +13,11 @@ behind each port's shaper, where congestion losses happen) from a netlink qdisc 
 which costs about 1 ms a node in pyroute2: they are read every k-th sample, k chosen from their
 measured cost so that they take at most QUEUE_BUDGET of a core (their rows carry them; the others
 leave them empty). Router ports running the ECN/trimming program also carry its counters
-(`ecn_marked`, `trimmed`, `bpf_dropped`) and virtual queue (`vq_bytes`), read from its BPF map
-every sample (a few microseconds a port); host ports leave them empty. Timestamps are wall
-clock (the clock the agents use), taken as each node's counters are read (a server's, shifted
-into this machine's clock by its measured offset). The sampler runs in a thread and measures
-its own CPU time, so its cost is a number in meta.json, not a guess.
+(`ecn_marked`, `trimmed`, `bpf_dropped`, `lossless_overflow`) and virtual queue (`vq_bytes`),
+read from its BPF map every sample (a few microseconds a port); host ports leave them empty.
+Timestamps are wall clock (the clock the agents use), taken as each node's counters are read
+(a server's, shifted into this machine's clock by its measured offset). The sampler runs in a
+thread and measures its own CPU time, so its cost is a number in meta.json, not a guess.
 """
 from __future__ import annotations
 
@@ -25,11 +25,11 @@ import math
 import threading
 import time
 
-from testbed.emulation.network import FabricNetwork
+from testbed.emulation.network_api import Network
 
 SWEEP_BUDGET = 0.05  # share of one core the port sweeps may take (a default period stretches)
 QUEUE_BUDGET = 0.05  # share of one core the queue statistics may take
-_QUEUE_FIELDS = ("ecn_marked", "trimmed", "bpf_dropped", "vq_bytes")
+_QUEUE_FIELDS = ("ecn_marked", "trimmed", "bpf_dropped", "lossless_overflow", "vq_bytes")
 _FIELDS = ("rx_bytes", "rx_packets", "rx_errors", "rx_drop", "tx_bytes", "tx_packets",
            "tx_errors", "tx_drop")
 
@@ -38,7 +38,7 @@ DEFAULT_PERIOD = 0.1  # s: 10 Hz, where a sweep costs little (quickstart: about 
 
 
 class Sampler:
-    def __init__(self, network: FabricNetwork, period: float | None) -> None:
+    def __init__(self, network: Network, period: float | None) -> None:
         """`period`: the scenario's, kept as given; None: DEFAULT_PERIOD, stretched by cost."""
         self.network = network
         self.period = DEFAULT_PERIOD if period is None else period
@@ -111,4 +111,5 @@ def _bpf_fields(state: dict[str, int] | None) -> dict[str, int | None]:
     if state is None:
         return dict.fromkeys(_QUEUE_FIELDS)
     return {"ecn_marked": state["marked"], "trimmed": state["trimmed"],
-            "bpf_dropped": state["dropped"], "vq_bytes": state["queue"]}
+            "bpf_dropped": state["dropped"], "lossless_overflow": state["overflow"],
+            "vq_bytes": state["queue"]}

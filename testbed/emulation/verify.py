@@ -10,19 +10,20 @@ It counts as proven only if
   through it (bounded by probes received and probes sent when some had to be resent).
 On one machine all probing runs from this one process: sockets are created inside the hosts'
 namespaces. Over servers, each server's agent sends the probes whose source is on it and
-reports what its hosts received; the judging below is the same (`arrived`).
+reports what its hosts received; the datagrams and their judging are the same (probes.py).
 """
 from __future__ import annotations
 
 import selectors
 import socket
-import struct
 import time
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
-from ipaddress import IPv6Address, IPv6Network
-from typing import Protocol
+from ipaddress import IPv6Network
 
+from testbed.emulation import probes
+from testbed.emulation.network_api import Network
+from testbed.emulation.probes import WINDOW, ProbeJob, ProbeOutcome, arrived
 from testbed.fabric import paths
 from testbed.fabric.paths import EV
 from testbed.fabric.plan import FabricPlan
@@ -31,12 +32,6 @@ from testbed.kernel.rtnl import NodeNetlink
 from testbed.lifecycle import interrupts
 from testbed.lifecycle.progress import Progress
 from testbed.lifecycle.workers import parallel_map, worker_count
-
-PROBE_PORT = 7471
-MAGIC = b"MRCp"
-_PAYLOAD = struct.Struct("!4sII")  # magic, nonce, probe index
-_PKTINFO = struct.Struct("16si")  # struct in6_pktinfo
-WINDOW = 256  # probes in flight: far below any port's buffer, so probing itself drops nothing
 
 
 def select_evs(plan: FabricPlan) -> tuple[list[EV], str]:
@@ -131,26 +126,6 @@ def _label_key(label: str) -> tuple:
     return tuple(int(d) for d in digits), label
 
 
-@dataclass(frozen=True)
-class ProbeJob:
-    """Everything a probing worker needs; workers inherit it through fork."""
-
-    plan: FabricPlan
-    pids: dict[str, int]  # host -> pid holding its namespace
-    ifindex: dict[tuple[str, int], int]  # (host, plane) -> index of that plane's port
-    evs: list[EV]
-    timeout: float
-    retries: int
-
-
-@dataclass
-class ProbeOutcome:
-    seen: dict[int, str | None] = field(default_factory=dict)  # EV index -> problem or None
-    sent: Counter = field(default_factory=Counter)  # EV index -> probes sent
-    received: Counter = field(default_factory=Counter)  # EV index -> probes received
-    datagrams: int = 0
-
-
 class Prober:
     """Probes toward a share of the destination hosts: a receiving socket in each of them
     (port PROBE_PORT, with the arrival address and port reported) and a sending socket in every
@@ -166,12 +141,8 @@ class Prober:
                 self.senders[host] = netns.socket_in(job.pids[host], socket.AF_INET6,
                                                      socket.SOCK_DGRAM)
             for host in destinations:
-                sock = netns.socket_in(job.pids[host], socket.AF_INET6, socket.SOCK_DGRAM)
+                sock = probes.receiver(job.pids[host])
                 self.receivers.append(sock)
-                sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_RECVPKTINFO, 1)
-                sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1 << 20)
-                sock.bind(("::", PROBE_PORT))
-                sock.setblocking(False)
                 self.selector.register(sock, selectors.EVENT_READ, host)
         except BaseException:
             self.close()
@@ -191,31 +162,12 @@ class Prober:
         self.close()
 
     def _receive(self, timeout: float, nonce: int, out: ProbeOutcome) -> int:
-        """Drain arrivals for up to `timeout`; returns datagrams read."""
-        evs = self.job.evs
-        got = 0
+        """Drain arrivals for up to `timeout`; returns this round's probes read."""
+        before = out.datagrams
         for key, _ in self.selector.select(timeout):
-            sock, host = key.fileobj, key.data
-            while True:
-                try:
-                    data, ancdata, _, _ = sock.recvmsg(64, socket.CMSG_SPACE(_PKTINFO.size))
-                except BlockingIOError:
-                    break
-                if len(data) != _PAYLOAD.size:
-                    continue
-                magic, their_nonce, index = _PAYLOAD.unpack(data)
-                if magic != MAGIC or their_nonce != nonce or index >= len(evs):
-                    continue
-                got += 1
-                out.received[index] += 1
-                address, ifindex = None, None
-                for level, kind, value in ancdata:
-                    if level == socket.IPPROTO_IPV6 and kind == socket.IPV6_PKTINFO:
-                        raw, ifindex = _PKTINFO.unpack(value[:_PKTINFO.size])
-                        address = IPv6Address(raw)
-                arrived(self.job, out, index, host, address, ifindex)
-        out.datagrams += got
-        return got
+            for index, address, ifindex in probes.receive(key.fileobj, nonce):
+                arrived(self.job, out, index, key.data, address, ifindex)
+        return out.datagrams - before
 
     def probe(self, indices: list[int]) -> ProbeOutcome:
         """Send the probes of these EVs, resending lost ones for `retries` more rounds."""
@@ -231,8 +183,8 @@ class Prober:
                     interrupts.checkpoint()
                     got = self._receive(0.05, nonce, out)
                     in_flight = 0 if got == 0 else in_flight - got
-                self.senders[ev.src].sendto(_PAYLOAD.pack(MAGIC, nonce, index),
-                                            (str(ev.address), PROBE_PORT))
+                self.senders[ev.src].sendto(probes.payload(nonce, index),
+                                            (str(ev.address), probes.PROBE_PORT))
                 out.sent[index] += 1
                 in_flight += 1
             deadline = time.monotonic() + self.job.timeout
@@ -243,22 +195,6 @@ class Prober:
             if not pending:
                 break
         return out
-
-
-def arrived(job: ProbeJob, out: ProbeOutcome, index: int, host: str,
-            address: IPv6Address | None, ifindex: int | None) -> None:
-    """Judge one probe's arrival (where, with which destination, on which port) into `out`:
-    a later good copy of a probe overrides an earlier bad one."""
-    ev = job.evs[index]
-    problem = None
-    if host != ev.dst:
-        problem = f"arrived at {host}, not {ev.dst}"
-    elif address != job.plan.srv6_address(ev.dst, ev.plane):
-        problem = f"arrived with destination {address} (uSIDs not all consumed)"
-    elif ifindex != job.ifindex[(ev.dst, ev.plane)]:
-        problem = "arrived on the port of another plane"
-    if index not in out.seen or out.seen[index] is not None:
-        out.seen[index] = problem
 
 
 _JOB: ProbeJob | None = None  # set by verify() just before forking the probing workers
@@ -323,20 +259,6 @@ def read_counters(jobs: list[tuple[str, int, dict[str, int]]],
     for counters in parallel_map(_router_counters, jobs, progress, "counters"):
         out.update(counters)
     return out
-
-
-class Network(Protocol):
-    """What verification asks of a network: it probes and counts where its nodes are, over
-    this machine's cores (network.py) or through its servers' agents (cluster.py)."""
-
-    plan: FabricPlan
-    ifindex: dict[str, dict[str, int]]
-
-    def pid(self, name: str) -> int: ...
-
-    def probe_evs(self, job: ProbeJob, progress: Progress) -> ProbeOutcome: ...
-
-    def end_sid_counters(self, progress: Progress) -> dict[tuple[str, IPv6Network], int]: ...
 
 
 def verify(network: Network, progress: Progress) -> VerifyReport:

@@ -69,6 +69,8 @@ class Link:
     buffer: int  # bytes
     ecn: int  # queue bytes above which router ports mark CE; 0: off
     trim: int  # queue bytes above which router ports trim MRC data; 0: off
+    limit: int  # queue bytes above which router ports drop (lossless: count an overflow)
+    lossless: bool  # router ports queue past the buffer (switch.lossless)
 
     @property
     def name(self) -> str:
@@ -206,7 +208,8 @@ def make_plan(scenario: Scenario) -> FabricPlan:
         cls = f.host_link if kind == "host" else f.fabric_link
         links.append(Link(lp, up, kind, plane, cls.rate, cls.buffer,
                           cls.ecn() if scenario.switch.ecn else 0,
-                          cls.trim() if scenario.switch.trim else 0))
+                          cls.trim() if scenario.switch.trimming else 0,
+                          scenario.queue_limit(cls), scenario.switch.lossless))
 
     # Host port p is plane p; leaf ports: its hosts first, then its spines; spine port j: leaf j.
     for p in range(f.planes):

@@ -15,16 +15,19 @@ plane_down) holds, it drops everything while it is down or blackholed, and routi
 converged around it while any of its down-conditions has been in effect for the convergence
 delay. Faults of one kind cannot overlap on a link (two losses, two degrades: which rate
 would hold is a guess), so each kind's parameters are never combined.
+
+A straggler touches no link: it is checked here (it names a rank's host, and two never overlap
+on one host) and its rank's agent applies it (`straggler_windows`), timed from the same start.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, cast
 
 from testbed.errors import ScenarioError
 from testbed.fabric.plan import FabricPlan, make_plan
 from testbed.scenario import Scenario
-from testbed.scenario.faults import PARAMS, Fault, Target
+from testbed.scenario.faults import HOST_KINDS, PARAMS, Fault, Target
 
 # "routed": routing has converged around the link (its ECMP next hops withdrawn); follows
 # "down" by the convergence delay. A blackhole or a loss is never seen by routing.
@@ -92,7 +95,11 @@ def schedule(plan: FabricPlan, faults: list[Fault], convergence_delay: float = 1
     `convergence_delay` later, by the same change of its "routed" condition."""
     actions: list[Action] = []
     problems: list[str] = []
+    stragglers: dict[str, list[tuple[float, float, int]]] = {}
     for i, fault in enumerate(faults):
+        if fault.kind in HOST_KINDS:
+            problems += _check_straggler(plan, fault, i, stragglers)
+            continue
         try:
             links = links_of(plan, fault.target)
         except TimelineError as exc:
@@ -124,6 +131,32 @@ def schedule(plan: FabricPlan, faults: list[Fault], convergence_delay: float = 1
                        holder=a.held_by) for a in actions if a.condition == "down"]
     actions.sort(key=lambda a: (a.time, a.on, a.event))
     return actions
+
+
+def straggler_windows(faults: list[Fault], host: str) -> list[tuple[float, float | None, float]]:
+    """The (start, end or None for the run's end, factor) of every straggler on `host`: what
+    its agent stretches compute by, in seconds after the workload starts."""
+    return [(f.at, None if f.duration is None else f.at + f.duration, cast(float, f.factor))
+            for f in faults if f.kind == "straggler" and f.target.host == host]
+
+
+def _check_straggler(plan: FabricPlan, fault: Fault, i: int,
+                     seen: dict[str, list[tuple[float, float, int]]]) -> list[str]:
+    """A straggler names a rank's host, and two on one host never overlap (which factor would
+    hold is a guess, as for two faults of one kind on a link)."""
+    host = cast(str, fault.target.host)
+    if host not in plan.scenario.rank_hosts():
+        return [f"faults.{i}: straggler on {host!r}, which runs no rank of the workload"]
+    if not plan.scenario.workload.steps:
+        return [f"faults.{i}: a straggler slows a training step's compute; the workload is a "
+                f"looped collective (give workload.training or workload.chakra)"]
+    end = fault.at + fault.duration if fault.duration is not None else float("inf")
+    for start, stop, other in seen.get(host, []):
+        if fault.at < stop and start < end:
+            return [f"faults.{i}: straggler on {host} overlaps faults.{other} (also a "
+                    f"straggler on it)"]
+    seen.setdefault(host, []).append((fault.at, end, i))
+    return []
 
 
 def _resolve(actions: list[Action], faults: list[Fault], problems: list[str]) -> list[Action]:

@@ -1,4 +1,5 @@
-"""Where a router port marks ECN, trims MRC packets and tail-drops: the eBPF program
+"""Where a router port marks ECN, trims MRC packets and tail-drops (or, lossless, counts an
+overflow of its lossless limit): the eBPF program
 `bpf/fabric_queue.c` at the egress of every router port, its per-port settings and counters.
 
 The program is built with clang by `scripts/install.sh` (`make bpf`), loaded once per run
@@ -20,12 +21,14 @@ BPF_DIR = Path(__file__).resolve().parent / "bpf"
 OBJECT = BPF_DIR / "fabric_queue.o"
 PROGRAM = "fabric_queue"
 TC_H_CLSACT_EGRESS = 0xFFFFFFF3  # parent "ffff:fff3": clsact's egress hook
-COUNTERS = ("packets", "bytes", "marked", "trimmed", "dropped", "queue", "queue_max")
+COUNTERS = ("packets", "bytes", "marked", "trimmed", "dropped", "queue", "queue_max",
+            "overflow")
+LOSSLESS = 1  # PortConfig.flags: a drop above `buffer` is a lossless overflow
 
 
 class PortConfig(ctypes.Structure):
     _fields_ = [("rate", ctypes.c_uint64), ("ecn", ctypes.c_uint32), ("trim", ctypes.c_uint32),
-                ("buffer", ctypes.c_uint32), ("pad", ctypes.c_uint32)]
+                ("buffer", ctypes.c_uint32), ("flags", ctypes.c_uint32)]
 
 
 class PortState(ctypes.Structure):
@@ -33,10 +36,11 @@ class PortState(ctypes.Structure):
                 ("queue", ctypes.c_uint64), ("last_ns", ctypes.c_uint64),
                 ("packets", ctypes.c_uint64), ("bytes", ctypes.c_uint64),
                 ("marked", ctypes.c_uint64), ("trimmed", ctypes.c_uint64),
-                ("dropped", ctypes.c_uint64), ("queue_max", ctypes.c_uint64)]
+                ("dropped", ctypes.c_uint64), ("queue_max", ctypes.c_uint64),
+                ("overflow", ctypes.c_uint64)]
 
 
-assert ctypes.sizeof(PortConfig) == 24 and ctypes.sizeof(PortState) == 72  # as in the C file
+assert ctypes.sizeof(PortConfig) == 24 and ctypes.sizeof(PortState) == 80  # as in the C file
 
 
 # The virtual queue drains a little slower than the shaper's nominal rate: measured here, an
@@ -46,10 +50,11 @@ DRAIN_FACTOR = 0.98
 
 
 def port_config(link: Link, rate_bps: int | None = None) -> PortConfig:
-    """The settings of either end of `link` (both ends share its class)."""
+    """The settings of either end of `link` (both ends share its class): it drops above the
+    link's queue limit (the buffer, or the lossless limit)."""
     rate = link.rate if rate_bps is None else rate_bps
     return PortConfig(rate=int(rate * DRAIN_FACTOR) // 8, ecn=link.ecn, trim=link.trim,
-                      buffer=link.buffer)
+                      buffer=link.limit, flags=LOSSLESS if link.lossless else 0)
 
 
 def router_ports(plan: FabricPlan) -> list[tuple[Port, Link]]:

@@ -12,7 +12,7 @@ import contextlib
 import ctypes
 import os
 import socket
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 
 CLONE_NEWNET = 0x40000000
 _libc = ctypes.CDLL(None, use_errno=True)
@@ -82,7 +82,7 @@ def socket_at(path: str, family: int, type_: int, proto: int = 0) -> socket.sock
         return socket.socket(family, type_, proto)
 
 
-def write_sysctls(pid: int, values: dict[str, str | int]) -> None:
+def write_sysctls(pid: int, values: Mapping[str, str | int]) -> None:
     """Set net.* sysctls of the namespace of `pid` (keys like 'net.ipv6.conf.all.forwarding')."""
     with entered(pid):
         for key, value in values.items():

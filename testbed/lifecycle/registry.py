@@ -188,7 +188,7 @@ def read_all(problems: list[str] | None = None) -> list[RunRecord]:
     """Every readable run record. A damaged file or line is skipped and described in
     `problems`; no file is ever deleted here."""
     problems = problems if problems is not None else []
-    records = []
+    records: list[RunRecord] = []
     if not STATE_DIR.is_dir():
         return records
     for path in sorted(STATE_DIR.glob("*.jsonl")):

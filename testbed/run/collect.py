@@ -17,7 +17,7 @@ import pandas as pd
 
 from hostagent.workloads import nccl
 from hostagent.workloads.iterations import IterationRecord
-from runcontract import EVENT_COLUMNS, ITERATION_COLUMNS, table_file
+from runcontract import EVENT_COLUMNS, ITERATION_COLUMNS, STEP_COLUMNS, table_file
 from testbed.fabric import paths
 from testbed.fabric.plan import make_plan
 from testbed.run.traffic import AgentOutcome
@@ -60,12 +60,29 @@ def _gap_line(records: list[IterationRecord]) -> str:
             f"{gaps[-1] * 1e3:.1f} ms (buffers made and checked; not timed)\n")
 
 
+def step_table(records: list[IterationRecord], world: int, transport: str) -> str:
+    """One line per timed training step: its time (first start to last end over the ranks)
+    and how many ranks verified every node of it."""
+    by_iteration: dict[int, list[IterationRecord]] = {}
+    for r in records:
+        if not r.warmup:
+            by_iteration.setdefault(r.iteration, []).append(r)
+    lines = [f"# training step over {transport}, {world} ranks",
+             "#  iteration   time (ms)   ranks verified"]
+    for it, group in sorted(by_iteration.items()):
+        span = max(r.end for r in group) - min(r.start for r in group)
+        lines.append(f"{it:11d} {span * 1e3:11.1f}   {sum(r.verified for r in group)}/{world}")
+    wrong = sum(not r.verified for r in records)
+    lines.append(f"# Wrong results        : {wrong} {'OK' if wrong == 0 else 'FAILED'}")
+    return "\n".join(lines) + "\n"
+
+
 def collect(out: Path, results_dir: Path, outcomes: list[AgentOutcome], scenario: Scenario,
             transport: str, link_rows: list[dict] | None = None,
             event_rows: list[dict] | None = None) -> tuple[str, pd.DataFrame]:
     """Write the tables (links.parquet from the telemetry sampler's rows, when given); return
     the summary table text and the iterations frame."""
-    iterations, messages, evs, transitions, qps, ev_load = [], [], [], [], [], []
+    iterations, messages, evs, transitions, qps, ev_load, steps = [], [], [], [], [], [], []
     missing = []  # iterations an agent did not complete: marked in iterations.parquet
     total = scenario.workload.warmup + scenario.workload.iterations
     for o in outcomes:
@@ -85,6 +102,7 @@ def collect(out: Path, results_dir: Path, outcomes: list[AgentOutcome], scenario
         transitions += [{**common, **t} for t in report.get("transitions", [])]
         qps += [{**common, **q} for q in report.get("qps", [])]
         ev_load += [{**common, **r} for r in _read(out, o.host, "ev_load.json")]
+        steps += [{**common, **r} for r in _read(out, o.host, "steps.json")]
     frames = {
         "iterations": pd.DataFrame(iterations + missing, columns=list(ITERATION_COLUMNS)),
         "messages": pd.DataFrame(messages),
@@ -107,6 +125,8 @@ def collect(out: Path, results_dir: Path, outcomes: list[AgentOutcome], scenario
              "spine": float("nan") if q.get("spine") is None else q["spine"],
              "sport": q.get("sport"), "sent": q["data_sent"], "state": "GOOD"}
             for q in qps])
+    if scenario.workload.steps:
+        frames["steps"] = pd.DataFrame(steps, columns=list(STEP_COLUMNS))
     if link_rows is not None:
         frames["links"] = pd.DataFrame(link_rows)
     if event_rows is not None:
@@ -119,6 +139,8 @@ def collect(out: Path, results_dir: Path, outcomes: list[AgentOutcome], scenario
         frame.to_parquet(results_dir / table_file(name), index=False)
     records = IterationRecord.of_rows(iterations)
     world = len(scenario.rank_hosts())
+    if scenario.workload.steps:
+        return step_table(records, world, transport), frames["iterations"]
     # an agent that failed reported none or part of its iterations: the table counts only
     # iterations every rank completed (the run then fails, naming the agent)
     ranks: dict[int, set[int]] = {}
@@ -126,11 +148,12 @@ def collect(out: Path, results_dir: Path, outcomes: list[AgentOutcome], scenario
         ranks.setdefault(r.iteration, set()).add(r.rank)
     whole = [r for r in records if len(ranks[r.iteration]) == world]
     rows = nccl.summarize(whole, world)
+    over = f"{transport} ({scenario.variant(transport)})"
     if not rows:
-        failed = (f"# {scenario.workload.collective} over {transport}, {world} ranks: no "
+        failed = (f"# {scenario.workload.collective} over {over}, {world} ranks: no "
                   f"iteration completed on every rank (an agent failed)\n")
-        return failed, frames["iterations"]
-    table = nccl.format_table(rows, transport=transport, world=world)
+        return failed + _overflow_line(scenario, link_rows), frames["iterations"]
+    table = nccl.format_table(rows, transport=over, world=world)
     if len(whole) < len(records):
         table += (f"# Incomplete           : {len(ranks) - len(whole) // world} iterations "
                   f"lack a rank (an agent failed); left out\n")
@@ -140,4 +163,23 @@ def collect(out: Path, results_dir: Path, outcomes: list[AgentOutcome], scenario
     table += (f"# Ideal bus bandwidth  : {ideal:.4g} GB/s ({planes} plane"
               f"{'s' if planes > 1 else ''} x {format_rate(scenario.fabric.host_link.rate)}); "
               f"measured {measured / ideal:.0%} of it\n")
-    return table, frames["iterations"]
+    return table + _overflow_line(scenario, link_rows), frames["iterations"]
+
+
+def _overflow_line(scenario: Scenario, link_rows: list[dict] | None) -> str:
+    """In lossless mode, what the router ports dropped past their lossless limit (the memory
+    budget, testbed/scenario/limits.py LOSSLESS_MEMORY): a run with any is not lossless."""
+    if not scenario.switch.lossless or not link_rows:
+        return ""
+    counts: dict[tuple[str, str], list[int]] = {}
+    for row in link_rows:
+        if row.get("lossless_overflow") is not None:
+            counts.setdefault((row["node"], row["ifname"]), []).append(row["lossless_overflow"])
+    per_port = {port: max(c) - min(c) for port, c in counts.items()}
+    total = sum(per_port.values())
+    if not total:
+        return "# Lossless overflow    : none (no router port dropped past its lossless limit)\n"
+    worst = max(per_port, key=lambda p: per_port[p])
+    return (f"# Lossless overflow    : {total} packets at {sum(1 for n in per_port.values() if n)} "
+            f"ports (most {per_port[worst]} at {worst[0]} {worst[1]}) dropped past the "
+            f"lossless limit: queues outgrew the memory budget; NOT a lossless run\n")

@@ -41,14 +41,15 @@ class _Step:
 
 
 def plan(drills: list[LoadedDrill]) -> list[_Step]:
-    """Every run of every drill, in the order they run."""
+    """Every run of every drill, in the order they run: per transport its control (on the
+    first seed) and one repetition per seed, the same seeds for every transport."""
     steps = []
     for k, d in enumerate(drills):
+        seeds = d.drill.run_seeds(d.scenario)
         for transport in d.transports:
             if d.drill.control and (d.scenario.faults or d.scenario.background):
-                steps.append(_Step(d, k, transport, None, d.scenario.seed))
-            steps += [_Step(d, k, transport, r, d.drill.seed(d.scenario, r))
-                      for r in range(d.drill.repetitions)]
+                steps.append(_Step(d, k, transport, None, seeds[0]))
+            steps += [_Step(d, k, transport, r, seed) for r, seed in enumerate(seeds)]
     return steps
 
 

@@ -27,7 +27,8 @@ DEFAULT_BASE = Path(os.environ.get("MRC_TESTBED_RESULTS", "results"))
 
 
 def _versions() -> dict:
-    out = {"python": platform.python_version(), "kernel": platform.release()}
+    out: dict[str, str | None] = {"python": platform.python_version(),
+                                  "kernel": platform.release()}
     for dist in ("mrc-testbed", "pyroute2", "pydantic", "mininet"):
         try:
             out[dist] = metadata.version(dist)
@@ -57,7 +58,7 @@ def facts(scenario: Scenario, transport: str) -> RunFacts:
         link_rates={"host": f.host_link.rate, "fabric": f.fabric_link.rate},
         node_tiers=tiers, ideal_busbw=ideal, ideal_planes=planes,
         packet_bits=8 * (scenario.qp.mss + HEADER_SIZE + FRAME_OVERHEAD),
-        real_rate=f.real_rate,
+        real_rate=f.real_rate, variant=scenario.variant(transport),
         background=tuple(BackgroundWindow(b.pattern, b.protocol, b.plane, b.at,
                                           b.at + b.duration) for b in scenario.background))
 
@@ -77,7 +78,8 @@ class RunResults:
             raise _unwritable(base, exc) from None
         self.run_id = name
         self.meta = {
-            "run_id": name, "scenario": scenario_name, "transport": transport, "seed": seed,
+            "run_id": name, "scenario": scenario_name, "transport": transport,
+            "variant": scenario.variant(transport) if transport else None, "seed": seed,
             "status": "running",
             "started": datetime.now(timezone.utc).isoformat(), "ended": None,
             "scenario_sha256": hashlib.sha256(scenario_text.encode()).hexdigest(),

@@ -20,13 +20,12 @@ from hostagent.workloads.iterations import IterationRecord
 from runcontract import CPU_COLUMNS, LINK_GAP_COLUMNS, BackgroundWindow, table_file
 from testbed.emulation.background import BackgroundTraffic
 from testbed.emulation.capture import Captures, port_of
-from testbed.emulation.cluster.network import ClusterNetwork, make_network
+from testbed.emulation.cluster.network import placement_lines, underlay_traffic
 from testbed.emulation.cluster.network import preflight as cluster_preflight
 from testbed.emulation.fidelity_monitor import FidelityMonitor
 from testbed.emulation.injector import Injector
-from testbed.emulation.network import FabricNetwork
+from testbed.emulation.network_api import Network
 from testbed.emulation.telemetry import Sampler
-from testbed.emulation.verify import verify
 from testbed.errors import EnvironmentProblem, TestbedError, VerificationFailed
 from testbed.fabric import budget
 from testbed.fabric.plan import make_plan
@@ -38,7 +37,11 @@ from testbed.lifecycle import cleanup, interrupts, registry
 from testbed.lifecycle.progress import Progress
 from testbed.lifecycle.registry import RunRegistry
 from testbed.run import verdict as fidelity
-from testbed.run.build import fabric  # noqa: F401 (scripts and tests import it from here)
+from testbed.run.build import (
+    build,
+    fabric,  # noqa: F401 (scripts and tests import it from here)
+    make_network,
+)
 from testbed.run.collect import collect
 from testbed.run.results import RunResults
 from testbed.run.traffic import nic_limits, run_agents
@@ -112,7 +115,7 @@ def run(scenario: Scenario, scenario_text: str, options: RunOptions,
                 calibrate.calibrate(progress)
         plan = make_plan(scenario)
         if scenario.cluster is not None:
-            for line in ClusterNetwork.placement_lines(plan):
+            for line in placement_lines(plan):
                 progress.say(f"  {line}")
         for ifname in options.capture:
             port_of(plan, ifname)  # a typo fails now, not after the build
@@ -161,7 +164,7 @@ def _run_once(scenario: Scenario, scenario_text: str, options: RunOptions, progr
     return results.dir
 
 
-def _end(network: FabricNetwork | None, registry: RunRegistry | None, plan, progress: Progress,
+def _end(network: Network | None, registry: RunRegistry | None, plan, progress: Progress,
          results: RunResults | None, status: str, error: str | None, phase: str | None,
          original: BaseException | None) -> None:
     """Tear down, then record how the run ended. When the run already failed, a failure here
@@ -194,7 +197,7 @@ def _warn(exc: BaseException) -> None:
           file=sys.stderr, flush=True)
 
 
-def _teardown(network: FabricNetwork | None, registry: RunRegistry | None, plan,
+def _teardown(network: Network | None, registry: RunRegistry | None, plan,
               progress: Progress) -> None:
     if network is not None:
         with progress.phase("teardown") as info:
@@ -204,33 +207,18 @@ def _teardown(network: FabricNetwork | None, registry: RunRegistry | None, plan,
         registry.close()
 
 
-def _build_and_use(network: FabricNetwork, results: RunResults, options: RunOptions,
+def _build_and_use(network: Network, results: RunResults, options: RunOptions,
                    progress: Progress, transport: str | None) -> None:
-    plan = network.plan
     network.results_dir = results.dir  # what runs on servers is gathered back into it
-    if isinstance(network, ClusterNetwork):
-        with progress.phase("servers") as info:
-            info["done"] = network.add_servers()
-        results.meta["cluster"] = network.facts()
-        results.save()
-    with progress.phase("nodes") as info:
-        network.add_nodes()
-        info["done"] = f"{len(plan.nodes)} namespaces ({len(plan.hosts)} hosts, " \
-                       f"{len(plan.routers)} routers)"
-    with progress.phase("links") as info:
-        network.add_links()
-        crossing = len(network.placement.crossing) if isinstance(network, ClusterNetwork) else 0
-        info["done"] = f"{len(plan.links) - crossing} veth links" + (
-            f", {crossing} VXLAN links between servers" if crossing else "")
-    with progress.phase("routes") as info:
-        network.configure()
-        info["done"] = "addresses, neighbours, routes, End SIDs, htb shapers" + (
-            ", ECN/trimming at router ports" if plan.scenario.switch.enabled else "")
-    with progress.phase("verify") as info:
-        report = verify(network, progress)
-        results.write_json("verify.json", report.to_json())
-        info["done"] = (f"{report.probed:,} EVs proven" if report.ok else
-                        f"{len(report.failures)} EVs and {len(report.mismatches)} counters FAILED")
+
+    def record_machines() -> None:
+        facts = network.facts()
+        if facts is not None:
+            results.meta["cluster"] = facts
+            results.save()
+
+    report = build(network, progress, prepared=record_machines)
+    results.write_json("verify.json", report.to_json())
     if options.verify_only or not report.ok:
         progress.say(report.table())
     if not report.ok:
@@ -241,12 +229,10 @@ def _build_and_use(network: FabricNetwork, results: RunResults, options: RunOpti
     if options.verify_only:
         return
     if transport is not None:
-        cluster = network if isinstance(network, ClusterNetwork) else None
-        before, t0 = (cluster.underlay_counters(), time.monotonic()) if cluster else ({}, 0.0)
+        before, t0 = network.underlay_counters(), time.monotonic()
         _run_workload(network, results, progress, transport, options.capture)
-        if cluster is not None:
-            used = cluster.underlay_traffic(before, cluster.underlay_counters(),
-                                            time.monotonic() - t0)
+        if before:  # servers, with an underlay between them
+            used = underlay_traffic(before, network.underlay_counters(), time.monotonic() - t0)
             results.meta["cluster"]["underlay_during_workload"] = used
             results.save()
             progress.say("# underlay (VXLAN between servers) during the workload: " + ", ".join(
@@ -341,7 +327,7 @@ def write_fidelity_tables(results_dir: Path, monitor: FidelityMonitor) -> None:
         results_dir / table_file("cpu"), index=False)
 
 
-def _run_workload(network: FabricNetwork, results: RunResults, progress: Progress,
+def _run_workload(network: Network, results: RunResults, progress: Progress,
                   transport: str, capture: tuple[str, ...]) -> None:
     scenario = network.plan.scenario
     w = scenario.workload
@@ -375,8 +361,9 @@ def _run_workload(network: FabricNetwork, results: RunResults, progress: Progres
             monitor.stop()
             captures.stop()
         failed = [o for o in outcomes if o.result.get("status") != "ok"]
-        info["done"] = (f"{w.collective} of {format_size(w.size)} x {w.iterations} on "
-                        f"{len(hosts)} ranks over {transport}: "
+        what = (f"{w.collective} of {format_size(w.size)}" if not w.steps
+                else "training step")
+        info["done"] = (f"{what} x {w.iterations} on {len(hosts)} ranks over {transport}: "
                         + ("every rank verified" if not failed else f"{len(failed)} ranks FAILED"))
     with progress.phase("collect") as info:
         table, iterations = collect(out, results.dir, outcomes, scenario, transport,

@@ -18,7 +18,7 @@ import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from hostagent.protocol.nic import FRAME_OVERHEAD
 from hostagent.protocol.qp import QPConfig, time_to_fail
@@ -26,11 +26,14 @@ from hostagent.protocol.wire import HEADER_SIZE
 from hostagent.runtime.agent import PROGRESS_FILE
 from hostagent.runtime.config import AgentConfig, PeerConfig
 from hostagent.runtime.driver import PORT as ROCE_PORT
-from testbed.emulation.network import FabricNetwork
+from hostagent.workloads.graph import Job
+from hostagent.workloads.training import training_job
+from testbed.emulation.network_api import Network
 from testbed.emulation.telemetry import DEFAULT_PERIOD
 from testbed.errors import TestbedError
-from testbed.fabric import paths
+from testbed.fabric import budget, paths
 from testbed.fabric.plan import FabricPlan
+from testbed.fabric.timeline import straggler_windows
 from testbed.lifecycle import interrupts
 from testbed.run.waiting import ProgressRule, stop, wait_for_agents
 from testbed.scenario import Scenario
@@ -48,15 +51,21 @@ def agent_configs(plan: FabricPlan, scenario: Scenario, transport: str,
     qp = {"mss": q.mss, "init_cwnd": q.init_cwnd, "max_cwnd": q.max_cwnd,
           "timeout": scenario.timeout(), "target_delay": scenario.target_delay(),
           "linear_cnt": q.retry.linear_cnt, "exp_cnt": q.retry.exp_cnt,
-          "ack_every": q.ack_every, "line_rate": scenario.fabric.host_link.rate}
+          "ack_every": q.ack_every, "line_rate": scenario.fabric.host_link.rate,
+          "base_rtt": base_rtt(scenario)}
     mrc = {"active_per_plane": scenario.active_evs_per_plane(),
            "ev_min_active": m.ev_min_active, "spray": m.spray,
            "probe_interval": m.probe_interval, "probe_successes": m.probe_successes,
            "congestion_holdoff": m.congestion_holdoff,
            "congestion_memory_rtts": m.congestion_memory_rtts, "hot_ratio": m.hot_ratio,
            "hot_rtts": m.hot_rtts}
-    workload = {"collective": w.collective, "size": w.size, "iterations": w.iterations,
-                "warmup": w.warmup, "compute_gap": w.compute_gap}
+    workload: dict[str, Any] = {"collective": w.collective, "size": w.size,
+                                "iterations": w.iterations, "warmup": w.warmup,
+                                "compute_gap": w.compute_gap}
+    job = step_job(scenario)
+    if job is not None:
+        workload["compute_scale"] = compute_scale(scenario)
+        workload["compute_jitter"] = w.compute_jitter
     configs = {}
     for rank, host in enumerate(hosts):
         peers = []
@@ -71,11 +80,30 @@ def agent_configs(plan: FabricPlan, scenario: Scenario, transport: str,
         configs[host] = AgentConfig(
             rank, len(hosts), host, transport,
             [str(plan.plain_address(host, p)) for p in range(plan.planes)], peers,
-            scenario.qps_per_peer(transport), qp, mrc, workload, scenario.seed,
+            scenario.qps_per_peer(transport), qp, mrc,
+            workload if job is None else {
+                **workload, "steps": job.plan(rank).to_dict(),
+                "stragglers": straggler_windows(scenario.faults, host)},
+            scenario.seed,
             str(out / "start"), str(out / host), timeout=deadline_for(scenario), gso=q.gso,
             nic=nic_limits(scenario), ev_sample_period=ev_sample_period(
                 scenario, transport, sum(len(p.evs) for p in peers)))
     return configs
+
+
+def step_job(scenario: Scenario) -> Job | None:
+    """The step every rank runs, built in or from a Chakra trace (rank r on the workload's r-th
+    host), or None for the looped collective."""
+    w = scenario.workload
+    if w.chakra is not None:
+        return w.chakra.job(scenario.rank_hosts())
+    return None if w.training is None else training_job(w.training.spec(), scenario.rank_hosts())
+
+
+def compute_scale(scenario: Scenario) -> float:
+    """What compute times are stretched by: the time-dilation factor with fabric.real_rate
+    (the job's compute keeps its ratio to the emulated fabric's slower communication), else 1."""
+    return budget.dilation(scenario) or 1.0
 
 
 MAX_SAMPLED_EVS = 256  # per agent: beyond, the load over time costs the agents too much CPU
@@ -93,6 +121,16 @@ def ev_sample_period(scenario: Scenario, transport: str, evs: int) -> float | No
 def _denied(ev: paths.EV, denied) -> bool:
     """A same-leaf EV crosses no spine: only a whole-plane denial removes it."""
     return any(d.plane == ev.plane and (d.spine is None or d.spine == ev.spine) for d in denied)
+
+
+def base_rtt(scenario: Scenario) -> float:
+    """Seconds a round trip takes across a spine with every queue empty: each store-and-forward
+    hop (host port, leaf to spine, spine to leaf, leaf to host) serializes a full packet there
+    and its ACK on the way back; the emulated links add no propagation delay (veth pairs).
+    DCQCN's timers are ratios to it (a peer on the same leaf is two hops closer)."""
+    f = scenario.fabric
+    round_trip = (scenario.qp.mss + 2 * (HEADER_SIZE + FRAME_OVERHEAD)) * 8  # data out, ACK back
+    return 2 * round_trip / f.host_link.rate + 2 * round_trip / f.fabric_link.rate
 
 
 def nic_limits(scenario: Scenario) -> dict:
@@ -116,6 +154,14 @@ def progress_rule(scenario: Scenario) -> ProgressRule:
     allow a QP's whole retry schedule (with retries forever, 10 minutes)."""
     w, f, q = scenario.workload, scenario.fabric, scenario.qp
     per_iter = 4 * w.size * 8 / (f.host_link.rate * 0.1) + w.compute_gap
+    job = step_job(scenario)
+    if job is not None:  # a rank's whole step: its bytes and compute, one after the other,
+        # compute at its slowest (jitter's top, the largest straggler factor)
+        slowest = (1 + w.compute_jitter) * max(
+            (cast(float, x.factor) for x in scenario.faults if x.kind == "straggler"), default=1)
+        per_iter = max(4 * sum(n.bytes for n in g.nodes) * 8 / (f.host_link.rate * 0.1)
+                       + sum(n.duration for n in g.nodes) * compute_scale(scenario) * slowest
+                       for g in job.graphs)
     retries = min(FOREVER_DEADLINE, time_to_fail(QPConfig(
         timeout=scenario.timeout(), linear_cnt=q.retry.linear_cnt, exp_cnt=q.retry.exp_cnt)))
     return ProgressRule(first_s=FIRST_ALLOWANCE + per_iter + retries, slack_s=retries)
@@ -134,7 +180,7 @@ class AgentFiles:
     the machine holding each host keeps them: read and written through the network (here
     directly; in the cluster mode through the host's server agent, a batch per server)."""
 
-    def __init__(self, network: FabricNetwork, configs: dict[str, AgentConfig]) -> None:
+    def __init__(self, network: Network, configs: dict[str, AgentConfig]) -> None:
         self.network = network
         self.configs = configs
 
@@ -228,7 +274,7 @@ def agent_groups(hosts: list[str], processes: int) -> list[list[str]]:
     return [hosts[bounds[k]:bounds[k + 1]] for k in range(n)]
 
 
-def _start_pooled(network: FabricNetwork, configs: dict[str, AgentConfig], out: Path,
+def _start_pooled(network: Network, configs: dict[str, AgentConfig], out: Path,
                   processes: int | None) -> dict[str, Any]:
     """One process per core of each machine (or `processes` per machine), each serving a
     contiguous group of that machine's hosts."""
@@ -262,7 +308,7 @@ def agent_command(module: str, arg: Path | str) -> list[str]:
     return [sys.executable, "-P", "-m", module, str(arg)]
 
 
-def _gather(network: FabricNetwork, configs: dict[str, AgentConfig], out: Path) -> None:
+def _gather(network: Network, configs: dict[str, AgentConfig], out: Path) -> None:
     """The agents' folder of every machine (each host's, the pool logs) brought back into the
     results: from each server in the cluster mode, a no-op on one machine."""
     first: dict[str, str] = {}
@@ -272,7 +318,7 @@ def _gather(network: FabricNetwork, configs: dict[str, AgentConfig], out: Path) 
         network.fetch(host, network.node_path(host, out), out)
 
 
-def run_agents(network: FabricNetwork, scenario: Scenario, transport: str, out: Path,
+def run_agents(network: Network, scenario: Scenario, transport: str, out: Path,
                on_start: Callable[[float], None] | None = None,
                mode: str | None = None) -> list[AgentOutcome]:
     """Start every rank's agent, on the machine holding its host, wait for all, bring back
@@ -338,7 +384,7 @@ def run_agents(network: FabricNetwork, scenario: Scenario, transport: str, out: 
 PATH_PROBES = 8  # datagrams sent to find the spine a RoCEv2 QP's 5-tuple hashes to
 
 
-def roce_spine(network: FabricNetwork, host: str, peer: str, plane: int, sport: int) -> int | None:
+def roce_spine(network: Network, host: str, peer: str, plane: int, sport: int) -> int | None:
     """The spine a RoCEv2 flow (UDP from `sport` to port 4791) takes in `plane`, read from the
     counters: PATH_PROBES datagrams of the same 5-tuple, sent once the agents are done, and
     the one spine whose port facing the source leaf received them. (`ip route get` with the
@@ -367,7 +413,7 @@ def roce_spine(network: FabricNetwork, host: str, peer: str, plane: int, sport: 
     return plan.nodes[moved[0]].index if len(moved) == 1 else None
 
 
-def add_roce_spines(network: FabricNetwork, out: Path, configs: dict[str, AgentConfig]) -> None:
+def add_roce_spines(network: Network, out: Path, configs: dict[str, AgentConfig]) -> None:
     """Write into each agent's paths.json (in the results) the spine each of its RoCEv2 QPs that
     sent data crossed (the agents know their plane and UDP source port, not the fabric's hash).
     One QP at a time, so that each probe burst is the only traffic the spines see. A QP that

@@ -15,7 +15,7 @@ measured on the run's own behalf, each against a bound that follows from the sce
   leave the link idle while the host had data. The share of the timed time lost so (lateness
   beyond the queue's time, summed) bounds the throughput the host may have lost to the CPU:
   faithful up to `STALL_FAITHFUL` (below the run-to-run spread of quickstart's busbw, 87-92%
-  of the ideal), not faithful over `STALL_DEGRADED` (the issue's 10 points from the ideal).
+  of the ideal), not faithful over `STALL_DEGRADED` (10 points from the ideal).
   Separately, a 99th percentile lag beyond the base
   retransmission timeout is not faithful: timeouts then fire on CPU delay, not on loss, and
   condemn healthy paths (seen at 32+ hosts).

@@ -3,15 +3,18 @@ hold for each transport (pure schema).
 
 A drill answers "does this transport meet these objectives under this fault?" with a verdict
 per objective. Its scenario is named by path (relative to the drill file) or embedded. Each
-repetition runs the scenario with its own seed; a control run (the same scenario without its
-faults and background traffic) measures the steady state the objectives compare with. The
+repetition runs the scenario with its own seed, and every transport runs the same seeds, so
+that a difference between transports is not a difference between draws (which spine a RoCEv2
+QP hashes onto, which EVs MRC keeps active). A control run (the same scenario without its
+faults and background traffic, on the first seed) measures the steady state the objectives
+compare with. The
 objectives themselves are evaluated from the runs' tables by `analysis/objectives.py`, which
 reads the plain dict `Objectives.model_dump()` gives (analysis never imports the testbed).
 """
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import yaml
 from pydantic import Field, ValidationError, model_validator
@@ -70,17 +73,31 @@ class Drill(StrictModel):
         description="a scenario file (relative to the drill file) or a scenario, embedded")
     transports: list[Transport] | None = Field(
         None, min_length=1, description="default: the scenario's `transport`")
-    repetitions: int = Field(3, ge=1, le=100)
-    seeds: list[int] | None = Field(
-        None, description="one per repetition; default the scenario's seed + 0, 1, 2, ...")
+    repetitions: int = Field(3, ge=1, le=100, description="default: one per seed, or 3")
+    seeds: list[Annotated[int, Field(ge=0, le=2**32 - 1)]] | None = Field(
+        None, description="one per repetition, the same for every transport; default the "
+                          "scenario's seed + 0, 1, 2, ...")
     control: bool = Field(True, description="run the scenario without its faults and "
-                                            "background traffic once per transport: the "
-                                            "steady state objectives compare with")
+                                            "background traffic once per transport, on the "
+                                            "first seed: the steady state objectives compare "
+                                            "with")
     objectives: dict[Transport, Objectives] = Field(
         description="per transport; a transport run without objectives is shown, not judged")
 
+    @model_validator(mode="before")
+    @classmethod
+    def _repetitions_from_seeds(cls, data: Any) -> Any:
+        """Seeds given without a repetition count: one repetition per seed."""
+        if isinstance(data, dict) and isinstance(data.get("seeds"), list) \
+                and "repetitions" not in data:
+            return {**data, "repetitions": len(data["seeds"])}
+        return data
+
     @model_validator(mode="after")
     def _consistent(self) -> Drill:
+        if self.seeds is not None and len(set(self.seeds)) != len(self.seeds):
+            raise ValueError(f"seeds {self.seeds} repeat a seed: a repetition on a seed "
+                             f"already run draws nothing new")
         if self.seeds is not None and len(self.seeds) != self.repetitions:
             raise ValueError(f"seeds has {len(self.seeds)} entries for {self.repetitions} "
                              f"repetitions: give one per repetition, or none")
@@ -91,8 +108,12 @@ class Drill(StrictModel):
                                  f"does not run (transports: {', '.join(self.transports)})")
         return self
 
-    def seed(self, scenario: Scenario, repetition: int) -> int:
-        return self.seeds[repetition] if self.seeds is not None else scenario.seed + repetition
+    def run_seeds(self, scenario: Scenario) -> list[int]:
+        """The seed of each repetition, the same for every transport; the control runs on
+        the first."""
+        if self.seeds is not None:
+            return list(self.seeds)
+        return [scenario.seed + r for r in range(self.repetitions)]
 
 
 class LoadedDrill:

@@ -16,14 +16,16 @@ from testbed.scenario.units import RateIn
 
 LINK_KINDS = ("link_down", "link_up", "flap", "blackhole", "loss", "degrade", "delay")
 ROUTER_KINDS = ("router_down", "router_reboot")
+HOST_KINDS = ("straggler",)  # a rank's compute, not the network: the agent applies it
 Kind = Literal["link_down", "link_up", "flap", "blackhole", "loss", "degrade", "delay",
-               "router_down", "router_reboot", "plane_down"]
+               "router_down", "router_reboot", "plane_down", "straggler"]
 PARAMS = {  # parameters each kind takes (beyond at, kind, target, duration)
     "link_down": set(), "link_up": set(), "blackhole": set(), "router_down": set(),
     "router_reboot": set(), "plane_down": set(),
     "flap": {"period", "count", "until"}, "loss": {"probability", "direction"},
-    "degrade": {"rate", "fraction"}, "delay": {"delay"},
+    "degrade": {"rate", "fraction"}, "delay": {"delay"}, "straggler": {"factor"},
 }
+MAX_SLOWDOWN = 100.0
 
 
 class _Strict(BaseModel):
@@ -32,7 +34,7 @@ class _Strict(BaseModel):
 
 class Target(_Strict):
     """One of: a fabric link {plane, leaf, spine}; a host port {host, plane}; a router
-    {router}; a whole plane {plane}."""
+    {router}; a whole plane {plane}; a host {host} (the rank it runs)."""
 
     plane: int | None = Field(None, ge=0, le=limits.MAX_PLANES - 1)
     leaf: int | None = Field(None, ge=0, le=limits.MAX_LEAVES_PER_PLANE - 1)
@@ -46,24 +48,27 @@ class Target(_Strict):
                          if getattr(self, k) is not None)
         return {frozenset({"plane", "leaf", "spine"}): "link",
                 frozenset({"host", "plane"}): "host_port",
-                frozenset({"router"}): "router",
+                frozenset({"router"}): "router", frozenset({"host"}): "host",
                 frozenset({"plane"}): "plane"}.get(keys, "invalid")
 
     @model_validator(mode="after")
     def _one_shape(self) -> Target:
         if self.shape == "invalid":
             raise ValueError("a target is {plane, leaf, spine} (a leaf-spine link), "
-                             "{host, plane} (a host port), {router} or {plane}")
+                             "{host, plane} (a host port), {router}, {plane} or {host}")
         return self
 
     def label(self) -> str:
         return {"link": f"p{self.plane} leaf {self.leaf}-spine {self.spine}",
                 "host_port": f"{self.host} port of plane {self.plane}",
-                "router": f"{self.router}", "plane": f"plane {self.plane}"}[self.shape]
+                "router": f"{self.router}", "plane": f"plane {self.plane}",
+                "host": f"{self.host}"}[self.shape]
 
 
 class Fault(_Strict):
-    """One event. `at` and `duration` are seconds after the workload starts."""
+    """One event. `at` and `duration` are seconds after the workload starts. A straggler
+    slows the compute of the rank on `target.host` by `factor` from `at` for `duration`
+    (absent: to the end); that rank's agent applies it, timed from the same start."""
 
     at: float = Field(ge=0, le=limits.MAX_TIME)
     kind: Kind
@@ -85,11 +90,14 @@ class Fault(_Strict):
         None, description="degrade: the new line rate, below the link's own")
     fraction: float | None = Field(None, gt=0, lt=1, description="degrade: of the line rate")
     delay: float | None = Field(None, gt=0, le=10, description="delay: one-way, s (netem)")
+    factor: float | None = Field(None, gt=1, le=MAX_SLOWDOWN,
+                                 description="straggler: the host's compute runs this many "
+                                             "times slower while the fault holds")
 
     @model_validator(mode="after")
     def _fits_kind(self) -> Fault:
         given = {k for k in ("period", "count", "until", "probability", "rate", "fraction",
-                             "delay") if getattr(self, k) is not None}
+                             "delay", "factor") if getattr(self, k) is not None}
         if self.direction != "both":
             given.add("direction")
         extra = given - PARAMS[self.kind]
@@ -97,11 +105,13 @@ class Fault(_Strict):
             raise ValueError(f"{self.kind} does not take {', '.join(sorted(extra))}")
         shape = self.target.shape
         wanted = ("link", "host_port") if self.kind in LINK_KINDS else \
-            ("router",) if self.kind in ROUTER_KINDS else ("plane",)
+            ("router",) if self.kind in ROUTER_KINDS else \
+            ("host",) if self.kind in HOST_KINDS else ("plane",)
         if shape not in wanted:
             raise ValueError(f"{self.kind} applies to a {' or '.join(wanted)} target, "
                              f"not a {shape}")
-        needs = {"flap": "period", "loss": "probability", "delay": "delay"}
+        needs = {"flap": "period", "loss": "probability", "delay": "delay",
+                 "straggler": "factor"}
         if self.kind in needs and needs[self.kind] not in given:
             raise ValueError(f"{self.kind} needs {needs[self.kind]}")
         if self.kind == "flap" and (self.count is None) == (self.until is None):

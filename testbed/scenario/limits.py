@@ -19,6 +19,10 @@ MIN_RATE = 100_000  # 100 kbit/s: slower links make every timer in the run meani
 MAX_RATE = 100 * 10**9
 MIN_BUFFER = 2 * MAX_MTU  # one packet must fit, whatever the MTU
 MAX_BUFFER = 256 * 2**20
+# Lossless mode (switch.lossless): the bytes every router port's queue together may hold, each
+# port an equal share (at least its buffer). The kernel's memory for them is about twice that
+# (a queued 1 KB packet's skb takes about 2 KB): about 2 GiB of the machine's 24 GiB.
+LOSSLESS_MEMORY = 2**30
 MAX_COLLECTIVE_BYTES = 1 << 30  # every rank holds it (and its scratch) in memory
 MAX_QPS_PER_PEER = 16  # the MRC paper's largest RoCEv2 comparison
 

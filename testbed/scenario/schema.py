@@ -42,9 +42,13 @@ from testbed.scenario import limits
 from testbed.scenario import source as source_
 from testbed.scenario.background import Background
 from testbed.scenario.background import check as check_background
+from testbed.scenario.chakra import Chakra
+from testbed.scenario.chakra import check as check_chakra
 from testbed.scenario.cluster import Cluster
 from testbed.scenario.cluster import check as check_cluster
 from testbed.scenario.faults import Fault, Routing
+from testbed.scenario.training import Training
+from testbed.scenario.training import check as check_training
 from testbed.scenario.units import RateIn, SizeIn, format_rate, format_size
 
 SAFE_NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,39}$"
@@ -159,15 +163,38 @@ class Fabric(StrictModel):
 
 class Switch(StrictModel):
     """What every router port does as its queue fills, beyond dropping at the buffer: an eBPF
-    program at its egress (testbed/bpf/fabric_queue.c). Thresholds are per link class."""
+    program at its egress (testbed/kernel/bpf/fabric_queue.c). Thresholds are per link class.
+    Lossless mode (docs/lossless.md) keeps queueing past the buffer instead of dropping."""
 
     ecn: bool = Field(True, description="mark CE on ECN-capable packets above ecn_threshold")
     trim: bool = Field(True, description="cut MRC data packets to their header above "
-                                         "trim_threshold and forward the header first")
+                                         "trim_threshold and forward the header first; off "
+                                         "by default in lossless mode, and an error with it")
+    lossless: bool = Field(
+        False, description="no router port drops data for lack of buffer: its queue grows past "
+        "the buffer (up to an equal share of a 1 GiB budget over all router ports; beyond it a "
+        "packet is dropped and counted as lossless_overflow), so congestion shows as queueing "
+        "delay instead of loss. ECN still marks; trimming is off. This is not PFC: no pause "
+        "frames, no paused upstream ports, no head-of-line blocking, congestion spreading, "
+        "pause storms or deadlocks. Faults that drop (loss, blackhole, link down) still drop")
+
+    @model_validator(mode="after")
+    def _lossless_without_trimming(self) -> Switch:
+        if self.lossless and self.trim and "trim" in self.model_fields_set:
+            raise ValueError("lossless: true with trim: true: trimming stands in for a "
+                             "congestion drop, and a lossless fabric has none; remove trim")
+        return self
+
+    @property
+    def trimming(self) -> bool:
+        """Whether router ports trim: as set, and never in lossless mode."""
+        return self.trim and not self.lossless
 
     @property
     def enabled(self) -> bool:
-        return self.ecn or self.trim
+        """Whether router ports run the eBPF program (lossless mode needs it: it is what
+        queues past the buffer and counts an overflow)."""
+        return self.ecn or self.trimming or self.lossless
 
 
 class Naming(StrictModel):
@@ -212,6 +239,12 @@ class Verify(StrictModel):
 SPARE_FROM_PATHS = 4  # planes with this many paths or more keep one spare EV by default
 Collective = Literal["all_reduce", "all_gather", "reduce_scatter", "all_to_all"]
 Transport = Literal["mrc", "rocev2"]
+# What each transport's agent implements whatever the scenario (hostagent/protocol/rocev2.py,
+# mrc.py): its name, loss recovery and congestion control, as a run's label names them.
+MECHANISMS: dict[str, tuple[str, str, str]] = {
+    "rocev2": ("RoCEv2", "Go-Back-N", "DCQCN"),
+    "mrc": ("MRC", "SACK", "NSCC"),
+}
 
 
 class Workload(StrictModel):
@@ -227,6 +260,24 @@ class Workload(StrictModel):
     ranks: Annotated[list[Annotated[str, Field(max_length=40)]],
                      Field(max_length=limits.MAX_HOSTS)] | Literal["all"] = Field(
         "all", description="host names taking part, in rank order, or all hosts")
+    training: Training | None = Field(
+        None, description="a parallel training step per iteration instead of the collective")
+    chakra: Chakra | None = Field(
+        None, description="a Chakra execution trace per iteration instead of the collective")
+    compute_jitter: float = Field(
+        0.0, ge=0, le=0.5, description="a step's compute nodes each take their time times a "
+                                       "factor uniform in 1 +- this, seeded per rank")
+
+    @property
+    def steps(self) -> bool:
+        """A step graph runs (built-in training or a Chakra trace), not the collective."""
+        return self.training is not None or self.chakra is not None
+
+    @model_validator(mode="after")
+    def _one_step_source(self) -> Workload:
+        if self.training is not None and self.chakra is not None:
+            raise ValueError("workload: training and chakra are two step sources; give one")
+        return self
 
     @field_validator("size")
     @classmethod
@@ -406,11 +457,21 @@ class Scenario(StrictModel):
                       if not any(d.plane == p and d.spine in (None, sp) for d in self.mrc.denied)}
         if not open_paths:
             raise ValueError("mrc.denied: every path is denied; MRC would have nothing to use")
+        if self.workload.training is not None:
+            check_training(self.workload.training, len(self.rank_hosts()))
+        if self.workload.chakra is not None:
+            check_chakra(self.workload.chakra, self.rank_hosts())
         if self.background:
             check_background(self.background,
                              [self.naming.host_name(i) for i in range(self.fabric.host_count)],
                              self.fabric.planes)
-        if self.switch.ecn and self.switch.trim:
+        if self.switch.lossless:
+            for name in ("host_link", "fabric_link"):
+                if getattr(self.fabric, name).trim_threshold is not None:
+                    raise ValueError(
+                        f"fabric.{name}.trim_threshold with switch.lossless: a lossless fabric "
+                        f"does not trim; remove the threshold or set lossless: false")
+        if self.switch.ecn and self.switch.trimming:
             for name in ("host_link", "fabric_link"):
                 cls = getattr(self.fabric, name)
                 if cls.ecn() >= cls.trim():
@@ -485,6 +546,18 @@ class Scenario(StrictModel):
                     f"or use smaller buffers or faster links")
         return self
 
+    def variant(self, transport: str) -> str:
+        """The baseline a run of `transport` measured, e.g. "RoCEv2, lossless, Go-Back-N,
+        DCQCN" or "MRC, lossy, SACK, NSCC, trimming": the fabric's drop model, then what the
+        fabric does to this transport's packets (only MRC data is ever trimmed)."""
+        name, recovery, cc = MECHANISMS[transport]
+        parts = [name, "lossless" if self.switch.lossless else "lossy", recovery, cc]
+        if transport == "mrc" and self.switch.trimming:
+            parts.append("trimming")
+        if not self.switch.ecn:
+            parts.append("no ECN")
+        return ", ".join(parts)
+
     def ideal_busbw(self, transport: str) -> tuple[float, int]:
         """GB/s a rank can inject, and over how many planes: every plane for MRC (one QP
         sprays them all), one plane per QP for RoCEv2 (a QP is bound to one NIC port)."""
@@ -502,6 +575,20 @@ class Scenario(StrictModel):
             return self.mrc.evs_per_plane
         spines = self.fabric.spines_per_plane
         return spines - 1 if spines >= SPARE_FROM_PATHS else None
+
+    def router_ports(self) -> int:
+        """Ports of leaves and spines: a host link has one, a leaf-spine link two."""
+        f = self.fabric
+        return f.planes * (f.host_count + 2 * f.leaves_per_plane * f.spines_per_plane)
+
+    def queue_limit(self, cls: LinkClass) -> int:
+        """Bytes a router port on a link of class `cls` queues before it drops: its buffer; in
+        lossless mode an equal share of LOSSLESS_MEMORY over every router port, never below the
+        buffer (the smallest fabric, 6 router ports, gives 179 MB: the eBPF program's and the
+        FIFO's 32-bit limits hold it), past which a packet is a counted overflow."""
+        if not self.switch.lossless:
+            return cls.buffer
+        return max(cls.buffer, limits.LOSSLESS_MEMORY // self.router_ports())
 
     def drain_time(self) -> float:
         """Seconds the slowest port takes to send a full buffer: the worst queueing per hop."""

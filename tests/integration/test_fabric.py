@@ -8,7 +8,8 @@ import time
 from ipaddress import IPv6Network
 from pathlib import Path
 
-from testbed.emulation.verify import PROBE_PORT, verify
+from testbed.emulation.probes import PROBE_PORT
+from testbed.emulation.verify import verify
 from testbed.fabric.paths import ev
 from testbed.fabric.plan import block
 from testbed.kernel import netns
@@ -28,7 +29,7 @@ def test_run_verify_only_proves_every_ev(results_dir: Path):
     assert set(meta["phases"]) >= {"preflight", "nodes", "links", "routes", "verify", "teardown"}
     report = json.loads((run / "verify.json").read_text())
     assert report["ok"] and report["probed"] == 40 and report["received"] == 40
-    assert (run / "scenario.yaml").read_text().startswith("# The default scenario")
+    assert (run / "scenario.yaml").read_text().splitlines()[1].startswith("# The default scenario")
 
 
 def test_verification_catches_a_missing_end_sid(quickstart):

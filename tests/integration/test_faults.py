@@ -216,7 +216,7 @@ def test_a_plane_down_of_24_links_changes_them_all_within_a_few_ms():
         finally:
             injector.stop()
     rows = pd.DataFrame(injector.rows)
-    # 16 losses due at one instant, one per link (the issue saw them in place 0.6 s late):
+    # 16 losses due at one instant, one per link:
     # each node applies its share as one transaction
     loss = rows[rows.condition == "loss"]
     assert len(loss) == 32 and (loss["lag"] < 0.025).all(), loss[["on", "lag", "spread"]]

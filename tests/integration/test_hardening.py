@@ -1,4 +1,4 @@
-"""Root safety end to end (issue 13, items 2, 8, 9): code planted in the working directory never
+"""Root safety end to end: code planted in the working directory never
 runs, a run's text never runs in its report, and one run at a time holds the lock."""
 from __future__ import annotations
 

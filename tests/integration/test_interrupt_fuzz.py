@@ -1,5 +1,5 @@
 """Runs stopped at random moments, many times, by SIGINT, SIGTERM or SIGKILL (then `clean`):
-after each, nothing of the testbed is left and meta.json says how the run ended (issue 13).
+after each, nothing of the testbed is left and meta.json says how the run ended.
 
 The moments are drawn (seeded) over a whole run with traffic, so they fall in every phase:
 preflight, nodes, links, routes, verify, traffic, collect, teardown. MRC_INTERRUPT_TRIALS sets

@@ -35,7 +35,7 @@ def test_collective_verified_on_both_transports(kind: str, tmp_path: Path, resul
         msgs = pd.read_parquet(run / "messages.parquet")
         assert (msgs["end"] >= msgs["start"]).all() and msgs["size"].sum() > 0
         summary = (run / "summary.txt").read_text()
-        assert f"# {kind} over {meta['transport']}, 4 ranks" in summary
+        assert f"# {kind} over {meta['transport']} ({meta['variant']}), 4 ranks" in summary
         links = pd.read_parquet(run / "links.parquet")
         assert links.groupby(["node", "ifname"]).ngroups == 32, "every port of 16 links"
         if meta["transport"] == "mrc":  # each EV's load over time ends below its final count

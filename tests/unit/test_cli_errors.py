@@ -1,4 +1,4 @@
-"""Exit statuses as documented (issue 13, items 10, 11, 14): 2 for any bad input, with one
+"""Exit statuses as documented: 2 for any bad input, with one
 message and no traceback; 1 only for bugs."""
 from __future__ import annotations
 

@@ -1,9 +1,9 @@
 """The runner's end of the server agents: one ssh session per server, JSON lines over it.
 
 A `ServerSession` starts `testbed.emulation.cluster.server_agent` over ssh (the same
-command for a
-real server and an emulated one: only the ssh prefix differs) and sends one request at a time.
-`send` and `receive` are split so that the runner can ask every server at once and then read
+command for a real server and an emulated one: only the ssh prefix differs) and sends one
+request at a time, a request of ops.py whose type gives the reply's. `send` and `receive` are
+split so that the runner can ask every server at once and then read
 the answers (`ask_all`). An error reply, a dead session or a reply that is not JSON raises
 `ServerError`, one line naming the server.
 
@@ -23,10 +23,11 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar, cast
 
+from testbed.emulation.cluster import ops
 from testbed.errors import TestbedError
 from testbed.fabric.clock import ClockOffset, Sample, offset_of
 from testbed.lifecycle import interrupts
@@ -34,6 +35,7 @@ from testbed.lifecycle import interrupts
 REPLY_TIMEOUT = 120.0  # s for one reply (configuring a few hundred nodes takes seconds)
 START_TIMEOUT = 30.0  # s for the agent's first line (ssh login, Python start, imports)
 CLOCK_SAMPLES = 16
+R = TypeVar("R")
 
 
 class ServerError(TestbedError):
@@ -61,27 +63,28 @@ class ServerSession:
         self.ssh = ssh
         self.log = log
         self.proc: subprocess.Popen | None = None
-        self.hello: dict[str, Any] = {}
+        self.hello: ops.HelloReply | dict[str, Any] = {}
         self._buffer = b""
         self._sent = self._read_n = 0  # requests sent, replies read (to skip abandoned ones)
         self.lock = threading.Lock()  # one request at a time (telemetry asks from its thread)
 
-    def start(self) -> dict[str, Any]:
+    def start(self) -> ops.HelloReply:
         self.proc = subprocess.Popen(remote_command(self.ssh, agent_argv(self.log)),
                                      stdin=subprocess.PIPE,
                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                      start_new_session=True)
-        self.hello = self._reply(START_TIMEOUT, "starting")
-        return self.hello
+        hello = cast(ops.HelloReply, self._reply(START_TIMEOUT, "starting"))
+        self.hello = hello
+        return hello
 
-    def send(self, op: str, **args: Any) -> None:
+    def send(self, req: ops.Request[Any]) -> None:
         assert self.proc is not None and self.proc.stdin is not None
         try:
-            self.proc.stdin.write(json.dumps({"op": op, **args}).encode() + b"\n")
+            self.proc.stdin.write(json.dumps(req.message()).encode() + b"\n")
             self.proc.stdin.flush()
             self._sent += 1
         except (BrokenPipeError, OSError):
-            raise self._dead(op) from None
+            raise self._dead(req.op) from None
 
     def receive(self, op: str, timeout: float = REPLY_TIMEOUT) -> Any:
         """The reply to the last request sent; replies to requests abandoned before (a signal
@@ -96,10 +99,10 @@ class ServerSession:
         self._read_n += 1
         return self._reply(timeout, op)
 
-    def request(self, op: str, timeout: float = REPLY_TIMEOUT, **args: Any) -> Any:
+    def request(self, req: ops.Request[R], timeout: float = REPLY_TIMEOUT) -> R:
         with self.lock:
-            self.send(op, **args)
-            return self.receive(op, timeout)
+            self.send(req)
+            return cast(R, self.receive(req.op, timeout))
 
     def _reply(self, timeout: float, op: str) -> Any:
         assert self.proc is not None and self.proc.stdout is not None
@@ -149,8 +152,8 @@ class ServerSession:
         for _ in range(samples):
             with self.lock:
                 t1 = time.time_ns()
-                self.send("clock")
-                reply = self.receive("clock")
+                self.send(ops.Clock())
+                reply = cast(ops.ClockReply, self.receive(ops.Clock.op))
                 t4 = time.time_ns()
             out.append((t1, int(reply["t2"]), int(reply["t3"]), t4))
         return offset_of(out)
@@ -179,20 +182,25 @@ def _read(fd: int) -> bytes:
     return os.read(fd, 1 << 20)
 
 
-def ask_all(sessions: Iterable[ServerSession], op: str, per_server: dict[str, dict] | None = None,
-            timeout: float = REPLY_TIMEOUT, **args: Any) -> dict[str, Any]:
-    """The same request to every server at once (each with its own `per_server` arguments),
-    then every answer: servers work in parallel, the runner waits for the slowest."""
+def ask_all(sessions: Iterable[ServerSession],
+            request: ops.Request[R] | Mapping[str, ops.Request[R]],
+            timeout: float = REPLY_TIMEOUT) -> dict[str, R]:
+    """A request to every server at once (the same one, or each server's own from a mapping
+    by server), then every answer: servers work in parallel, the runner waits for the
+    slowest."""
     sessions = sorted(sessions, key=lambda s: s.server)  # locks always taken in one order
+    mine = {s.server: request if isinstance(request, ops.Request) else request[s.server]
+            for s in sessions}
     with contextlib.ExitStack() as held:
         for s in sessions:
             held.enter_context(s.lock)
         for s in sessions:
-            s.send(op, **args, **(per_server or {}).get(s.server, {}))
-        out, errors = {}, []
+            s.send(mine[s.server])
+        out: dict[str, R] = {}
+        errors = []
         for s in sessions:  # every answer read, so that no session is left out of step
             try:
-                out[s.server] = s.receive(op, timeout)
+                out[s.server] = cast(R, s.receive(mine[s.server].op, timeout))
             except ServerError as exc:
                 errors.append(exc)
         if errors:
@@ -216,12 +224,12 @@ class ServerProcesses:
     def code(self, key: str) -> int | None:
         with self.lock:
             if time.monotonic() - self.asked >= PROC_REFRESH:
-                self.codes = self.session.request("procs")["status"]
+                self.codes = self.session.request(ops.Procs())["status"]
                 self.asked = time.monotonic()
             return self.codes.get(key)
 
     def signal(self, key: str, sig: int) -> None:
-        self.session.request("signal", keys=[key], signal=int(sig))
+        self.session.request(ops.Signal(keys=[key], signal=int(sig)))
 
 
 class RemoteProcess:
@@ -263,20 +271,20 @@ def fetch(session: ServerSession, path: str, local: Path, base: str) -> tuple[in
     """The file, or every file under the folder, `path` on the server copied to `local`
     (a file under `path` at `path/x` lands at `local/x`); (files, bytes)."""
     files = total = 0
-    for name, size in session.request("listing", path=path)["files"]:
+    for name, size in session.request(ops.Listing(path=path))["files"]:
         rel = Path(name).relative_to(path) if name != path else Path()
         target = local / rel if rel != Path() else local
         target.parent.mkdir(parents=True, exist_ok=True)
         with open(target, "wb") as fh:
             offset = 0
             while offset < size:
-                got = session.request("chunk", path=name, offset=offset)
+                got = session.request(ops.Chunk(path=name, offset=offset))
                 if not got["size"]:
                     break  # the file shrank while read: keep what there was
                 fh.write(base64.b64decode(got["data"]))
                 offset += got["size"]
         files += 1
         total += offset
-    session.request("gathered", files=files, bytes=total,
-                    what=str(Path(path).relative_to(base)) if path != base else ".")
+    session.request(ops.Gathered(files=files, bytes=total,
+                                 what=str(Path(path).relative_to(base)) if path != base else "."))
     return files, total

@@ -14,6 +14,7 @@ import threading
 import time
 from collections.abc import Callable
 
+from testbed.emulation.cluster import ops
 from testbed.emulation.cluster.client import ServerError, ServerSession
 
 Done = Callable[[float | None, float | None, str | None], None]
@@ -44,8 +45,8 @@ class NftPoller:
         with self.lock:
             self.pending[job] = (server, at if at is not None else time.time(), done)
         shift = self.offsets.get(server, 0.0)
-        self.sessions[server].request("nft_submit", node=node, job=job, script=script,
-                                      at=None if at is None else at + shift)
+        self.sessions[server].request(ops.NftSubmit(node=node, job=job, script=script,
+                                                    at=None if at is None else at + shift))
         if self.thread is None:
             self.thread = threading.Thread(target=self._run, name="nft-poller", daemon=True)
             self.thread.start()
@@ -88,7 +89,7 @@ class NftPoller:
             self.stops.remove(entry)
             _, server, node = entry
             try:
-                self.sessions[server].request("nft_stop", node=node)
+                self.sessions[server].request(ops.NftStop(node=node))
             except ServerError:
                 pass  # the session is gone: _poll reports its jobs as failed
             with self.lock:  # what waited for its time reports now
@@ -98,9 +99,9 @@ class NftPoller:
 
     def _poll(self, server: str) -> None:
         try:
-            done = self.sessions[server].request("nft_done")["done"]
+            done = self.sessions[server].request(ops.NftDone())["done"]
         except ServerError as exc:
-            done = [[job, None, None, str(exc)] for job, (s, _, _) in list(self.pending.items())
+            done = [(job, None, None, str(exc)) for job, (s, _, _) in list(self.pending.items())
                     if s == server]
         shift = self.offsets.get(server, 0.0)
         for job, started, finished, error in done:
@@ -118,12 +119,12 @@ class RemoteNft:
                  setup: str) -> None:
         self.node, self.server, self.poller = node, server, poller
         self.session = poller.sessions[server]
-        self.session.request("nft_start", node=node, setup=setup)
+        self.session.request(ops.NftStart(node=node, setup=setup))
         poller.watch(stop, server, node)
 
     def ready(self, timeout: float = 10.0) -> None:
         try:
-            self.session.request("nft_start", node=self.node, timeout=timeout)
+            self.session.request(ops.NftStart(node=self.node), timeout=timeout)
         except ServerError as exc:
             raise RuntimeError(str(exc)) from None
 
@@ -132,5 +133,5 @@ class RemoteNft:
 
     def close(self) -> None:
         """Jobs still waiting for their time report as not applied, then the worker ends."""
-        self.session.request("nft_close", node=self.node)
+        self.session.request(ops.NftClose(node=self.node))
         self.poller.drain(self.server)

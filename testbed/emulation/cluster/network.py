@@ -1,6 +1,7 @@
 """The fabric spread over servers: Mininet's cluster mode, with VXLAN links between servers.
 
-The same `FabricNetwork`, with Mininet's cluster edition's split (`examples/cluster.py`:
+A sibling of the single-machine `FabricNetwork` (both implement `network_api.Network` on
+the shared base of shells.py), with Mininet's cluster edition's split (`examples/cluster.py`:
 `RemoteMixin` nodes, `RemoteLink` tunnels, a placer):
 - each node's shell starts on its server (`placement.server_of`), through the server's command
   prefix: `ssh root@server` as RemoteMixin does, or a plain namespace switch for fast tests;
@@ -34,6 +35,7 @@ from ipaddress import IPv6Address, IPv6Network
 from pathlib import Path
 from typing import Any
 
+from testbed.emulation.cluster import ops
 from testbed.emulation.cluster.client import (
     RemoteProcess,
     ServerError,
@@ -53,9 +55,10 @@ from testbed.emulation.cluster.emulated_servers import (
 )
 from testbed.emulation.cpu import CpuSampler, boot_id
 from testbed.emulation.machine_monitor import CPU_PERIOD, Machine
-from testbed.emulation.network import FIFO_HEADROOM, FabricNetwork, NetlinkVeth
+from testbed.emulation.network import NetlinkVeth, fifo_limit
 from testbed.emulation.port_counters import PortSample
-from testbed.emulation.verify import WINDOW, ProbeJob, ProbeOutcome, arrived
+from testbed.emulation.probes import WINDOW, ProbeJob, ProbeOutcome, arrived
+from testbed.emulation.shells import MininetFabric
 from testbed.errors import EnvironmentProblem, TestbedError
 from testbed.fabric.clock import ClockOffset, bound_ns
 from testbed.fabric.placement import Placement, place
@@ -92,8 +95,9 @@ class ServerLink(NetlinkVeth):
         return None
 
 
-class ClusterNetwork(FabricNetwork):
-    """Build with `add_servers()` then `build()`'s usual phases; `close()` ends the servers too.
+class ClusterNetwork(MininetFabric):
+    """Build with `build()` (its `prepare` phase makes and reaches the servers); `close()`
+    ends the servers too.
 
     Everything done to a node after its shell started goes through its server's agent, over
     ssh (testbed/emulation/cluster/server_agent.py): sysctls, links, configuration, EV probes, End
@@ -119,12 +123,6 @@ class ClusterNetwork(FabricNetwork):
         self._started: dict[str, dict[str, int]] = {}  # server -> node -> pid of its shell
         self.nft_poller: NftPoller | None = None
         self._own_cpu: CpuSampler | None = None  # this process's CPU while monitoring
-
-    @staticmethod
-    def placement_lines(plan: FabricPlan) -> list[str]:
-        """What the user reads before the build: nodes per server, what crosses, its rate."""
-        assert plan.scenario.cluster is not None
-        return place(plan, plan.scenario.cluster).describe(plan)
 
     def facts(self) -> dict:
         """The cluster as meta.json records it: servers, placement, tunnels, the underlay, the
@@ -162,6 +160,10 @@ class ClusterNetwork(FabricNetwork):
         }
 
     # ---- the servers ----
+    def prepare(self, progress: Progress) -> None:
+        with progress.phase("servers") as info:
+            info["done"] = self.add_servers()
+
     def add_servers(self) -> str:
         """Make the emulated servers, start one agent on each over ssh, measure their clocks
         and their underlay; a summary line."""
@@ -177,16 +179,17 @@ class ClusterNetwork(FabricNetwork):
             self.sessions[name] = session
             session.start()
             self.processes[name] = ServerProcesses(session)
-        missing = ask_all(self.sessions.values(), "preflight")
+        missing = ask_all(self.sessions.values(), ops.Preflight())
         for name, lacks in missing.items():
             if lacks:
                 raise EnvironmentProblem(
                     f"server {name} lacks {'; '.join(lacks)}",
                     "run scripts/install.sh on it (Mininet, iproute2, ethtool, iperf3, "
                     "tcpdump, nftables, the eBPF programs built)")
-        ask_all(self.sessions.values(), "plan", run=self.registry.path.stem,
-                scenario=self.plan.scenario.model_dump(mode="json"),
-                per_server={s: {"server": s} for s in self.sessions})
+        scenario = self.plan.scenario.model_dump(mode="json")
+        ask_all(self.sessions.values(), {s: ops.Plan(run=self.registry.path.stem,
+                                                     scenario=scenario, server=s)
+                                         for s in self.sessions})
         self._check_clocks()
         self.underlay = self._check_underlay()
         worst = max(p.rtt_ms for p in self.underlay)
@@ -229,9 +232,9 @@ class ClusterNetwork(FabricNetwork):
         required = self.servers.required_mtu
         address = self.placement.underlay
         size = required - 20 - 8  # ICMP payload of an IPv4 packet of that size
-        found = ask_all(self.sessions.values(), "underlay", per_server={
-            s: {"address": address[s], "size": size,
-                "peers": {p: address[p] for p in self.servers.names if p != s}}
+        found = ask_all(self.sessions.values(), {
+            s: ops.Underlay(address=address[s], size=size,
+                            peers={p: address[p] for p in self.servers.names if p != s})
             for s in self.servers.names})
         for name, got in found.items():
             if got["mtu"] < required:
@@ -254,26 +257,12 @@ class ClusterNetwork(FabricNetwork):
 
     def underlay_counters(self) -> dict[str, tuple[int, ...]]:
         """Per server, its underlay device's counters (/proc/net/dev order), read by its agent."""
-        got = ask_all(self.sessions.values(), "underlay", per_server={
-            s: {"address": self.placement.underlay[s]} for s in self.sessions})
+        got = ask_all(self.sessions.values(), {
+            s: ops.Underlay(address=self.placement.underlay[s]) for s in self.sessions})
         return {s: tuple(g["counters"]) for s, g in got.items()}
 
-    @staticmethod
-    def underlay_traffic(before: dict[str, tuple[int, ...]], after: dict[str, tuple[int, ...]],
-                         seconds: float) -> dict[str, dict]:
-        """What each server sent and received on the underlay between two counter reads:
-        the VXLAN tunnels' packets, and the agents' ssh sessions (a few kB)."""
-        out = {}
-        for server, now in after.items():
-            then = before[server]
-            d = [b - a for a, b in zip(then, now)]
-            out[server] = {"tx_bytes": d[4], "tx_packets": d[5], "rx_bytes": d[0],
-                           "rx_packets": d[1], "errors": d[2] + d[6], "drops": d[3] + d[7],
-                           "tx_mbit_s": round(d[4] * 8 / seconds / 1e6, 3) if seconds else None}
-        return out
-
     # ---- the build ----
-    def node_params(self, name: str) -> dict:
+    def node_params(self, name: str) -> dict[str, object]:
         server = self.placement.server_of[name]
         prefix = self.servers.ssh(server, tty=True) if self.cluster.ssh_transport \
             else self.servers.prefix(server)
@@ -284,22 +273,25 @@ class ClusterNetwork(FabricNetwork):
         started it), then each server's agent takes its nodes on, recording them on its server
         (what `clean` ends there over ssh should the run die)."""
         super().add_nodes()
-        ask_all(self.sessions.values(), "nodes", per_server={
-            s: {"pids": pids} for s, pids in self._started.items()})
+        ask_all(self.sessions.values(), {
+            s: ops.Nodes(pids=self._started.get(s, {})) for s in self.sessions})
 
     def node_started(self, name: str) -> None:
         """Noted, for its server's agent (which checks it, notes its namespace, sets sysctls)."""
         server = self.placement.server_of[name]
         self._started.setdefault(server, {})[name] = self.net[name].pid
 
-    def add_links(self) -> None:
+    def add_links(self) -> str:
         mtu = self.plan.scenario.fabric.mtu
         for link in self.progress.bar(self.plan.links, len(self.plan.links), "links"):
             a, b = link.lower, link.upper
             self.net.addLink(self.net[a.node], self.net[b.node], cls=ServerLink,
                              rtnl=None, mtu=mtu, ports=(a, b),
                              intfName1=a.ifname, intfName2=b.ifname)
-        ask_all(self.sessions.values(), "links")
+        ask_all(self.sessions.values(), ops.Links())
+        crossing = len(self.placement.crossing)
+        return (f"{len(self.plan.links) - crossing} veth links, {crossing} VXLAN links "
+                "between servers")
 
     def configure(self) -> None:
         """`FabricNetwork.configure`, each server's agent doing its own nodes (its cores, its
@@ -308,16 +300,14 @@ class ClusterNetwork(FabricNetwork):
         fifo = {s: {f"{n}/{p.ifname}": self.fifo_limit(p, links[(n, p.ifname)])
                     for n in self.placement.nodes_on(s) for p in self.plan.ports(n)}
                 for s in self.sessions}
-        got = ask_all(self.sessions.values(), "configure",
-                      per_server={s: {"fifo": f} for s, f in fifo.items()})
+        got = ask_all(self.sessions.values(),
+                      {s: ops.Configure(fifo=f) for s, f in fifo.items()})
         for ifindexes in got.values():
             self.ifindex.update(ifindexes)
 
     def fifo_limit(self, port: Port, link: Link) -> int:
         """As on one machine; the program runs on the servers, not here."""
-        if self.plan.scenario.switch.enabled and self.plan.nodes[port.node].role != "host":
-            return link.buffer * FIFO_HEADROOM
-        return link.buffer
+        return fifo_limit(self.plan, port, link)
 
     # ---- what runs through the agents ----
     def session_of(self, node: str) -> ServerSession:
@@ -326,7 +316,7 @@ class ClusterNetwork(FabricNetwork):
     def end_sid_counters(self, progress: Progress) -> dict[tuple[str, IPv6Network], int]:
         """Packets through every router's End SIDs, each server reading its own routers."""
         out: dict[tuple[str, IPv6Network], int] = {}
-        for routers in ask_all(self.sessions.values(), "end_sids").values():
+        for routers in ask_all(self.sessions.values(), ops.EndSids()).values():
             for router, sids in routers.items():
                 out.update({(router, IPv6Network(sid)): n for sid, n in sids.items()})
         return out
@@ -339,27 +329,24 @@ class ClusterNetwork(FabricNetwork):
         out = ProbeOutcome()
         rate = min(link.rate for link in self.plan.links)
         pause = WINDOW * 128 * 8 / rate  # a window of probes (<= 128 B each) at the slowest link
-        ask_all(self.sessions.values(), "probe_open", nonce=nonce)
+        ask_all(self.sessions.values(), ops.ProbeOpen(nonce=nonce))
         try:
             pending = list(range(len(job.evs)))
             for _round in range(job.retries + 1):
-                share: dict[str, list] = {s: [] for s in self.sessions}
+                share: dict[str, list[ops.Probe]] = {s: [] for s in self.sessions}
                 for i in pending:
                     ev = job.evs[i]
-                    share[self.placement.server_of[ev.src]].append([i, ev.src, str(ev.address)])
+                    share[self.placement.server_of[ev.src]].append((i, ev.src, str(ev.address)))
                     out.sent[i] += 1
-                ask_all(self.sessions.values(), "probe_send", window=WINDOW, pause=pause,
-                        per_server={s: {"probes": p} for s, p in share.items()})
+                ask_all(self.sessions.values(), {
+                    s: ops.ProbeSend(probes=p, window=WINDOW, pause=pause)
+                    for s, p in share.items()})
                 deadline = time.monotonic() + job.timeout
                 while True:
                     interrupts.checkpoint()
-                    got = ask_all(self.sessions.values(), "probe_collect")
+                    got = ask_all(self.sessions.values(), ops.ProbeCollect())
                     for arrivals in got.values():
                         for index, host, address, ifindex in arrivals["arrivals"]:
-                            if not 0 <= index < len(job.evs):
-                                continue
-                            out.received[index] += 1
-                            out.datagrams += 1
                             arrived(job, out, index, host,
                                     IPv6Address(address) if address else None, ifindex)
                     if all(i in out.seen for i in pending) or time.monotonic() > deadline:
@@ -369,14 +356,14 @@ class ClusterNetwork(FabricNetwork):
                 if not pending:
                     break
         finally:
-            ask_all(self.sessions.values(), "probe_close")
+            ask_all(self.sessions.values(), ops.ProbeClose())
         return out
 
     def sample_ports(self, queues: bool) -> dict[str, dict[str, PortSample]]:
         """Every node's port counters, each server's agent reading its own (telemetry), their
         read times in this machine's clock."""
         out: dict[str, dict[str, PortSample]] = {}
-        for got in ask_all(self.sessions.values(), "sample", queues=queues).values():
+        for got in ask_all(self.sessions.values(), ops.Sample(queues=queues)).values():
             for node, ports in got["nodes"].items():
                 shift = self.clock_offset(node)
                 out[node] = {ifname: [*sample[:4], sample[4] - shift]
@@ -392,30 +379,27 @@ class ClusterNetwork(FabricNetwork):
         return RemoteNft(node, self.placement.server_of[node], self.nft_poller, stop, setup)
 
     def rx_packets(self, node: str, ifname: str) -> int:
-        return int(self.node_request(node, "rx_packets", ifname=ifname)["packets"])
+        return self.session_of(node).request(ops.RxPackets(node=node, ifname=ifname))["packets"]
 
     def send_udp(self, host: str, src: str, sport: int, dst: str, dport: int,
                  count: int) -> None:
-        self.node_request(host, "send_udp", src=src, sport=sport, dst=dst, dport=dport,
-                          count=count)
-
-    def node_request(self, node: str, op: str, **args: object) -> Any:
-        """A request about one node to its server's agent."""
-        return self.session_of(node).request(op, node=node, **args)
+        self.session_of(host).request(ops.SendUdp(node=host, src=src, sport=sport, dst=dst,
+                                                  dport=dport, count=count))
 
     # ---- the netlink part of faults, by the node's server ----
     def set_routes(self, node: str, delete: list[str],
                    replace: list[tuple[str, list[tuple[str, str]]]]) -> None:
-        self.node_request(node, "routes", delete=delete,
-                          replace=[[p, [list(h) for h in hops]] for p, hops in replace])
+        self.session_of(node).request(ops.Routes(node=node, delete=delete, replace=replace))
 
     def set_port_rate(self, port: Port, link: Link, rate_bps: int) -> None:
-        self.node_request(port.node, "port_rate", ifname=port.ifname, rate=rate_bps)
+        self.session_of(port.node).request(ops.PortRate(node=port.node, ifname=port.ifname,
+                                                        rate=rate_bps))
         self.set_queue_rate(port, link, rate_bps)
 
     def set_port_delay(self, port: Port, link: Link, delay_s: float | None) -> None:
-        self.node_request(port.node, "port_delay", ifname=port.ifname,
-                          limit=self.fifo_limit(port, link), delay=delay_s)
+        self.session_of(port.node).request(ops.PortDelay(
+            node=port.node, ifname=port.ifname, limit=self.fifo_limit(port, link),
+            delay=delay_s))
 
     # ---- processes and files on the servers ----
     def node_path(self, node: str, local: Path) -> str:
@@ -426,21 +410,21 @@ class ClusterNetwork(FabricNetwork):
         return f"{work}/{local.absolute().relative_to(self.results_dir.absolute())}"
 
     def write_files(self, node: str, texts: dict[str, str]) -> None:
-        self.session_of(node).request("write", files=texts)
+        self.session_of(node).request(ops.Write(files=texts))
 
     def spawn(self, node: str, key: str, argv: list[str], stdout: str,
-              cwd: str | None = None) -> RemoteProcess:  # type: ignore[override]
+              cwd: str | None = None) -> RemoteProcess:
         server = self.placement.server_of[node]
-        pid = self.sessions[server].request("spawn", node=node, key=key, argv=argv,
-                                            stdout=stdout, cwd=cwd)["pid"]
+        pid = self.sessions[server].request(ops.Spawn(node=node, key=key, argv=argv,
+                                                      stdout=stdout, cwd=cwd))["pid"]
         return RemoteProcess(self.processes[server], key, pid)
 
     def read_files(self, wanted: list[tuple[str, str]]) -> dict[str, str | None]:
         share: dict[str, list[str]] = {}
         for node, path in wanted:
             share.setdefault(self.placement.server_of[node], []).append(path)
-        got = ask_all([self.sessions[s] for s in share], "read",
-                      per_server={s: {"paths": p} for s, p in share.items()})
+        got = ask_all([self.sessions[s] for s in share],
+                      {s: ops.Read(paths=p) for s, p in share.items()})
         return {path: text for files in got.values() for path, text in files["files"].items()}
 
     def fetch(self, node: str, path: str, local: Path) -> None:
@@ -462,7 +446,7 @@ class ClusterNetwork(FabricNetwork):
 
     # ---- the fidelity monitor, on every server ----
     def start_monitor(self) -> None:
-        ask_all(self.sessions.values(), "monitor_start")
+        ask_all(self.sessions.values(), ops.MonitorStart())
         self._own_cpu = CpuSampler(CPU_PERIOD)  # this process's, for a server on its kernel
         self._own_cpu.start()
 
@@ -475,7 +459,7 @@ class ClusterNetwork(FabricNetwork):
             return []
         own, self._own_cpu = self._own_cpu, None
         own.stop()
-        got = ask_all(self.sessions.values(), "monitor_stop")
+        got = ask_all(self.sessions.values(), ops.MonitorStop())
         groups: dict[str, list[str]] = {}
         for server in sorted(got):
             groups.setdefault(self.sessions[server].hello.get("boot_id") or server,
@@ -500,12 +484,12 @@ class ClusterNetwork(FabricNetwork):
         """Both ends of the link between nodes a and b up or down, each by its server."""
         for node, peer in ((a, b), (b, a)):
             port = self.plan.port_to(node, peer)
-            self.session_of(node).request("link", node=node, ifname=port.ifname, up=up)
+            self.session_of(node).request(ops.Link(node=node, ifname=port.ifname, up=up))
 
     def set_queue_rate(self, port: Port, link: Link, rate_bps: int) -> None:
         """On the port's server: its eBPF virtual queue's rate and its monitor's."""
-        self.session_of(port.node).request("queue_rate", node=port.node, ifname=port.ifname,
-                                           rate=rate_bps)
+        self.session_of(port.node).request(ops.QueueRate(node=port.node, ifname=port.ifname,
+                                                         rate=rate_bps))
 
     # ---- the end ----
     def close(self, on_step=None) -> int:
@@ -521,14 +505,14 @@ class ClusterNetwork(FabricNetwork):
             self._own_cpu.stop()
         for name, session in self.sessions.items():
             try:
-                killed += session.request("cleanup", timeout=30)["killed"]
-                self.agent_logs[name] = session.request("log")["text"]
+                killed += session.request(ops.Cleanup(), timeout=30)["killed"]
+                self.agent_logs[name] = session.request(ops.Log())["text"]
             except ServerError as exc:
                 problems.append(str(exc))
             session.close()
         self._write_logs()
         cleanup.remove_dirs([str(self.agent_dir)])
-        killed += self._close_nodes()
+        self.close_shells()
         try:
             killed += self.servers.remove()
         finally:
@@ -546,9 +530,22 @@ class ClusterNetwork(FabricNetwork):
             (logs / f"{name}.agent.log").write_text(text)
 
 
-def make_network(plan: FabricPlan, registry: RunRegistry,
-                 progress: Progress) -> FabricNetwork:
-    """The network a scenario asks for: on this machine, or over its `cluster:` servers."""
-    if plan.scenario.cluster is not None:
-        return ClusterNetwork(plan, registry, progress)
-    return FabricNetwork(plan, registry, progress)
+
+def placement_lines(plan: FabricPlan) -> list[str]:
+    """What the user reads before the build: nodes per server, what crosses, its rate."""
+    assert plan.scenario.cluster is not None
+    return place(plan, plan.scenario.cluster).describe(plan)
+
+
+def underlay_traffic(before: dict[str, tuple[int, ...]], after: dict[str, tuple[int, ...]],
+                     seconds: float) -> dict[str, dict[str, Any]]:
+    """What each server sent and received on the underlay between two counter reads (the
+    VXLAN tunnels' packets, and the agents' ssh sessions: a few kB)."""
+    out = {}
+    for server, now in after.items():
+        then = before[server]
+        d = [b - a for a, b in zip(then, now)]
+        out[server] = {"tx_bytes": d[4], "tx_packets": d[5], "rx_bytes": d[0],
+                       "rx_packets": d[1], "errors": d[2] + d[6], "drops": d[3] + d[7],
+                       "tx_mbit_s": round(d[4] * 8 / seconds / 1e6, 3) if seconds else None}
+    return out

@@ -3,11 +3,12 @@
     ssh root@server <python> -P -m testbed.emulation.cluster.server_agent LOG
 
 (the repository and its venv at the same path as on the runner). It speaks JSON lines on the
-ssh session's stdin/stdout, one request at a time: `{"op": ..., ...}` in, `{"ok": true,
-"result": ...}` or `{"ok": false, "error": "..."}` out. Everything it does to a node, it does
-on its own server, given the node's pid there (the pid its shell reported) and the plan, which
-it rebuilds from the scenario: the same functions the single-machine build calls
-(`_configure_node`, NodeNetlink, FabricQueues, /proc/<pid>/net/dev), run on the right kernel.
+ssh session's stdin/stdout, one request at a time (ops.py: the requests, their replies, the
+wire); each op has one handler here, registered for its request class (`handles`). Everything
+it does to a node, it does on its own server, given the node's pid there (the pid its shell
+reported) and the plan, which it rebuilds from the scenario: the same functions the
+single-machine build calls (`_configure_node`, NodeNetlink, FabricQueues, /proc/<pid>/net/dev),
+run on the right kernel.
 
 The workload's processes run here too: host agents, iperf3 and tcpdump are spawned in its
 nodes (`spawn`, server_jobs.py), write into its work folder beside LOG, are followed (`procs`,
@@ -34,16 +35,18 @@ import selectors
 import shutil
 import signal
 import socket
-import struct
 import subprocess
 import sys
 import threading
 import time
-from ipaddress import IPv6Address
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any, TextIO, TypeVar
 
 from pyroute2 import IPRoute
 
+from testbed.emulation import probes
+from testbed.emulation.cluster import ops
 from testbed.emulation.cluster.server_jobs import NodeProcesses, ServerFiles
 from testbed.emulation.cpu import boot_id
 from testbed.emulation.machine_monitor import MachineMonitor
@@ -68,17 +71,31 @@ from testbed.lifecycle.progress import Progress
 from testbed.lifecycle.workers import parallel_map
 from testbed.scenario import Scenario
 
-PROBE_PORT = 7471
 # on every server: node shells (mnexec), links and tunnels (ip, ethtool), processes entered
 # into nodes (nsenter), the underlay check (ping), the workload's tools
 SERVER_TOOLS = ("mnexec", "ip", "ethtool", "nsenter", "ping", "iperf3", "tcpdump")
-_PAYLOAD = struct.Struct("!4sII")  # magic, nonce, probe index (as verify.py sends them)
-_PKTINFO = struct.Struct("16si")
-MAGIC = b"MRCp"
 
 
 class AgentError(Exception):
     """A request that cannot be done; its message goes back to the runner."""
+
+
+Q = TypeVar("Q", bound=ops.Request[Any])
+T = TypeVar("T")
+Handler = Callable[["ServerAgent", Any], Any]
+# the dispatch table: each request class of ops.py, the method answering it
+HANDLERS: dict[type[ops.Request[Any]], Handler] = {}
+
+
+def handles(kind: type[Q]) -> Callable[[Callable[[ServerAgent, Q], T]],
+                                      Callable[[ServerAgent, Q], T]]:
+    """Register the decorated method as the one answer to requests of `kind`."""
+    def register(method: Callable[[ServerAgent, Q], T]) -> Callable[[ServerAgent, Q], T]:
+        if kind in HANDLERS:
+            raise TypeError(f"two handlers for {kind.op!r}")
+        HANDLERS[kind] = method
+        return method
+    return register
 
 
 class ServerAgent:
@@ -101,18 +118,21 @@ class ServerAgent:
         self.prober: _Prober | None = None
         self.nft: dict[str, tuple[NodeNft, threading.Event]] = {}
         self.nft_lock = threading.Lock()
-        self.nft_done: list[list] = []
+        self.nft_done: list[ops.NftOutcome] = []
+        self.received_ns = 0  # when the request being answered arrived (`clock`)
 
     def say(self, text: str) -> None:
         self.log.write(f"{time.time():.6f} {text}\n")
 
     # ---- requests ----
-    def op_hello(self, req: dict) -> dict:
+    @handles(ops.Hello)
+    def op_hello(self, req: ops.Hello) -> ops.HelloReply:
         return {"pid": os.getpid(), "host": socket.gethostname(), "python": sys.version.split()[0],
                 "netns": cleanup.netns_of("self"), "work": str(self.files.root),
                 "cores": os.cpu_count() or 1, "boot_id": boot_id()}
 
-    def op_preflight(self, req: dict) -> dict:
+    @handles(ops.Preflight)
+    def op_preflight(self, req: ops.Preflight) -> list[str]:
         """What this server lacks to hold nodes, tunnels and the workload's processes."""
         missing = [f"{tool} (not found)" for tool in SERVER_TOOLS if shutil.which(tool) is None]
         lacks_vxlan = vxlan.probe()
@@ -120,28 +140,31 @@ class ServerAgent:
             missing.append(f"VXLAN: {lacks_vxlan}")
         return missing
 
-    def op_clock(self, req: dict) -> dict:
-        return {"t2": req["_received_ns"], "t3": time.time_ns()}
+    @handles(ops.Clock)
+    def op_clock(self, req: ops.Clock) -> ops.ClockReply:
+        return {"t2": self.received_ns, "t3": time.time_ns()}
 
-    def op_plan(self, req: dict) -> dict:
+    @handles(ops.Plan)
+    def op_plan(self, req: ops.Plan) -> ops.Empty:
         """The scenario, as the runner validated it (the plan is rebuilt from it: the plan is a
     pure function of the scenario), and this server's name."""
-        self.plan = make_plan(Scenario.model_validate(req["scenario"]))
-        self.server = req["server"]
+        self.plan = make_plan(Scenario.model_validate(req.scenario))
+        self.server = req.server
         if self.record is None:  # written before any node is taken on: `--clean` reads it
             self.record = registry.RunRegistry(
-                f"{req['run']}-{self.server}", self.files.root, self.plan.scenario.name,
+                f"{req.run}-{self.server}", self.files.root, self.plan.scenario.name,
                 path=record_path(self.log_path.parent, self.server))
             self.record.add_dir(self.log_path.parent)
         self.say(f"plan {self.plan.scenario.name}: server {self.server}")
         return {}
 
-    def op_nodes(self, req: dict) -> dict:
+    @handles(ops.Nodes)
+    def op_nodes(self, req: ops.Nodes) -> dict[str, int]:
         """Nodes whose shells started on this server, by pid: checked to exist here, their
         namespaces noted (what a lost session removes), their sysctls written."""
         plan = self._plan()
         out = {}
-        for name, pid in req["pids"].items():
+        for name, pid in req.pids.items():
             inode = cleanup.netns_of(pid)
             if inode is None or inode == cleanup.netns_of("self"):
                 raise AgentError(f"node {name}: no process {pid} in its own namespace here")
@@ -153,10 +176,11 @@ class ServerAgent:
             seed = ecmp_hash_seed(plan.scenario.seed, name) if router else None
             netns.write_sysctls(int(pid), node_sysctls(router, seed))
             out[name] = inode
-        self.say(f"nodes {' '.join(f'{n}={p}' for n, p in req['pids'].items())}")
+        self.say(f"nodes {' '.join(f'{n}={p}' for n, p in req.pids.items())}")
         return out
 
-    def op_configure(self, req: dict) -> dict:
+    @handles(ops.Configure)
+    def op_configure(self, req: ops.Configure) -> dict[str, dict[str, int]]:
         """Addresses, routes, End SIDs, shapers, the eBPF queue: `FabricNetwork.configure` for
         this server's nodes, with the program loaded once here."""
         plan = self._plan()
@@ -168,7 +192,7 @@ class ServerAgent:
             for port, link in router_ports(plan):
                 if port.node in mine:
                     self.queues.configure(port.ifindex, port_config(link))
-        fifo: dict[str, int] = req["fifo"]  # "node/ifname" -> bytes (runner's rule)
+        fifo = req.fifo  # "node/ifname" -> bytes (the runner's rule)
         jobs = []
         for name in sorted(mine):
             router = plan.nodes[name].role != "host"
@@ -191,7 +215,8 @@ class ServerAgent:
             self.handles[name] = NodeNetlink(self.pids[name], self.ifindex.get(name))
         return self.handles[name]
 
-    def op_end_sids(self, req: dict) -> dict:
+    @handles(ops.EndSids)
+    def op_end_sids(self, req: ops.EndSids) -> dict[str, dict[str, int]]:
         """Packets through every End SID of this server's routers."""
         plan = self._plan()
         out = {}
@@ -203,58 +228,65 @@ class ServerAgent:
         self.say(f"end_sids of {len(out)} routers")
         return out
 
-    def op_probe_open(self, req: dict) -> dict:
+    @handles(ops.ProbeOpen)
+    def op_probe_open(self, req: ops.ProbeOpen) -> ops.Empty:
         if self.prober is not None:
             self.prober.close()
         hosts = [h for h in sorted(self.pids) if self._plan().nodes[h].role == "host"]
-        self.prober = _Prober({h: self.pids[h] for h in hosts}, int(req["nonce"]))
+        self.prober = _Prober({h: self.pids[h] for h in hosts}, req.nonce)
         self.say(f"probe_open: receivers and senders in {' '.join(hosts)}")
         return {}
 
-    def op_probe_send(self, req: dict) -> dict:
+    @handles(ops.ProbeSend)
+    def op_probe_send(self, req: ops.ProbeSend) -> ops.ProbeSendReply:
         """Send probes [index, source host, address], WINDOW at a time with a pause between
         windows (the receivers are elsewhere: no arrivals to pace on)."""
         prober = self._prober()
-        probes = req["probes"]
+        probes = req.probes
         for k, (index, src, address) in enumerate(probes):
-            if k and k % int(req["window"]) == 0:
-                time.sleep(float(req["pause"]))
+            if k and k % req.window == 0:
+                time.sleep(req.pause)
             prober.send(index, src, address)
         self.say(f"probe_send {len(probes)} probes from "
                  f"{' '.join(sorted({p[1] for p in probes}))}")
         return {"sent": len(probes)}
 
-    def op_probe_collect(self, req: dict) -> dict:
+    @handles(ops.ProbeCollect)
+    def op_probe_collect(self, req: ops.ProbeCollect) -> ops.ProbeCollectReply:
         """Probes that arrived at this server's hosts since the last collect:
         [index, host, destination address, arrival ifindex]."""
         arrivals = self._prober().take()
         self.say(f"probe_collect {len(arrivals)} arrivals")
         return {"arrivals": arrivals}
 
-    def op_probe_close(self, req: dict) -> dict:
+    @handles(ops.ProbeClose)
+    def op_probe_close(self, req: ops.ProbeClose) -> ops.Empty:
         if self.prober is not None:
             self.prober.close()
             self.prober = None
         return {}
 
-    def op_sample(self, req: dict) -> dict:
+    @handles(ops.Sample)
+    def op_sample(self, req: ops.Sample) -> ops.SampleReply:
         """Every port of this server's nodes: /proc/<pid>/net/dev counters, the FIFO's backlog
         and drops (when `queues`), the eBPF queue's counters; with this server's time."""
         plan = self._plan()
         out = {name: read_node_ports(self.pids[name], plan.ports(name), self._handle(name),
-                                     self.queues, bool(req.get("queues")))
+                                     self.queues, req.queues)
                for name in sorted(self.pids)}
         return {"time_ns": time.time_ns(), "nodes": out}
 
-    def op_link(self, req: dict) -> dict:
+    @handles(ops.Link)
+    def op_link(self, req: ops.Link) -> ops.Empty:
         """A node's port administratively up or down (a fault's link state)."""
-        handle = self._handle(req["node"])
-        handle.ipr.link("set", index=handle.ifindex(req["ifname"]),
-                        state="up" if req["up"] else "down")
-        self.say(f"link {req['node']} {req['ifname']} {'up' if req['up'] else 'down'}")
+        handle = self._handle(req.node)
+        handle.ipr.link("set", index=handle.ifindex(req.ifname),
+                        state="up" if req.up else "down")
+        self.say(f"link {req.node} {req.ifname} {'up' if req.up else 'down'}")
         return {}
 
-    def op_links(self, req: dict) -> dict:
+    @handles(ops.Links)
+    def op_links(self, req: ops.Links) -> ops.LinksReply:
         """This server's share of the links, over netlink from the server's own namespace: a
         veth for a link whose ends are both here, this end's VXLAN device for a crossing one
         (bound to this server's underlay address, straight into its node)."""
@@ -287,24 +319,26 @@ class ServerAgent:
         self.say(f"links: {veths} veths, {tunnels} VXLAN ends")
         return {"veths": veths, "tunnels": tunnels}
 
-    def op_queue_rate(self, req: dict) -> dict:
+    @handles(ops.QueueRate)
+    def op_queue_rate(self, req: ops.QueueRate) -> ops.Empty:
         """A router port's eBPF virtual queue drains at a new rate (the degrade fault), and
         the fidelity monitor expects the port's dequeues at that rate."""
         plan = self._plan()
-        link = plan.link_by_ports[(req["node"], req["ifname"])]
-        port = link.lower if link.lower.node == req["node"] else link.upper
+        link = plan.link_by_ports[(req.node, req.ifname)]
+        port = link.lower if link.lower.node == req.node else link.upper
         if self.monitor is not None:
-            self.monitor.set_rate(port.ifindex, int(req["rate"]))
+            self.monitor.set_rate(port.ifindex, req.rate)
         if self.queues is not None and plan.nodes[port.node].role != "host":
-            self.queues.set_rate(port.ifindex, port_config(link, int(req["rate"])))
-            self.say(f"queue_rate {req['node']} {req['ifname']} {req['rate']}")
+            self.queues.set_rate(port.ifindex, port_config(link, req.rate))
+            self.say(f"queue_rate {req.node} {req.ifname} {req.rate}")
         return {}
 
-    def op_underlay(self, req: dict) -> dict:
+    @handles(ops.Underlay)
+    def op_underlay(self, req: ops.Underlay) -> ops.UnderlayReply:
         """The underlay device (the one holding this server's underlay address): its MTU, its
         counters (/proc/net/dev order), and, when `peers` are given, a ping of `size` bytes
         with DF set to each (3 packets): the RTT in ms, or null when it did not cross."""
-        address = req["address"]
+        address = req.address
         with IPRoute() as ipr:
             found = [a for a in ipr.get_addr() if a.get_attr("IFA_ADDRESS") == address]
             if not found:
@@ -312,82 +346,93 @@ class ServerAgent:
             index = found[0]["index"]
             link = ipr.get_links(index)[0]
             ifname, mtu = link.get_attr("IFLA_IFNAME"), int(link.get_attr("IFLA_MTU"))
-        counters = read_net_dev(os.getpid(), {ifname}).get(ifname)
+        counters = read_net_dev(os.getpid(), {ifname})[ifname]
         rtts: dict[str, float | None] = {}
-        for peer, peer_address in (req.get("peers") or {}).items():
+        for peer, peer_address in req.peers.items():
             res = subprocess.run(["ping", "-n", "-q", "-c", "3", "-i", "0.05", "-W", "1",
-                                  "-M", "do", "-s", str(int(req["size"])), peer_address],
+                                  "-M", "do", "-s", str(req.size), peer_address],
                                  capture_output=True, text=True, timeout=20)
             rtt = re.search(r"= [\d.]+/([\d.]+)/", res.stdout)
             rtts[peer] = float(rtt.group(1)) if res.returncode == 0 and rtt else None
         return {"ifname": ifname, "mtu": mtu, "counters": counters, "rtt_ms": rtts}
 
-    def op_port_rate(self, req: dict) -> dict:
+    @handles(ops.PortRate)
+    def op_port_rate(self, req: ops.PortRate) -> ops.Empty:
         """A shaped port's line rate changed in place (the degrade fault and its undoing)."""
-        handle = self._handle(req["node"])
-        shaping.set_port_rate(handle.ipr, handle.ifindex(req["ifname"]), int(req["rate"]),
+        handle = self._handle(req.node)
+        shaping.set_port_rate(handle.ipr, handle.ifindex(req.ifname), req.rate,
                               self._plan().scenario.fabric.mtu)
-        self.say(f"port_rate {req['node']} {req['ifname']} {req['rate']}")
+        self.say(f"port_rate {req.node} {req.ifname} {req.rate}")
         return {}
 
-    def op_port_delay(self, req: dict) -> dict:
+    @handles(ops.PortDelay)
+    def op_port_delay(self, req: ops.PortDelay) -> ops.Empty:
         """The FIFO behind a port's shaper replaced by a netem delay, or put back (None)."""
-        handle = self._handle(req["node"])
-        delay = None if req["delay"] is None else float(req["delay"])
-        shaping.set_port_delay(handle.ipr, handle.ifindex(req["ifname"]), int(req["limit"]),
-                               delay, self._plan().scenario.fabric.mtu)
-        self.say(f"port_delay {req['node']} {req['ifname']} {delay}")
+        handle = self._handle(req.node)
+        shaping.set_port_delay(handle.ipr, handle.ifindex(req.ifname), req.limit,
+                               req.delay, self._plan().scenario.fabric.mtu)
+        self.say(f"port_delay {req.node} {req.ifname} {req.delay}")
         return {}
 
-    def op_routes(self, req: dict) -> dict:
+    @handles(ops.Routes)
+    def op_routes(self, req: ops.Routes) -> ops.Empty:
         """Plain routes withdrawn and replaced as the baseline's routing converges: `delete`
         prefixes, `replace` [prefix, [[gateway, ifname], ...]]."""
-        self._handle(req["node"]).replace_plain_routes(
-            req["delete"], [(p, [(gw, ifname) for gw, ifname in hops])
-                            for p, hops in req["replace"]])
-        self.say(f"routes {req['node']}: {len(req['delete'])} withdrawn, "
-                 f"{len(req['replace'])} replaced")
+        self._handle(req.node).replace_plain_routes(
+            req.delete, [(p, [(gw, ifname) for gw, ifname in hops])
+                            for p, hops in req.replace])
+        self.say(f"routes {req.node}: {len(req.delete)} withdrawn, "
+                 f"{len(req.replace)} replaced")
         return {}
 
     # ---- processes in its nodes, files in its folder (server_jobs.py) ----
-    def op_write(self, req: dict) -> dict:
-        self.files.write(req["files"])
-        self.say(f"write {len(req['files'])} files")
+    @handles(ops.Write)
+    def op_write(self, req: ops.Write) -> ops.Empty:
+        self.files.write(req.files)
+        self.say(f"write {len(req.files)} files")
         return {}
 
-    def op_read(self, req: dict) -> dict:
-        return {"files": self.files.read(req["paths"])}
+    @handles(ops.Read)
+    def op_read(self, req: ops.Read) -> ops.FilesReply:
+        return {"files": self.files.read(req.paths)}
 
-    def op_spawn(self, req: dict) -> dict:
+    @handles(ops.Spawn)
+    def op_spawn(self, req: ops.Spawn) -> ops.SpawnReply:
         """A process in one of this server's nodes (a host agent, iperf3, tcpdump)."""
-        node = req["node"]
+        node = req.node
         if node not in self.pids:
             raise AgentError(f"node {node} is not on this server")
-        pid = self.procs.spawn(req["key"], self.pids[node], req["argv"], req["stdout"],
-                               req.get("cwd"))
-        self.say(f"spawn {req['key']} in {node}: pid {pid}, {req['argv'][0]}")
+        pid = self.procs.spawn(req.key, self.pids[node], req.argv, req.stdout,
+                               req.cwd)
+        self.say(f"spawn {req.key} in {node}: pid {pid}, {req.argv[0]}")
         return {"pid": pid}
 
-    def op_procs(self, req: dict) -> dict:
+    @handles(ops.Procs)
+    def op_procs(self, req: ops.Procs) -> ops.ProcsReply:
         return {"status": self.procs.status()}
 
-    def op_signal(self, req: dict) -> dict:
-        self.procs.signal(req["keys"], int(req["signal"]))
-        self.say(f"signal {req['signal']} to {' '.join(req['keys'])}")
+    @handles(ops.Signal)
+    def op_signal(self, req: ops.Signal) -> ops.Empty:
+        self.procs.signal(req.keys, req.signal)
+        self.say(f"signal {req.signal} to {' '.join(req.keys)}")
         return {}
 
-    def op_listing(self, req: dict) -> dict:
-        return {"files": self.files.listing(req["path"])}
+    @handles(ops.Listing)
+    def op_listing(self, req: ops.Listing) -> ops.ListingReply:
+        return {"files": self.files.listing(req.path)}
 
-    def op_chunk(self, req: dict) -> dict:
-        return self.files.chunk(req["path"], int(req["offset"]))
+    @handles(ops.Chunk)
+    def op_chunk(self, req: ops.Chunk) -> ops.ChunkReply:
+        return self.files.chunk(req.path, req.offset)
 
-    def op_gathered(self, req: dict) -> dict:
+    @handles(ops.Gathered)
+    def op_gathered(self, req: ops.Gathered) -> ops.Empty:
         """The runner copied these files and folders back: noted (the log says what crossed)."""
-        self.say(f"gathered {req['files']} files, {req['bytes']} B: {req['what']}")
+        self.say(f"gathered {req.files} files, {req.bytes} B: {req.what}")
         return {}
 
-    def op_monitor_start(self, req: dict) -> dict:
+    @handles(ops.MonitorStart)
+    def op_monitor_start(self, req: ops.MonitorStart) -> ops.Empty:
         """The fidelity monitor for this server's ports and CPU (monitor.py)."""
         if self.monitor is None:
             self.monitor = MachineMonitor(self._plan(), set(self.pids))
@@ -396,74 +441,85 @@ class ServerAgent:
                         if self.monitor.unavailable else ""))
         return {}
 
-    def op_monitor_stop(self, req: dict) -> dict:
+    @handles(ops.MonitorStop)
+    def op_monitor_stop(self, req: ops.MonitorStop) -> ops.MonitorStopReply:
         if self.monitor is None:
             raise AgentError("no monitor running (the runner sends `monitor_start` first)")
         got, self.monitor = self.monitor.stop(), None
         self.say(f"monitor_stop: {len(got['ports'])} histogram rows, "
                  f"{len(got['cpu_rows'])} CPU rows")
-        return {**got, "nodes": sorted(self.pids)}
+        return {"ports": got["ports"], "unavailable": got["unavailable"],
+                "cpu_rows": got["cpu_rows"], "cores": got["cores"], "nodes": sorted(self.pids)}
 
-    def op_rx_packets(self, req: dict) -> dict:
-        return {"packets": rx_packets(self.pids[req["node"]], req["ifname"])}
+    @handles(ops.RxPackets)
+    def op_rx_packets(self, req: ops.RxPackets) -> ops.RxPacketsReply:
+        return {"packets": rx_packets(self.pids[req.node], req.ifname)}
 
-    def op_send_udp(self, req: dict) -> dict:
+    @handles(ops.SendUdp)
+    def op_send_udp(self, req: ops.SendUdp) -> ops.Empty:
         """Datagrams of one 5-tuple from a host here (RoCEv2's path probes)."""
-        send_udp(self.pids[req["node"]], req["src"], int(req["sport"]), req["dst"],
-                 int(req["dport"]), int(req["count"]))
-        self.say(f"send_udp {req['node']} {req['count']} x {req['sport']} -> {req['dport']}")
+        send_udp(self.pids[req.node], req.src, req.sport, req.dst,
+                 req.dport, req.count)
+        self.say(f"send_udp {req.node} {req.count} x {req.sport} -> {req.dport}")
         return {}
 
-    def op_nft_start(self, req: dict) -> dict:
+    @handles(ops.NftStart)
+    def op_nft_start(self, req: ops.NftStart) -> ops.Empty:
         """A node's nftables worker (the single-machine NodeNft: a thread in the node's
         namespace with its libnftables context), `setup` applied; waits until it is ready."""
-        node = req["node"]
+        node = req.node
         if node not in self.nft:
             stop = threading.Event()
-            self.nft[node] = (NodeNft(node, self.pids[node], stop, req.get("setup", "")), stop)
+            self.nft[node] = (NodeNft(node, self.pids[node], stop, req.setup), stop)
             self.say(f"nft_start {node}")
         self.nft[node][0].ready()
         return {}
 
-    def op_nft_submit(self, req: dict) -> dict:
+    @handles(ops.NftSubmit)
+    def op_nft_submit(self, req: ops.NftSubmit) -> ops.Empty:
         """Queue a ruleset for a time on this server's clock (the runner converted it); its
         outcome is kept for `nft_done`, in this server's clock too."""
-        job = int(req["job"])
+        job = req.job
 
         def done(started: float | None, finished: float | None, error: str | None) -> None:
             with self.nft_lock:
-                self.nft_done.append([job, started, finished, error])
+                self.nft_done.append((job, started, finished, error))
 
-        self.nft[req["node"]][0].submit(req["at"], req["script"], done)
-        self.say(f"nft_submit {req['node']} job {job} at {req['at']}")
+        self.nft[req.node][0].submit(req.at, req.script, done)
+        self.say(f"nft_submit {req.node} job {job} at {req.at}")
         return {}
 
-    def op_nft_done(self, req: dict) -> dict:
+    @handles(ops.NftDone)
+    def op_nft_done(self, req: ops.NftDone) -> ops.NftDoneReply:
         with self.nft_lock:
             out, self.nft_done = self.nft_done, []
         return {"done": out}
 
-    def op_nft_stop(self, req: dict) -> dict:
+    @handles(ops.NftStop)
+    def op_nft_stop(self, req: ops.NftStop) -> ops.Empty:
         """The runner's injector stopped: jobs waiting for their time report as not applied."""
-        worker = self.nft.get(req["node"])
+        worker = self.nft.get(req.node)
         if worker is not None:
             worker[1].set()
         return {}
 
-    def op_nft_close(self, req: dict) -> dict:
+    @handles(ops.NftClose)
+    def op_nft_close(self, req: ops.NftClose) -> ops.Empty:
         """The node's worker ends: jobs still waiting for their time report as not applied."""
-        worker = self.nft.pop(req["node"], None)
+        worker = self.nft.pop(req.node, None)
         if worker is not None:
             worker[1].set()
             worker[0].close()
-            self.say(f"nft_close {req['node']}")
+            self.say(f"nft_close {req.node}")
         return {}
 
-    def op_log(self, req: dict) -> dict:
+    @handles(ops.Log)
+    def op_log(self, req: ops.Log) -> ops.LogReply:
         self.log.flush()
         return {"text": self.log_path.read_text()}
 
-    def op_cleanup(self, req: dict) -> dict:
+    @handles(ops.Cleanup)
+    def op_cleanup(self, req: ops.Cleanup) -> ops.CleanupReply:
         killed = self.cleanup()
         return {"killed": killed}
 
@@ -482,7 +538,7 @@ class ServerAgent:
         if ended:
             self.say(f"cleanup: {ended} processes it started were still running, ended")
         for node in list(self.nft):
-            self.op_nft_close({"node": node})
+            self.op_nft_close(ops.NftClose(node))
         for handle in self.handles.values():
             handle.close()
         self.handles.clear()
@@ -508,53 +564,35 @@ class ServerAgent:
 
 
 class _Prober:
-    """Probe sockets in this server's hosts: a sender in each, a receiver in each (port
-    PROBE_PORT, arrival address and port reported), a thread draining the receivers."""
+    """Probe sockets in this server's hosts: a sender and a receiver in each (probes.py), a
+    thread draining the receivers."""
 
     def __init__(self, pids: dict[str, int], nonce: int) -> None:
         self.nonce = nonce
         self.senders: dict[str, socket.socket] = {}
         self.selector = selectors.DefaultSelector()
-        self.arrivals: list[list] = []
+        self.arrivals: list[ops.Arrival] = []
         self.lock = threading.Lock()
         self.stop = threading.Event()
         for host, pid in pids.items():
             self.senders[host] = netns.socket_in(pid, socket.AF_INET6, socket.SOCK_DGRAM)
-            sock = netns.socket_in(pid, socket.AF_INET6, socket.SOCK_DGRAM)
-            sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_RECVPKTINFO, 1)
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1 << 20)
-            sock.bind(("::", PROBE_PORT))
-            sock.setblocking(False)
-            self.selector.register(sock, selectors.EVENT_READ, host)
+            self.selector.register(probes.receiver(pid), selectors.EVENT_READ, host)
         self.thread = threading.Thread(target=self._drain, daemon=True)
         self.thread.start()
 
     def send(self, index: int, src: str, address: str) -> None:
-        self.senders[src].sendto(_PAYLOAD.pack(MAGIC, self.nonce, index), (address, PROBE_PORT))
+        self.senders[src].sendto(probes.payload(self.nonce, index),
+                                 (address, probes.PROBE_PORT))
 
     def _drain(self) -> None:
         while not self.stop.is_set():
             for key, _ in self.selector.select(0.05):
-                sock, host = key.fileobj, key.data
-                while True:
-                    try:
-                        data, anc, _, _ = sock.recvmsg(64, socket.CMSG_SPACE(_PKTINFO.size))
-                    except (BlockingIOError, OSError):
-                        break
-                    if len(data) != _PAYLOAD.size:
-                        continue
-                    magic, nonce, index = _PAYLOAD.unpack(data)
-                    if magic != MAGIC or nonce != self.nonce:
-                        continue
-                    address, ifindex = None, None
-                    for level, kind, value in anc:
-                        if level == socket.IPPROTO_IPV6 and kind == socket.IPV6_PKTINFO:
-                            raw, ifindex = _PKTINFO.unpack(value[:_PKTINFO.size])
-                            address = str(IPv6Address(raw))
-                    with self.lock:
-                        self.arrivals.append([index, host, address, ifindex])
+                got = [(index, key.data, None if address is None else str(address), ifindex)
+                       for index, address, ifindex in probes.receive(key.fileobj, self.nonce)]
+                with self.lock:
+                    self.arrivals += got
 
-    def take(self) -> list[list]:
+    def take(self) -> list[ops.Arrival]:
         with self.lock:
             out, self.arrivals = self.arrivals, []
         return out
@@ -569,17 +607,13 @@ class _Prober:
             sock.close()
 
 
-def serve(agent: ServerAgent, requests, replies) -> None:
+def serve(agent: ServerAgent, requests: TextIO, replies: TextIO) -> None:
     """Answer requests until stdin ends; every error is one line back, naming what failed."""
     for line in requests:
-        received = time.time_ns()
+        agent.received_ns = time.time_ns()
         try:
-            req = json.loads(line)
-            op = getattr(agent, f"op_{req.get('op')}", None)
-            if op is None:
-                raise AgentError(f"unknown request {req.get('op')!r}")
-            req["_received_ns"] = received
-            reply = {"ok": True, "result": op(req)}
+            req = ops.decode(json.loads(line))
+            reply = {"ok": True, "result": HANDLERS[type(req)](agent, req)}
         except Exception as exc:  # noqa: BLE001 (sent back: the runner says it, naming us)
             agent.say(f"error: {type(exc).__name__}: {exc}")
             reply = {"ok": False, "error": f"{type(exc).__name__}: {exc}"}
@@ -636,7 +670,7 @@ def main() -> None:
         signal.signal(sig, end)
     agent.say(f"started, pid {os.getpid()}")
     try:
-        replies.write(json.dumps({"ok": True, "result": agent.op_hello({})}) + "\n")
+        replies.write(json.dumps({"ok": True, "result": agent.op_hello(ops.Hello())}) + "\n")
         replies.flush()
         serve(agent, sys.stdin, replies)
         agent.say("stdin ended")

@@ -18,6 +18,8 @@ import subprocess
 import time
 from pathlib import Path
 
+from testbed.emulation.cluster import ops
+
 CHUNK = 1 << 20  # bytes of a file per `chunk` reply (base64 makes it 1.4 MB of JSON)
 SMALL = 1 << 16  # bytes of a file `read` returns (progress, ready, result.json)
 TERM_GRACE = 5.0  # s a spawned process has to end after SIGTERM before SIGKILL
@@ -59,16 +61,16 @@ class ServerFiles:
                 out[name] = None
         return out
 
-    def listing(self, name: str) -> list[list]:
+    def listing(self, name: str) -> list[tuple[str, int]]:
         """[path, size] of the file, or of every file under the folder; [] if neither."""
         path = self.path(name)
         if path.is_file():
-            return [[str(path), path.stat().st_size]]
+            return [(str(path), path.stat().st_size)]
         if not path.is_dir():
             return []
-        return [[str(p), p.stat().st_size] for p in sorted(path.rglob("*")) if p.is_file()]
+        return [(str(p), p.stat().st_size) for p in sorted(path.rglob("*")) if p.is_file()]
 
-    def chunk(self, name: str, offset: int) -> dict:
+    def chunk(self, name: str, offset: int) -> ops.ChunkReply:
         with open(self.path(name), "rb") as fh:
             fh.seek(offset)
             data = fh.read(CHUNK)

@@ -13,7 +13,9 @@
  *   - an MRC data packet (destination in the uSID block, our header says DATA) with
  *     Q > trim threshold is cut to its headers, flagged TRIMMED, re-marked CS6 so this and
  *     every later port serve it first, and its UDP checksum rewritten;
- *   - any other packet with Q > buffer is dropped (tail drop);
+ *   - any other packet with Q > buffer is dropped (tail drop); on a lossless port
+ *     (LOSSLESS flag) `buffer` is the lossless limit instead, far above the scenario's
+ *     buffer, and a drop there is counted as an overflow, not as a tail drop;
  *   - an ECN-capable packet that passes with Q > ECN threshold is marked CE.
  * A threshold of 0 turns that behaviour off. Per-port counters are read by the telemetry
  * sampler (testbed/kernel/fabric_queue.py mirrors these structs).
@@ -52,8 +54,10 @@ struct port_config {
 	__u32 ecn;  /* bytes: mark CE above (0: off) */
 	__u32 trim; /* bytes: trim MRC data above (0: off) */
 	__u32 buffer; /* bytes: drop above */
-	__u32 pad;
+	__u32 flags;  /* LOSSLESS */
 };
+
+#define LOSSLESS 1 /* a drop above `buffer` is an overflow of the lossless budget */
 
 /* updated here under the lock, read by the testbed */
 struct port_state {
@@ -61,11 +65,11 @@ struct port_state {
 	__u32 pad;
 	__u64 queue;   /* virtual queue, bytes */
 	__u64 last_ns; /* when it was last drained */
-	__u64 packets, bytes, marked, trimmed, dropped, queue_max;
+	__u64 packets, bytes, marked, trimmed, dropped, queue_max, overflow;
 };
 
 _Static_assert(sizeof(struct port_config) == 24, "mirrored in testbed/kernel/fabric_queue.py");
-_Static_assert(sizeof(struct port_state) == 72, "mirrored in testbed/kernel/fabric_queue.py");
+_Static_assert(sizeof(struct port_state) == 80, "mirrored in testbed/kernel/fabric_queue.py");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
@@ -81,7 +85,7 @@ struct {
 	__type(value, struct port_state);
 } port_state SEC(".maps");
 
-enum verdict { PASS, MARK, TRIM, DROP };
+enum verdict { PASS, MARK, TRIM, DROP, OVERFLOW };
 
 /* The IPv6 traffic class: 4 bits in the first byte, 4 in the second. */
 static __always_inline __u8 tclass(const struct ipv6hdr *ip6)
@@ -193,13 +197,15 @@ int fabric_queue(struct __sk_buff *skb)
 		verdict = TRIM;
 		len = TRIMMED_LEN;
 	} else if (q > buffer) {
-		verdict = DROP;
+		verdict = cfg->flags & LOSSLESS ? OVERFLOW : DROP;
 	} else if (ecn && ect && q > ecn) {
 		verdict = MARK;
 	}
 	st->packets++;
 	if (verdict == DROP) {
 		st->dropped++;
+	} else if (verdict == OVERFLOW) {
+		st->overflow++;
 	} else {
 		st->queue += len;
 		st->bytes += len;
@@ -214,6 +220,7 @@ int fabric_queue(struct __sk_buff *skb)
 
 	switch (verdict) {
 	case DROP:
+	case OVERFLOW:
 		return TC_ACT_SHOT;
 	case TRIM:
 		return trim(skb);

@@ -1,4 +1,4 @@
-"""Run folders as data, not as trusted input (issue 13, items 3, 9, 10, 12, 14): a report
+"""Run folders as data, not as trusted input: a report
 escapes what a run says, and a damaged folder is one clear `RunError` (exit 2)."""
 from __future__ import annotations
 

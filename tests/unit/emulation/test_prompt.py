@@ -1,4 +1,4 @@
-"""Waiting for a node's shell prompt is bounded and interruptible (issue 13, item 7): Mininet's
+"""Waiting for a node's shell prompt is bounded and interruptible: Mininet's
 own wait polls without a timeout, so a shell that never prompts hung the build, and SIGINT
 (which the runner only records) could not end it."""
 from __future__ import annotations
@@ -10,7 +10,7 @@ import time
 import pytest
 
 from testbed import errors
-from testbed.emulation.network import FabricNode
+from testbed.emulation.shells import FabricNode
 from testbed.errors import Interrupted
 from testbed.lifecycle import interrupts
 

@@ -4,11 +4,34 @@ replies skipped, and the end of stdin ending the agent and its log."""
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
+from testbed.emulation.cluster import ops
 from testbed.emulation.cluster.client import ServerError, ServerSession
+
+
+@dataclass(frozen=True)
+class Unknown(ops.Request[ops.Empty]):
+    """A request of an op the agent does not have (its name set after the class, which keeps
+    it out of ops.REQUESTS)."""
+
+
+Unknown.op = "nope"
+
+
+@dataclass(frozen=True)
+class Misspelt(ops.Request[ops.Empty]):
+    """`link` with a field it does not have."""
+
+    node: str
+    port: str
+    up: bool
+
+
+Misspelt.op = "link"
 
 
 @pytest.fixture
@@ -21,7 +44,7 @@ def session(tmp_path: Path):
 
 def test_hello_and_clock(session: ServerSession):
     assert session.hello["pid"] > 0 and session.hello["python"]
-    reply = session.request("clock")
+    reply = session.request(ops.Clock())
     assert reply["t2"] <= reply["t3"] <= time.time_ns()
     offset = session.clock(samples=4)
     assert offset.samples == 4 and 0 < offset.rtt_ns < 1e9
@@ -29,23 +52,27 @@ def test_hello_and_clock(session: ServerSession):
 
 
 def test_errors_come_back_as_one_line_naming_the_server(session: ServerSession):
-    with pytest.raises(ServerError, match=r"^server t1: nope: AgentError: unknown request 'nope'$"):
-        session.request("nope")
+    with pytest.raises(ServerError,
+                       match=r"^server t1: nope: BadRequest: unknown request 'nope'$"):
+        session.request(Unknown())
+    with pytest.raises(ServerError, match=r"^server t1: link: BadRequest: link: .*unexpected "
+                                          r"keyword argument 'port'$"):
+        session.request(Misspelt(node="h0", port="h0-eth0", up=True))
     with pytest.raises(ServerError, match="server t1: configure: AgentError: no plan yet"):
-        session.request("configure", fifo={})
-    assert session.request("clock")["t3"] > 0  # the session is still in step
+        session.request(ops.Configure(fifo={}))
+    assert session.request(ops.Clock())["t3"] > 0  # the session is still in step
 
 
 def test_a_reply_abandoned_by_a_signal_is_skipped(session: ServerSession):
-    session.send("hello")  # as if a signal had stopped the wait for its reply
-    assert "t2" in session.request("clock")
+    session.send(ops.Hello())  # as if a signal had stopped the wait for its reply
+    assert "t2" in session.request(ops.Clock())
 
 
 def test_the_end_of_stdin_ends_the_agent_and_its_log(tmp_path: Path):
     log = tmp_path / "run" / "agent.log"  # the agent makes its folder
     s = ServerSession("t2", ["sh", "-c"], str(log))
     s.start()
-    s.request("clock")
+    s.request(ops.Clock())
     assert log.exists() and "started" in log.read_text()
     proc = s.proc
     assert proc is not None
@@ -71,19 +98,19 @@ def test_files_go_to_and_come_back_from_the_agents_folder_only(session: ServerSe
 
     work = session.hello["work"]
     big = "x" * (CHUNK + 100)
-    session.request("write", files={f"{work}/a/r.json": '{"ok": 1}', f"{work}/a/big": big})
-    assert session.request("read", paths=[f"{work}/a/r.json", f"{work}/a/none"])["files"] == {
+    session.request(ops.Write(files={f"{work}/a/r.json": '{"ok": 1}', f"{work}/a/big": big}))
+    assert session.request(ops.Read(paths=[f"{work}/a/r.json", f"{work}/a/none"]))["files"] == {
         f"{work}/a/r.json": '{"ok": 1}', f"{work}/a/none": None}
     assert fetch(session, f"{work}/a", tmp_path / "got", work) == (2, CHUNK + 100 + 9)
     assert (tmp_path / "got" / "big").read_text() == big
     assert (tmp_path / "got" / "r.json").read_text() == '{"ok": 1}'
     for outside in (str(tmp_path / "evil"), f"{work}/../evil"):
         with pytest.raises(ServerError, match="outside this agent's folder"):
-            session.request("write", files={outside: "x"})
+            session.request(ops.Write(files={outside: "x"}))
         with pytest.raises(ServerError, match="outside this agent's folder"):
-            session.request("listing", path=outside)
+            session.request(ops.Listing(path=outside))
     assert not (tmp_path / "evil").exists()
-    assert "gathered 2 files" in session.request("log")["text"]
+    assert "gathered 2 files" in session.request(ops.Log())["text"]
 
 
 def test_the_old_module_name_still_runs_the_agent():

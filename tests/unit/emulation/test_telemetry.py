@@ -32,7 +32,7 @@ class Ports:
         self.asked.append(queues)
         _spend(0.001 if queues else self.sweep)
         fifo = [10, 11] if queues else [None, None]
-        bpf = {"marked": 1, "trimmed": 2, "dropped": 3, "queue": 4}
+        bpf = {"marked": 1, "trimmed": 2, "dropped": 3, "queue": 4, "overflow": 5}
         return {name: {p.ifname: [list(range(8)), *fifo, bpf if router(name) else None,
                                   read_at(name, len(self.asked))]
                        for p in self.plan.ports(name)} for name in self.plan.nodes}
@@ -56,8 +56,8 @@ def test_rows_from_the_networks_own_ports():
     assert sampler.error is None and sampler.samples == len(network.asked) > 2
     leaf = next(r for r in sampler.rows if router(r["node"]) and r["queue_backlog"] is not None)
     assert leaf["rx_bytes"] == 0 and leaf["tx_drop"] == 7 and leaf["queue_drops"] == 11
-    assert (leaf["ecn_marked"], leaf["trimmed"], leaf["bpf_dropped"], leaf["vq_bytes"]) == \
-        (1, 2, 3, 4)
+    assert (leaf["ecn_marked"], leaf["trimmed"], leaf["bpf_dropped"], leaf["vq_bytes"],
+            leaf["lossless_overflow"]) == (1, 2, 3, 4, 5)
     assert leaf["link"] and leaf["kind"] in ("host", "fabric")
     assert {r["node"] for r in sampler.rows} == set(PLAN.nodes)
     assert len({(r["node"], r["ifname"]) for r in sampler.rows}) == 2 * len(PLAN.links)

@@ -181,6 +181,9 @@ class SimNet:
         self._pump()
 
 
+DEADLOCK_TURNS = 20  # loop turns with nothing in flight before a run counts as deadlocked
+
+
 class SimFabric:
     """Every ordered pair of `world` ranks joined by a QP pair on its own SimNet, one clock for
     all, and an `Endpoint` per rank: collectives run over the real sans-IO transports here.
@@ -244,7 +247,8 @@ class SimFabric:
                 continue
             times = [t for t in (net.next_time() for net in self.nets) if t is not None]
             if not times:
-                await asyncio.sleep(0)
+                for _ in range(DEADLOCK_TURNS):  # ranks' tasks wake one another in turn
+                    await asyncio.sleep(0)
                 if not task.done() and not any(n.next_time() for n in self.nets) \
                         and not self._dispatch():
                     raise RuntimeError("deadlock: nothing in flight, ranks still waiting")

@@ -201,3 +201,133 @@ def test_batches_of_one_are_one_system_call_per_datagram():
     assert (sender.calls, sender.messages) == (5, 5)
     got, _ = _dispatch(rx, a, (5,), 5)
     assert [d for _, d, _, _ in got] == [d for _, d in out] and rx.calls >= 5
+
+
+def _gso_send(out: list[tuple[int, bytes]]) -> tuple[batchio.Sender, list[bytes]]:
+    """`out` sent with GSO to one loopback socket: the sender, and what the receiver read."""
+    a, tx = _socket(), _socket()
+    sender = batchio.Sender()
+    sender.send_out(tx.fileno(), out, {0: batchio.sockaddr("::1", a.getsockname()[1])}, True,
+                    b"", None)
+    sender.flush()
+    got = _drain(a, len(out))[0]  # a datagram cut in pieces: its first piece differs from it
+    a.close()
+    tx.close()
+    return sender, got
+
+
+def test_gso_does_not_join_a_full_datagram_behind_a_short_one():
+    """The kernel cuts a GSO message at the first datagram's size: a full datagram behind a
+    short one would arrive in pieces, so it leaves in a message of its own."""
+    out = [(0, _data(5, 0, 100)), (0, _data(5, 1, 960))]
+    sender, got = _gso_send(out)
+    assert [len(d) for d in got] == [len(d) for _, d in out] and got == [d for _, d in out]
+    assert (sender.messages, sender.dropped) == (2, 0)
+
+
+def test_gso_joins_datagrams_of_one_size_and_a_shorter_last_one():
+    out = [(0, _data(5, 0, 960)), (0, _data(5, 1, 960)), (0, _data(5, 2, 100))]
+    sender, got = _gso_send(out)
+    assert [len(d) for d in got] == [len(d) for _, d in out] and got == [d for _, d in out]
+    assert (sender.messages, sender.dropped) == (1, 0)
+
+
+def test_gso_does_not_join_a_longer_datagram_behind_the_first():
+    out = [(0, _data(5, 0, 960)), (0, _data(5, 1, 961)), (0, _data(5, 2, 961))]
+    sender, got = _gso_send(out)
+    assert [len(d) for d in got] == [len(d) for _, d in out] and got == [d for _, d in out]
+    assert (sender.messages, sender.dropped) == (2, 0)  # the first alone, then the two longer
+
+
+@pytest.mark.parametrize("cls", [batchio.Receiver, batchio.Sender])
+def test_a_second_init_is_refused_and_the_object_keeps_working(cls):
+    obj = cls(batch=2)
+    with pytest.raises(RuntimeError, match="already initialised"):
+        obj.__init__(batch=8)
+    assert obj.batch == 2
+    a, tx = _socket(), _socket()
+    sender = obj if cls is batchio.Sender else batchio.Sender()
+    rx = obj if cls is batchio.Receiver else batchio.Receiver()
+    out = [(0, _data(5, k, 100)) for k in range(3)]
+    sender.send_out(tx.fileno(), out, {0: batchio.sockaddr("::1", a.getsockname()[1])}, False,
+                    b"", None)
+    sender.flush()
+    got, _ = _dispatch(rx, a, (5,), 3)
+    assert [d for _, d, _, _ in got] == [d for _, d in out]
+
+
+@pytest.mark.parametrize("cls", [batchio.Receiver, batchio.Sender])
+def test_an_object_whose_init_failed_or_never_ran_refuses_to_work(cls):
+    obj = cls.__new__(cls)
+    with pytest.raises(ValueError):
+        obj.__init__(batch=0)
+    with pytest.raises(RuntimeError, match="not initialised"):
+        if cls is batchio.Receiver:
+            obj.dispatch(0, {}, 0.0, set())
+        else:
+            obj.send_out(0, [(0, b"")], {0: bytes(28)}, False, b"", None)
+    obj.__init__(batch=3)  # a failed __init__ left nothing behind: a good one still runs
+    assert obj.batch == 3
+
+
+def test_a_receive_area_whose_size_overflows_is_refused():
+    with pytest.raises(ValueError, match="does not fit"):
+        batchio.Receiver(batch=2**16, size=2**48)  # 2**64 bytes: 0 once wrapped to 64 bits
+
+
+def test_a_datagram_longer_than_the_receive_buffer_is_dropped_and_counted():
+    a, tx = _socket(), _socket()
+    sender, rx = batchio.Sender(), batchio.Receiver(size=200)
+    fits, longer = _data(5, 0, 200 - wire.HEADER_SIZE), _data(5, 1, 201 - wire.HEADER_SIZE)
+    out = [(0, fits), (0, longer), (0, _data(5, 2, 10))]
+    sender.send_out(tx.fileno(), out, {0: batchio.sockaddr("::1", a.getsockname()[1])}, False,
+                    b"", None)
+    sender.flush()
+    got, _ = _dispatch(rx, a, (5,), 3)  # all three read from the socket
+    assert [d for _, d, _, _ in got] == [fits, out[2][1]]
+    assert (rx.datagrams, rx.truncated) == (3, 1)
+
+
+def test_an_exception_in_a_receive_is_raised_after_the_whole_batch_was_delivered(monkeypatch):
+    a, tx = _socket(), _socket()
+    sender, rx = batchio.Sender(), batchio.Receiver()
+    sent = [(q, _data(q, k, 10)) for k, q in enumerate((6, 5, 6, 5, 6))]  # (QP, datagram)
+    out = [(0, d) for _, d in sent]
+    sender.send_out(tx.fileno(), out, {0: batchio.sockaddr("::1", a.getsockname()[1])}, False,
+                    b"", None)
+    sender.flush()  # over loopback, in the socket's queue when this returns: one batch
+
+    def fails(datagram: bytes, now: float, ce: bool) -> None:
+        raise ValueError(f"PSN {wire.decode(datagram)[0].psn}")
+
+    got: list[bytes] = []
+    unraisable: list[BaseException | None] = []
+    monkeypatch.setattr("sys.unraisablehook", lambda u: unraisable.append(u.exc_value))
+    touched: set[int] = set()
+    with pytest.raises(ValueError, match="PSN 1"):  # the first one raised
+        rx.dispatch(a.fileno(), {5: fails, 6: lambda d, now, ce: got.append(d)}, 0.0, touched)
+    assert got == [d for q, d in sent if q == 6]  # none lost
+    assert touched == {6}
+    assert [str(e) for e in unraisable] == ["PSN 3"]  # the later one: reported, not lost
+
+
+def test_a_receive_that_dispatches_again_is_refused(monkeypatch):
+    """The batch being handed out lives in the Receiver's buffers: a nested dispatch would
+    overwrite the datagrams not yet delivered."""
+    monkeypatch.setattr("sys.unraisablehook", lambda u: None)  # the second receive's refusal
+    a, tx = _socket(), _socket()
+    sender, rx = batchio.Sender(), batchio.Receiver()
+    out = [(0, _data(5, k, 10)) for k in range(2)]
+    sender.send_out(tx.fileno(), out, {0: batchio.sockaddr("::1", a.getsockname()[1])}, False,
+                    b"", None)
+    sender.flush()
+    got: list[bytes] = []
+
+    def nested(datagram: bytes, now: float, ce: bool) -> None:
+        got.append(datagram)
+        rx.dispatch(a.fileno(), receivers, now, set())
+
+    receivers = {5: nested}
+    with pytest.raises(RuntimeError, match="dispatch called from a receive"):
+        rx.dispatch(a.fileno(), receivers, 0.0, set())
+    assert got == [d for _, d in out]

@@ -29,7 +29,7 @@ def nscc(**kw) -> NsccCC:
 
 
 def test_timeouts_of_one_event_cut_the_window_once_per_rtt():
-    """Bug 1 of issue 9: eight packets timing out together (one dead path of eight) are one
+    """Eight packets timing out together (one dead path of eight) are one
     congestion event: one cut, not eight. A timeout a smoothed RTT later cuts again."""
     cc = nscc()
     for _ in range(8):
@@ -90,7 +90,7 @@ def test_quick_adapt_sets_the_window_to_what_was_achieved_after_a_loss():
 
 
 def test_one_dead_path_of_eight_leaves_the_window_well_above_its_floor():
-    """Bug 1 on the simulated network: before the once-per-RTT rule, the window hit its
+    """On the simulated network: before the once-per-RTT rule, the window hit its
     floor (one MSS) within a millisecond of one dead path."""
     writes, total = layout([400_000], seed=11)
     a, b, _ = mrc_pair(total, seed=11, policy=EVPolicy(probe_interval=0.002))
@@ -118,12 +118,12 @@ def test_dcqcn_cuts_by_alpha_and_recovers_towards_the_target():
     assert cc.target == pytest.approx(1e9)
     alpha = cc.alpha
     cc.on_ack(0.00005, MSS, RTT, ecn=True)
-    assert cc.rate == pytest.approx(0.5e9), "one reaction per CNP interval"
-    assert (cc.cnps, cc.decreases) == (2, 1), "every marked ACK is a CNP; one was acted on"
-    cc.on_ack(0.0002, MSS, RTT, ecn=True)
-    assert cc.rate == pytest.approx(0.5e9 * (1 - alpha / 2))
+    assert cc.rate == pytest.approx(0.5e9 * (1 - alpha / 2)), "the NP spaced them: each cuts"
+    assert (cc.cnps, cc.decreases) == (2, 2)
+    cc.on_ack(0.00006, MSS, RTT, ecn=False)
+    assert cc.decreases == 2, "an ACK without the ECN flag is no CNP"
     low = cc.rate
-    cc.on_ack(0.0002 + 0.00105, MSS, RTT, ecn=False)  # one increase period: fast recovery
+    cc.on_ack(0.00005 + 0.00105, MSS, RTT, ecn=False)  # one increase period: fast recovery
     assert cc.rate == pytest.approx((low + 1e9) / 2)
     cc.on_timeout(0.01)
     cc.on_trim(0.01, MSS)
@@ -161,7 +161,50 @@ def test_dcqcn_paces_packets_at_its_rate():
     assert cc.allows(0, MSS, 0.0)
     cc.on_send(0.0, 1000)
     assert not cc.allows(0, MSS, 0.0005)
-    assert cc.next_send_time() == pytest.approx(0.001 - cc._burst_time())
+    assert cc.next_send_time() == pytest.approx(0.001), "1000 bytes at 1 byte per us"
+    assert cc.allows(0, MSS, 0.001)
+
+
+def test_dcqcn_sends_a_burst_then_paces():
+    """The bucket holds `burst` packets: that many leave back to back, then one per packet
+    time at the rate."""
+    cfg = DcqcnConfig(mss=MSS, max_cwnd=256 * MSS, line_rate=8e6, burst=4)
+    cc = DcqcnCC(cfg)
+    for _ in range(4):
+        assert cc.allows(0, MSS, 0.0)
+        cc.on_send(0.0, cfg.packet)
+    assert not cc.allows(0, MSS, 0.0)
+    assert cc.next_send_time() == pytest.approx(cfg.packet * 1e-6)
+
+
+def test_dcqcn_a_recovered_rate_is_not_held_back_by_packets_sent_while_it_was_low():
+    """A NIC's rate limiter applies the current rate to the next packet. A burst sent at the
+    1% floor books a packet time at 1% (at 25 Mbit/s with 4 KB packets, 1.3 ms x 100 per
+    packet); fast recovery's first step takes the rate above half the line rate one timer
+    period later, and from then on the QP waits at most about a packet time at that rate."""
+    mss, line = 4096, 25e6
+    cfg = DcqcnConfig(mss=mss, max_cwnd=256 * mss, line_rate=line, period=0.005,
+                      cnp_interval=0.001, burst=4, byte_counter=10**9)  # the timer alone
+    cc = DcqcnCC(cfg)
+    now = 0.0
+    cc.allows(0, mss, now)
+    while cc.rate > cfg.min_rate * line:  # CNPs in a row, before any increase: to the floor
+        now += cfg.cnp_interval
+        cc.on_ack(now, mss, None, ecn=True)
+    assert cc.target == line, "no increase between the cuts: the target stays"
+    for _ in range(cfg.burst):
+        assert cc.allows(0, mss, now)
+        cc.on_send(now, cfg.packet)
+    floor_at, packet_time = now, cfg.packet * 8 / line
+    assert cc.next_send_time() <= floor_at + cfg.period, "the QP wakes at the next increase"
+    while cc.rate <= line / 2:
+        now += packet_time / 10
+        cc.allows(0, mss, now)
+    assert now - floor_at <= cfg.period + packet_time / 10, "fast recovery's first step"
+    # at most one packet of debt (the bucket lets a packet leave while not in debt), paid at
+    # half the line rate or more: two packet times
+    wait = cc.next_send_time() - now
+    assert wait <= 2 * packet_time, f"waits {wait:.3f} s, {wait / packet_time:.0f} packet times"
 
 
 def test_rtt_smoothing_follows_rfc_6298():

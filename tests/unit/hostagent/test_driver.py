@@ -146,3 +146,32 @@ def test_every_qps_deadline_fires_on_time_when_another_qp_re_arms_later():
         assert len(b.fired) == 2 and len(a.fired) == 1
         assert a.fired[0] - t0 < 0.2  # on time (0.05 s), not at b's next deadline (0.3 s)
     asyncio.run(main())
+
+
+def test_a_receive_that_raises_still_kicks_the_qps_its_batch_reached():
+    """The extension delivers a whole batch, then raises the first error of a QP's receive
+    (hostagent/_fastio.c): the QPs that got datagrams must still answer and send."""
+    class RaisingRx:
+        batch = 64
+
+        def dispatch(self, fd, receivers, now, touched):
+            touched.add(qpn)
+            raise RuntimeError("a receive failed")
+
+    async def main() -> tuple[list, int]:
+        drivers, _, qps = await _pair(False)
+        d = drivers[0]
+        kicked, flushed = [], []
+        d._rx = RaisingRx()
+        d._kick = kicked.append
+        d._flush = lambda: flushed.append(True)
+        with pytest.raises(RuntimeError):
+            d._on_readable()
+        flushes = len(flushed)
+        for other in drivers:
+            other.close()
+        return kicked, flushes, qps[0]
+
+    qpn = driver.qpn(0, 1, 0)[0]
+    kicked, flushes, qp = asyncio.run(main())
+    assert kicked == [qp] and flushes == 1

@@ -22,7 +22,8 @@ G, B, D = EVState.GOOD, EVState.ASSUMED_BAD, EVState.DENIED
 TABLE = [(i, i // 4) for i in range(8)]  # 8 EVs: 2 planes x 4 spines
 RUN = 4  # probe_successes in these tests
 
-# The expected table, written out by hand from the spec's states and the rules in evs.py.
+# The expected table, written out by hand from the spec's states and the rules
+# ev_states.py states in words.
 EXPECTED = {
     G: {"LOSS": B, "LOSS_AT_FLOOR": G, "CONGESTION": G, "PROBE_LOST": G,
         "PROBES_ANSWERED": G, "DENY": D, "ALLOW": G, "STALL": G},

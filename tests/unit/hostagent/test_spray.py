@@ -1,4 +1,4 @@
-"""Spraying over planes by what each one delivers (bug 7 of issue 9), on the simnet with rated
+"""Spraying over planes by what each one delivers, on the simnet with rated
 ports: each plane's EVs share one `Link` (the plane's NIC port, or a congested port on its
 paths). A plane whose port gives the QP less gets fewer of its packets, so the QP runs at the
 sum of what the planes have left, not at twice its slowest plane; equal planes stay equal."""

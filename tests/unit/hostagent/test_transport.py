@@ -194,7 +194,7 @@ def test_mrc_lossy_ev_goes_assumed_bad_and_returns_after_repair():
 
 
 def test_mrc_a_path_losing_20_percent_stays_out_while_lossy():
-    """Bug 4 of issue 9: one answered probe used to restore GOOD, so a path losing 20% flipped
+    """One answered probe used to restore GOOD, so a path losing 20% flipped
     GOOD <-> ASSUMED_BAD many times a second. Over 2 s of traffic it is condemned at most
     twice (once, plus once if a run of probes passes by luck) and carries almost nothing."""
     writes, total = layout([2_500_000], seed=12)  # at 1 MB/s (2 KiB per 2 ms RTT)
@@ -216,7 +216,7 @@ def test_mrc_a_path_losing_20_percent_stays_out_while_lossy():
 
 
 def test_mrc_a_marked_path_that_drops_is_congested_not_failed():
-    """Bug 5: an EV whose ACKs come back ECN-marked and that loses now and then (a queue
+    """An EV whose ACKs come back ECN-marked and that loses now and then (a queue
     overflowing) is slowed down and skipped, never condemned; the same loss on an unmarked
     path condemns it."""
     def run(ecn: float) -> EVState:
@@ -283,7 +283,7 @@ def drop_first_copy(net: SimNet, psn: int, nacks: bool = False) -> None:
 
 @pytest.mark.parametrize("seed", range(10))
 def test_roce_survives_20_percent_loss_resends_are_not_timeouts(seed):
-    """Bug 2: NACK-driven Go-Back-N resends used to count as attempts of the packet, so at 20%
+    """NACK-driven Go-Back-N resends used to count as attempts of the packet, so at 20%
     loss RoCEv2 burnt its retry budget (1 QP in 10 failed). Only consecutive timeouts of one
     packet count, reset by progress."""
     writes, total = layout([30_000], seed=seed)
@@ -375,7 +375,7 @@ def test_mrc_steers_away_from_a_hot_ev_but_not_from_an_evenly_marked_fabric():
     """One EV whose every packet comes back ECN-marked is a hot path: it is skipped for
     several RTTs at each mark, and carries half or less of what the 1 ms holdoff alone leaves
     it. When every EV is marked as often, none is singled out. Skipped turns go to every other
-    EV of its plane alike, not to the next one, and each plane keeps its half (issue 9, bug 7)."""
+    EV of its plane alike, not to the next one, and each plane keeps its half."""
     def spread(ecn_of, hot_ratio: float) -> list[int]:
         writes, total = layout([400_000], seed=9)
         a, b, _ = mrc_pair(total, seed=9,
@@ -420,7 +420,7 @@ def test_mrc_random_loss_on_every_path_condemns_no_path():
     assert gaps > 20 and condemned <= 2, (gaps, condemned)
 
 
-# ---- tail losses, random loss everywhere, stalls (issue 9, the 1% loss row) --------------
+# ---- tail losses, random loss everywhere, stalls --------------------------------------------
 
 def test_mrc_a_lost_last_packet_is_found_by_a_tail_probe_not_a_timeout():
     """The last packet of a write has nothing after it to reveal its loss (no gap NACK, no

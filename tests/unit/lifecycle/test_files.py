@@ -1,4 +1,4 @@
-"""Results files are written whole and never through a planted symlink (issue 13, item 3)."""
+"""Results files are written whole and never through a planted symlink."""
 from __future__ import annotations
 
 import json

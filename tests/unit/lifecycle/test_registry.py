@@ -1,5 +1,5 @@
 """The run registry survives damage, never deletes another run's file, and a clean-up signals
-only processes it can prove are the run's (issue 13, items 4, 5 and 8)."""
+only processes it can prove are the run's."""
 from __future__ import annotations
 
 import json

@@ -1,4 +1,4 @@
-"""How the pooled mode splits hosts over its processes (testbed/traffic.py)."""
+"""How the pooled mode splits hosts over its processes (testbed/run/traffic.py)."""
 from __future__ import annotations
 
 import pytest

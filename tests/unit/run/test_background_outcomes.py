@@ -1,4 +1,4 @@
-"""Background flows count as run only when iperf3 says so (issue 13, item 13): a client that
+"""Background flows count as run only when iperf3 says so: a client that
 could not connect, or never started, is not traffic, and the shaded windows are what ran."""
 from __future__ import annotations
 

@@ -42,5 +42,39 @@ def test_no_whole_iteration_gives_a_one_line_summary(tmp_path: Path):
         write(out, host, [] if rank == 1 else [iteration(rank, host, 0)])
     table, _ = collect(out, res, [AgentOutcome(h, r, 0, {}) for r, h in enumerate(hosts)],
                        SC, "mrc")
-    assert table == ("# all_reduce over mrc, 4 ranks: no iteration completed on every rank "
-                     "(an agent failed)\n")
+    assert table == ("# all_reduce over mrc (MRC, lossy, SACK, NSCC, trimming), 4 ranks: no "
+                     "iteration completed on every rank (an agent failed)\n")
+
+
+def link_row(node: str, time: float, overflow: int | None) -> dict:
+    return {"time": time, "node": node, "ifname": f"{node}-eth0", "lossless_overflow": overflow}
+
+
+def test_the_summary_names_the_variant_and_lossless_overflow(tmp_path: Path):
+    """The table's head names what ran; a lossless run says whether any router port dropped
+    past its lossless limit (counters are cumulative: a port's count is its last minus its
+    first, and host ports carry none)."""
+    lossless = scenario.parse("name: c\nswitch: {lossless: true}\n"
+                              "workload: {size: 1KiB, iterations: 2, warmup: 0}", "t")
+    hosts = lossless.rank_hosts()
+    for sub, rows, says in (
+            ("none", [link_row("p0l0", 1.0, 0), link_row("p0l0", 2.0, 0),
+                      link_row("h0", 2.0, None)], "none (no router port dropped past"),
+            ("some", [link_row("p0l0", 1.0, 2), link_row("p0l0", 2.0, 9),
+                      link_row("p0s1", 1.0, 0), link_row("p0s1", 2.0, 1)],
+             "8 packets at 2 ports (most 7 at p0l0 p0l0-eth0) dropped past the lossless limit")):
+        out, res = tmp_path / sub / "agents", tmp_path / sub / "run"
+        res.mkdir(parents=True)
+        for rank, host in enumerate(hosts):
+            write(out, host, [iteration(rank, host, k) for k in range(2)])
+        table, _ = collect(out, res, [AgentOutcome(h, r, 0, {}) for r, h in enumerate(hosts)],
+                           lossless, "rocev2", link_rows=rows)
+        assert table.startswith("# all_reduce over rocev2 (RoCEv2, lossless, Go-Back-N, DCQCN)")
+        assert f"# Lossless overflow    : {says}" in table
+    out, res = tmp_path / "lossy" / "agents", tmp_path / "lossy" / "run"
+    res.mkdir(parents=True)
+    for rank, host in enumerate(hosts):
+        write(out, host, [iteration(rank, host, k) for k in range(2)])
+    table, _ = collect(out, res, [AgentOutcome(h, r, 0, {}) for r, h in enumerate(hosts)],
+                       SC, "rocev2", link_rows=[link_row("p0l0", 1.0, 0)])
+    assert "RoCEv2, lossy, Go-Back-N, DCQCN" in table and "Lossless" not in table

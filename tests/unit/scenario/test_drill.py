@@ -29,7 +29,7 @@ def test_an_embedded_scenario_and_its_variants():
     assert d.transports == ["mrc", "rocev2"] and d.scenario.name == "d"
     control, _ = d.variant("mrc", 1, faults=False)
     assert control.faults == [] and control.transport == ["mrc"]
-    rep, text = d.variant("rocev2", d.drill.seed(d.scenario, 1))
+    rep, text = d.variant("rocev2", d.drill.run_seeds(d.scenario)[1])
     assert rep.seed == 2 and len(rep.faults) == 1 and rep.transport == ["rocev2"]
     assert "seed: 2" in text  # what the run's folder keeps
 
@@ -45,6 +45,7 @@ def test_problems_are_listed_with_their_paths_and_the_keys_allowed():
 
 @pytest.mark.parametrize("text, message", [
     (EMBEDDED + "seeds: [1, 2, 3]\n", "seeds has 3 entries for 2 repetitions"),
+    (EMBEDDED + "seeds: [4, 4]\n", "repeat a seed"),
     (EMBEDDED.replace("repetitions: 2", "transports: [rocev2]"),
      "objectives for mrc, which the drill does not run"),
     ("name: d\nscenario: {fabric: {plnaes: 2}}\nobjectives: {}\n",
@@ -61,4 +62,6 @@ def test_shipped_drills_load_and_the_schema_is_published():
     for f in files:
         d = load_drill(f)
         assert d.drill.objectives, f"{f}: a shipped drill states objectives"
+        assert d.drill.seeds is not None, f"{f}: a shipped drill names its seeds"
+        assert f.name == "smoke.yaml" or len(d.drill.seeds) >= 3, f"{f}: at least 3 seeds"
     assert json_schema()["title"] == "mrc-testbed drill"

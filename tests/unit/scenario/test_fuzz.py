@@ -1,4 +1,4 @@
-"""`validate` under fuzzing (issue 13): mutated shipped scenarios, random YAML and random bytes.
+"""`validate` under fuzzing: mutated shipped scenarios, random YAML and random bytes.
 Whatever the input, the answer is a valid scenario or one `ScenarioError` (exit 2), within a
 time bound, never a traceback (exit 1) and never a large allocation."""
 from __future__ import annotations

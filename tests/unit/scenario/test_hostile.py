@@ -1,6 +1,6 @@
 """Hostile and odd scenario files: every one gets one `ScenarioError` (exit 2), fast and small.
 
-Each case was found by trying it (issue 13): before the limits, these ran out of memory, printed
+Each case was found by trying it: before the limits, these ran out of memory, printed
 hundreds of megabytes, hung on a pipe, or ended in a traceback (exit 1).
 """
 from __future__ import annotations

@@ -318,11 +318,13 @@ def test_denying_every_path_is_an_error():
     assert "mrc.denied: every path is denied" in msg
 
 
-def test_the_readme_scenario_example_is_valid():
-    """README shows every section of a scenario: it must stay a file the testbed accepts."""
+@pytest.mark.parametrize("page", ["README.md", "docs/manual/scenario.md"])
+def test_the_scenario_examples_are_valid(page: str):
+    """README and the scenario manual show a scenario (the manual every section of one): each
+    must stay a file the testbed accepts."""
     from pathlib import Path
-    readme = (Path(__file__).resolve().parents[3] / "README.md").read_text()
-    block = readme.split("## A scenario\n\n```yaml\n", 1)[1].split("```", 1)[0]
+    text = (Path(__file__).resolve().parents[3] / page).read_text()
+    block = text.split("# A scenario\n\n```yaml\n", 1)[1].split("```", 1)[0]
     sc = parse(block)
     assert sc.fabric.mtu == 4200 and sc.qp.mss == 4096 and sc.transport == ["mrc", "rocev2"]
 

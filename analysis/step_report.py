@@ -1,0 +1,166 @@
+"""The report of a training-step run: the per-rank timeline figure, the Perfetto trace
+(`trace.json` in the run folder) and the step table of the summary, from steps.parquet.
+
+Fault windows are the network faults as the injector applied them (metrics.disturbances) and
+the stragglers as the scenario scheduled them (their agents apply them; no fault action
+records them), both in seconds since the workload's start.
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+from pathlib import Path
+
+import pandas as pd
+import yaml
+from matplotlib.figure import Figure
+from matplotlib.patches import Patch
+from matplotlib.ticker import MaxNLocator
+
+from runcontract import SCENARIO
+
+from . import figures, metrics, steps
+from .report import RunView
+
+TRACE = "trace.json"
+_LANE_STYLE = {  # compute solid dark, communication light and hatched, waiting crossed gray
+    "compute": {"facecolor": figures.style(0)["color"], "hatch": ""},
+    "communication": {"facecolor": figures.style(1)["color"], "hatch": "////"},
+    "waiting": {"facecolor": "#d9d9d9", "hatch": "xx"},
+}
+
+
+def is_step_run(view: RunView) -> bool:
+    return "steps" in view.run.tables and not view.run.steps.empty
+
+
+def windows(view: RunView) -> pd.DataFrame:
+    """Every fault's window, network and straggler, s since the workload's start."""
+    scenario = yaml.safe_load((view.run.dir / SCENARIO).read_text()) or {}
+    stragglers = steps.straggler_windows(scenario, view.t_end)
+    faults = view.disturbances[view.disturbances["source"] == "fault"]
+    return pd.concat([faults, stragglers], ignore_index=True) if len(stragglers) else faults
+
+
+def hosts(view: RunView) -> dict[int, str]:
+    return {int(r): str(h) for r, h in
+            view.run.steps.groupby("rank")["host"].first().items()}
+
+
+def write_trace(view: RunView, fallback: Path) -> Path:
+    """The run's timeline as a Chrome/Perfetto trace (ui.perfetto.dev opens it): `trace.json`
+    in the run folder, or `trace-LABEL.json` in `fallback` where this user may not write
+    there."""
+    folder = view.run.dir
+    path = folder / TRACE if os.access(folder, os.W_OK) else fallback / f"trace-{view.label}.json"
+    events = steps.trace_events(view.run.steps, view.run.t0, windows(view), hosts(view))
+    path.write_text(json.dumps(events))
+    return path
+
+
+def timeline_figure(view: RunView) -> Figure:
+    """Per rank three lanes over the run: compute, communication, waiting (inside an
+    iteration, not computing); fault windows shaded and labelled."""
+    lanes = steps.rank_lanes(view.run.steps, view.run.t0)
+    names = hosts(view)
+    ranks = sorted(names)
+    fig = Figure(figsize=(10, 1.2 + 0.42 * len(ranks)))
+    ax = fig.add_subplot()
+    height = 0.28
+    for i, rank in enumerate(ranks):
+        top = len(ranks) - 1 - i
+        for k, lane in enumerate(steps.LANES):
+            spans = lanes[(lanes["rank"] == rank) & (lanes["lane"] == lane)]
+            ax.broken_barh(list(zip(spans["start"], spans["end"] - spans["start"],
+                                    strict=True)),
+                           (top + 0.64 - k * 0.32 - height / 2, height), edgecolor="white",
+                           linewidth=0.3, **_LANE_STYLE[lane])
+    ax.set_yticks([k + 0.32 for k in range(len(ranks))],
+                  [f"rank {r} ({names[r]})" for r in reversed(ranks)])
+    starts = steps.iteration_times(view.run.steps)["start"] - view.run.t0
+    for t in starts:  # where each iteration begins (its first node on any rank)
+        ax.axvline(t, color="#444444", linestyle=(0, (1, 3)), linewidth=0.8, zorder=0)
+    ax.set_ylim(-0.1, len(ranks))
+    t_max = float(lanes["end"].max()) if len(lanes) else view.t_end
+    handles = figures._mark_disturbances(ax, windows(view), None, t_max)
+    ax.set_xlim(0, t_max * 1.01)
+    ax.set_xlabel(figures.TIME_LABEL)
+    ax.grid(axis="y", visible=False)
+    lane_handles = [Patch(edgecolor="white", label=lane, **_LANE_STYLE[lane])
+                    for lane in steps.LANES]
+    ax.legend(handles=lane_handles + handles, loc="upper center", ncol=5,
+              bbox_to_anchor=(0.5, -0.12 if len(ranks) > 4 else -0.25), frameon=False)
+    iterations = int(view.run.steps["iteration"].nunique())
+    ax.set_title(f"{view.run.facts.scenario} over {view.run.transport}: each rank's compute, "
+                 f"communication and waiting, {iterations} iterations (warmup included; "
+                 f"dotted: iteration starts)")
+    return fig
+
+
+def step_times_figure(views: list[RunView]) -> Figure:
+    """Each iteration's step time (first start to last end over every rank), per run."""
+    fig = Figure(figsize=(7, 3.2))
+    ax = fig.add_subplot()
+    for i, v in enumerate(views):
+        t = steps.iteration_times(v.run.steps)
+        st = figures.style(i)
+        timed = t[~t["warmup"].astype(bool)]
+        ax.plot(timed["iteration"], timed["time"] * 1e3, color=st["color"],
+                linestyle=st["linestyle"], marker=st["marker"],
+                label=f"{v.label} (n={len(timed)})")
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.set_xlabel("iteration (warmup left out)")
+    ax.set_ylabel("step time (ms)")
+    ax.set_ylim(bottom=0)
+    ax.legend()
+    ax.set_title(f"Step time per iteration: {views[0].run.facts.scenario}")
+    return fig
+
+
+# ---- the summary's table ----
+def _ms(seconds: float) -> str:
+    return "-" if math.isnan(seconds) else f"{seconds * 1e3:.1f}"
+
+
+def table(views: list[RunView]) -> str:
+    """Transports side by side: per timed iteration the step time (first start to last end
+    over every rank) p50 and p99 with the sample count, each rank's exposed communication
+    (mean over ranks and iterations), and per group its exposed time per member."""
+    frames = {v.label: v.run.steps[~v.run.steps["warmup"].astype(bool)] for v in views}
+    labels = list(frames)
+    width = max(12, *(len(label) for label in labels))
+    lines = [f"# training step on {views[0].run.world} ranks "
+             f"({', '.join(dict.fromkeys(v.run.facts.scenario for v in views))}), "
+             f"timed iterations", "#" + "metric (ms)".rjust(23) + "".join(
+                 label.rjust(width + 2) for label in labels)]
+
+    def row(name: str, cells: list[str]) -> None:
+        lines.append(name.rjust(24) + "".join(c.rjust(width + 2) for c in cells))
+
+    per_run = {}
+    for label, frame in frames.items():
+        times = steps.iteration_times(frame)["time"] if len(frame) else pd.Series(dtype=float)
+        ps = metrics.percentiles(times.to_numpy(dtype=float))
+        ranks = steps.rank_metrics(frame) if len(frame) else pd.DataFrame()
+        groups = steps.group_exposed(frame) if len(frame) else pd.DataFrame()
+        per_run[label] = (times, ps, ranks, groups)
+    row("iterations", [str(len(t)) for t, *_ in per_run.values()])
+    for k, q in enumerate(("p50", "p99")):
+        row(f"step time {q}", [_ms(ps[k].value) + ("*" if ps[k].note else "")
+                               for _, ps, _, _ in per_run.values()])
+    for name in ("compute", "exposed", "idle"):
+        row(f"{name} per rank", [_ms(float(r[name].mean())) if len(r) else "-"
+                                 for _, _, r, _ in per_run.values()])
+    names = sorted({g for *_, groups in per_run.values() if len(groups)
+                    for g in groups["group"]})
+    for group in names:
+        row(f"exposed {group}", [
+            _ms(float(g[g["group"] == group]["exposed_mean"].mean()))
+            if len(g) and (g["group"] == group).any() else "-" for *_, g in per_run.values()])
+    if any(ps[1].note for _, ps, _, _ in per_run.values()):
+        lines.append("# * fewer than 100 timed iterations: p99 is interpolated between the "
+                     "largest, not a measured tail")
+    wrong = {label: int((~f["verified"].astype(bool)).sum()) for label, f in frames.items()}
+    lines.append("# nodes with wrong results: " + ", ".join(f"{k} {v}" for k, v in wrong.items()))
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,146 @@
+"""What makes a bench's MRC-against-RoCEv2 comparison fair, shared by bench/paper.py and
+bench/faults.py: every variant runs the same scenario copy on the same seeds, a run counts only
+when it and its control were judged `faithful`, and each row reports min / median / max over
+the runs it counts, with their number, under a header naming the command and the commit.
+
+Variants: `mrc`, `rocev2` (lossy: Go-Back-N over a fabric that drops) and `rocev2-lossless`
+(the same copy with `switch: {lossless: true}`, RoCEv2's usual deployment over PFC).
+"""
+from __future__ import annotations
+
+import shlex
+import signal
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+VARIANTS = {"mrc": ("mrc", False), "rocev2": ("rocev2", False),
+            "rocev2-lossless": ("rocev2", True)}  # name: (transport, lossless switch)
+FAITHFUL = "faithful"
+NAME_MAX = 40  # the scenario schema's limit on `name`
+
+
+def parse_seeds(text: str) -> list[int]:
+    """`1,2,3` as [1, 2, 3]: distinct non-negative integers, in the order given."""
+    seeds = [int(s) for s in text.split(",") if s.strip()]
+    if not seeds or any(s < 0 for s in seeds) or len(set(seeds)) != len(seeds):
+        raise ValueError(f"seeds {text!r}: give distinct non-negative integers, e.g. 1,2,3")
+    return seeds
+
+
+def parse_variants(text: str) -> list[str]:
+    """`mrc,rocev2` as ['mrc', 'rocev2'], each one of VARIANTS."""
+    names = [v.strip() for v in text.split(",") if v.strip()]
+    unknown = [v for v in names if v not in VARIANTS]
+    if not names or unknown:
+        raise ValueError(f"variants {text!r}: choose from {', '.join(VARIANTS)}")
+    return names
+
+
+def variant_text(text: str, variant: str, seed: int) -> tuple[str, str]:
+    """The scenario `text` as one run of `variant` with `seed` runs it: its name (the base
+    name, the seed and, for the lossless variant, `-lossless`) and its YAML. Everything else
+    is the scenario's own, so that every variant runs the same fabric and workload."""
+    transport, lossless = VARIANTS[variant]
+    data = yaml.safe_load(text)
+    name = f"{data['name']}-s{seed}{'-lossless' if lossless else ''}"
+    if len(name) > NAME_MAX:
+        raise ValueError(f"{data['name']}: {name!r} is longer than {NAME_MAX} characters; "
+                         f"shorten the scenario's name")
+    data |= {"name": name, "seed": seed, "transport": [transport]}
+    if lossless:
+        data["switch"] = {**(data.get("switch") or {}), "lossless": True}
+    return name, yaml.safe_dump(data, sort_keys=False)
+
+
+RUN_TIMEOUT = 300.0  # s: one variant of these scenarios runs in under a minute
+
+
+def run_variant(file: Path, variant: str, seed: int, out: Path,
+                timeout: float = RUN_TIMEOUT) -> tuple[Path | None, str]:
+    """Run one variant of the scenario `file` with `seed`; its run folder (None if the run
+    made none) and the command's stderr. Past `timeout` the run is interrupted (SIGINT: the
+    runner cleans up what it built)."""
+    name, text = variant_text(file.read_text(), variant, seed)
+    spec = out / "specs" / f"{name}-{variant}.yaml"
+    spec.parent.mkdir(parents=True, exist_ok=True)
+    spec.write_text(f"# {file.relative_to(ROOT) if file.is_relative_to(ROOT) else file}, "
+                    f"variant {variant}, seed {seed}\n{text}")
+    results = out / "runs" / f"{name}-{variant}"
+    proc = subprocess.Popen([sys.executable, "-m", "testbed.cli", "run", str(spec),
+                             "--no-report", "--quiet", "--results", str(results)],
+                            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        _, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate()
+        err += f"\ninterrupted after {timeout:.0f} s"
+    made = sorted(p for p in results.iterdir() if p.is_dir()) if results.is_dir() else []
+    return (made[-1] if made else None), err
+
+
+def why(stderr: str, limit: int = 200) -> str:
+    """A failed run's reason for a table cell: its stderr on one line, the end kept (the
+    testbed's error ends with the problem itself)."""
+    text = " ".join(stderr.split()).replace("|", "/")
+    return ("..." + text[-limit:] if len(text) > limit else text) or "no output"
+
+
+def counted(verdicts: Sequence[str]) -> bool:
+    """A run counts when every run it is judged with (itself, its control) was faithful."""
+    return bool(verdicts) and all(v == FAITHFUL for v in verdicts)
+
+
+@dataclass(frozen=True)
+class Spread:
+    """min / median / max of the counted runs' values, and how many runs were counted out of
+    how many were made."""
+
+    n: int
+    runs: int
+    low: float | None = None
+    median: float | None = None
+    high: float | None = None
+
+    def text(self, fmt: str = "{:.2f}") -> str:
+        if self.low is None or self.median is None or self.high is None:
+            return "-"
+        return "/".join(fmt.format(x) for x in (self.low, self.median, self.high))
+
+
+def spread(values: Sequence[float | None], keep: Sequence[bool]) -> Spread:
+    """The spread of `values` where `keep` is true and the value exists (a run with no
+    iteration in a window has none)."""
+    xs = [v for v, k in zip(values, keep, strict=True) if k and v is not None]
+    if not xs:
+        return Spread(0, len(values))
+    return Spread(len(xs), len(values), min(xs), statistics.median(xs), max(xs))
+
+
+def header(title: str, argv: Sequence[str]) -> str:
+    """The lines a pasted table starts with: what it is, the command, the commit, when."""
+    def git(*args: str) -> str:
+        done = subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True)
+        return done.stdout.strip() if done.returncode == 0 else "?"
+
+    dirty = " (with uncommitted changes)" if git("status", "--porcelain", "--untracked-files=no") \
+        else ""
+    return (f"## {title}\n\n"
+            f"- command: `{shlex.join(argv)}`\n"
+            f"- commit: {git('rev-parse', '--short=12', 'HEAD')}{dirty}\n"
+            f"- started: {time.strftime('%Y-%m-%d %H:%M:%S UTC', time.gmtime())}\n")
+
+
+def table(columns: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
+    """A Markdown table: the form a reviewer pastes into an issue or the README."""
+    lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
+    lines += ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,120 @@
+"""Pages generated at build time (mkdocs-gen-files), so that they cannot drift from the code:
+the command reference from the CLI's argparse parser, the scenario and drill references from
+the committed JSON Schemas, and the EV state diagram from the EV state table."""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+import mkdocs_gen_files
+
+from hostagent.protocol import ev_states
+from hostagent.protocol.ev_states import TRANSITIONS, EVState
+from testbed import cli
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def commands_page() -> str:
+    """The hand-written overview, then each subcommand's own `--help`."""
+    os.environ["COLUMNS"] = "100"  # argparse wraps help at the terminal's width
+    parser = cli._parser()
+    subs = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    helps = {c.dest: c.help for c in subs._choices_actions}
+    out = [(ROOT / "docs/reference/commands-intro.md").read_text(), "\n## mrc-testbed\n",
+           f"```text\n{parser.format_help()}```\n"]
+    for name, sub in subs.choices.items():
+        out.append(f"\n## mrc-testbed {name}\n\n{helps[name]}.\n\n"
+                   f"```text\n{sub.format_help()}```\n")
+    return "".join(out)
+
+
+def _type(prop: dict[str, Any]) -> str:
+    """A property's type in a word or two: a model's name links to its section."""
+    if "$ref" in prop:
+        name = prop["$ref"].rsplit("/", 1)[1]
+        return f"[{name}](#{name.lower()})"
+    if "anyOf" in prop:
+        return " or ".join(_type(p) for p in prop["anyOf"])
+    if "enum" in prop:
+        return " \\| ".join(f"`{v}`" for v in prop["enum"])
+    if "const" in prop:
+        return f"`{prop['const']}`"
+    kind = prop.get("type", "any")
+    if kind == "array":
+        return f"list of {_type(prop.get('items', {}))}"
+    if kind == "object" and isinstance(prop.get("additionalProperties"), dict):
+        return f"map of {_type(prop['additionalProperties'])}"
+    return str(kind)
+
+
+def _cell(text: object) -> str:
+    return str(text).replace("|", "\\|").replace("\n", " ")
+
+
+def _model(name: str, model: dict[str, Any]) -> list[str]:
+    out = [f"\n## {name}\n"]
+    if model.get("description"):
+        out.append(f"\n{model['description']}\n")
+    props = model.get("properties")
+    if not props:
+        return [*out, f"\nType: {_type(model)}.\n"]
+    required = set(model.get("required", []))
+    out.append("\n| field | type | default | description |\n|---|---|---|---|\n")
+    for field, prop in props.items():
+        default = ("required" if field in required else
+                   f"`{json.dumps(prop['default'])}`" if "default" in prop else "")
+        out.append(f"| `{field}` | {_type(prop)} | {_cell(default)} | "
+                   f"{_cell(prop.get('description', ''))} |\n")
+    return out
+
+
+def schema_page(kind: str) -> str:
+    """Every model of the schema, the file's top level first."""
+    file = f"schemas/{kind}.schema.json"
+    schema = json.loads((ROOT / file).read_text())
+    out = [f"# {kind.capitalize()} file reference\n\n",
+           f"Generated from `{file}` (`make schemas` writes it "
+           f"from the pydantic models; `mrc-testbed schema{' --drill' if kind == 'drill' else ''}`"
+           f" prints it). Shipped files name it on their first line, so editors with the YAML "
+           f"language server validate and complete them:\n\n"
+           f"```yaml\n# yaml-language-server: $schema=../{file}\n```\n",
+           *_model(schema.get("title", kind), schema)]
+    for name, model in schema.get("$defs", {}).items():
+        out += _model(name, model)
+    return "".join(out)
+
+
+def ev_health_page() -> str:
+    """The EV state table as a state diagram (one arrow per change of state, labelled with the
+    events that cause it; the events that leave a state as it is listed under it), then the
+    table's own docstring: what each event means."""
+    edges: dict[tuple[EVState, EVState], list[str]] = defaultdict(list)
+    stays: dict[EVState, list[str]] = defaultdict(list)
+    for (state, event), to in TRANSITIONS.items():
+        (stays[state] if to == state else edges[(state, to)]).append(event.value)
+    lines = ["# EV health\n",
+             "Every MRC QP keeps a health state per entropy value (EV), the spec's "
+             "`mrc_ctl_ev_state`. The diagram is generated from the state table "
+             "(`hostagent/protocol/ev_states.py`, `TRANSITIONS`); how the transport observes "
+             "each event is in [Transports](../manual/transports.md).\n",
+             "```mermaid", "stateDiagram-v2", "    [*] --> GOOD"]
+    lines += [f"    {a.value} --> {b.value}: {', '.join(ev)}" for (a, b), ev in edges.items()]
+    lines.append("```\n")
+    lines += [f"- **{s.value}** stays on {', '.join(f'`{e}`' for e in ev)}." for s, ev in
+              stays.items()]
+    doc = (ev_states.__doc__ or "").split("\n", 1)[1].strip()
+    return "\n".join(lines) + "\n\n## The events\n\n" + doc + "\n"
+
+
+with mkdocs_gen_files.open("reference/commands.md", "w") as f:
+    f.write(commands_page())
+for kind in ("scenario", "drill"):
+    with mkdocs_gen_files.open(f"reference/{kind}.md", "w") as f:
+        f.write(schema_page(kind))
+with mkdocs_gen_files.open("design/ev-health.md", "w") as f:
+    f.write(ev_health_page())

@@ -1,0 +1,19 @@
+"""The `mrc-testbed` command: the CLI (testbed/cli.py), or exit status 3 naming the build when
+the agents' C extension is missing. Every command needs it, since the scenario language reads
+the transports' defaults and they import it; importing `testbed` itself does not."""
+from __future__ import annotations
+
+import sys
+
+from testbed.errors import EnvironmentProblem
+
+
+def main() -> int:
+    try:
+        from testbed.cli import main as cli
+    except ImportError as exc:
+        if exc.name != "hostagent._fastio":
+            raise
+        print(f"error: {exc}", file=sys.stderr)
+        return EnvironmentProblem.exit_code
+    return cli()

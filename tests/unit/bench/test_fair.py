@@ -1,0 +1,173 @@
+"""The benches' fairness: every variant runs the same scenario copy on the same seeds, and a
+run counts toward min / median / max only when it and its control were faithful."""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+import yaml
+
+from bench import faults, paper
+from bench.fair import (
+    counted,
+    header,
+    parse_seeds,
+    parse_variants,
+    spread,
+    table,
+    variant_text,
+    why,
+)
+from testbed.scenario.schema import Switch, parse
+
+ROOT = Path(__file__).resolve().parents[3]
+SCENARIO = """name: base
+fabric: {planes: 2, host_link: {rate: 10Mbit}}
+switch: {ecn: false}
+workload: {iterations: 3}
+"""
+
+
+def test_every_variant_is_the_same_scenario_but_transport_seed_and_lossless():
+    copies = {v: yaml.safe_load(variant_text(SCENARIO, v, 7)[1])
+              for v in ("mrc", "rocev2", "rocev2-lossless")}
+    original = yaml.safe_load(SCENARIO)
+    for data in copies.values():
+        assert data["seed"] == 7
+        assert {k: data[k] for k in ("fabric", "workload")} == \
+            {k: original[k] for k in ("fabric", "workload")}
+    assert copies["mrc"]["transport"] == ["mrc"] and copies["mrc"]["switch"] == {"ecn": False}
+    assert copies["rocev2"]["transport"] == ["rocev2"]
+    assert copies["rocev2"]["switch"] == {"ecn": False}, "lossy RoCEv2: the switch as it was"
+    assert copies["rocev2-lossless"]["transport"] == ["rocev2"]
+    assert copies["rocev2-lossless"]["switch"] == {"ecn": False, "lossless": True}
+    names = {v: variant_text(SCENARIO, v, 7)[0] for v in copies}
+    assert names == {"mrc": "base-s7", "rocev2": "base-s7", "rocev2-lossless": "base-s7-lossless"}
+    with pytest.raises(ValueError, match="longer than 40"):
+        variant_text(SCENARIO.replace("name: base", "name: " + "x" * 30), "rocev2-lossless", 1)
+
+
+@pytest.mark.parametrize("text, ok", [("1,2,3", [1, 2, 3]), ("3, 1", [3, 1]), ("1,1", None),
+                                      ("", None), ("-1", None)])
+def test_seeds_are_distinct_non_negative(text: str, ok: list[int] | None):
+    if ok is None:
+        with pytest.raises(ValueError):
+            parse_seeds(text)
+    else:
+        assert parse_seeds(text) == ok
+
+
+def test_variants_are_known():
+    assert parse_variants("mrc,rocev2") == ["mrc", "rocev2"]
+    with pytest.raises(ValueError, match="choose from"):
+        parse_variants("mrc,roce")
+
+
+def test_only_runs_judged_faithful_with_their_control_count():
+    assert counted(["faithful", "faithful"]) and counted(["faithful"])
+    assert not counted(["faithful", "degraded"]) and not counted(["not faithful"])
+    assert not counted(["faithful", "no run"]) and not counted([])
+
+
+def test_the_spread_leaves_out_excluded_runs_and_missing_values():
+    s = spread([3.0, None, 1.0, 2.0, 10.0], [True, True, True, True, False])
+    assert (s.n, s.runs, s.low, s.median, s.high) == (3, 5, 1.0, 2.0, 3.0)
+    assert s.text() == "1.00/2.00/3.00"
+    assert spread([0.5, 0.7], [False, False]).text() == "-"
+    assert spread([1.0, 2.0, 4.0, 5.0], [True] * 4).median == 3.0  # the mean of the middle two
+
+
+def test_the_report_starts_with_the_command_and_the_commit():
+    top = header("bench/x.py", ["bench/x.py", "--seeds", "1,2,3", "a b"])
+    assert top.startswith("## bench/x.py\n")
+    assert "- command: `bench/x.py --seeds 1,2,3 'a b'`" in top  # as a shell would take it back
+    assert re.search(r"^- commit: ([0-9a-f]{12}|\?)( \(with uncommitted changes\))?$", top, re.M)
+
+
+def test_a_failed_run_says_why_in_one_cell():
+    assert why("error: x.yaml: invalid scenario\n  switch.lossless: unknown | key\n") == \
+        "error: x.yaml: invalid scenario switch.lossless: unknown / key"
+    assert why("a" * 50 + "the problem", limit=11) == "...the problem"
+    assert why("") == "no output"
+
+
+def test_a_markdown_table():
+    assert table(["a", "b"], [[1, "x"]]) == "| a | b |\n|---|---|\n| 1 | x |\n"
+
+
+def _row(experiment: str, variant: str, seed: int, whole: float, fidelity: str,
+         control: str | None) -> dict:
+    return {"experiment": experiment, "variant": variant, "seed": seed, "ratio_whole": whole,
+            "cct": 0.5 / whole,
+            "ratio_window": whole, "ratio_after": None, "n_window": 2, "failed_qps": 0,
+            "retransmits": 0, "timeouts": 0, "fidelity": fidelity, "verified": True,
+            "cct_before": None, "cct_window": None, "n_before": 0, "cpu": {},
+            "control": None if control is None else {"fidelity": control, "cpu": {}, "cct": 0.5}}
+
+
+def test_the_paper_report_excludes_a_row_whose_control_was_not_faithful():
+    rows = [_row("gray-loss", "mrc", 1, 0.9, "faithful", "faithful"),
+            _row("gray-loss", "mrc", 2, 0.5, "faithful", "degraded"),
+            _row("gray-loss", "mrc", 3, 0.8, "faithful", "faithful"),
+            _row("gray-loss", "rocev2", 1, 0.4, "faithful", "faithful"),
+            _row("gray-loss", "rocev2", 2, 0.6, "faithful", "faithful"),
+            _row("gray-loss", "rocev2", 3, 0.2, "faithful", "faithful")]
+    out = paper.report(rows, ["gray-loss"], ["mrc", "rocev2", "rocev2-lossless"], [1, 2, 3],
+                       [["gray-loss", "rocev2-lossless", 1, "control control", "invalid"]])
+    assert "| gray-loss | rocev2-lossless | 1 | control control | invalid |" in out
+    assert "| gray-loss | mrc | 2 | 0.50 | 0.50 | - | 1000/500 | 2 | 0 | 0 | 0 | " \
+           "faithful/degraded **excluded** |" in out
+    summary = out.split("min/median/max")[1]
+    assert "| gray-loss | mrc | 2 of 3 | 0.80/0.85/0.90 | 0.80/0.85/0.90 | - | " \
+           "**runs excluded or missing** |" in summary
+    assert "| gray-loss | rocev2 | 3 of 3 | 0.20/0.40/0.60 | 0.20/0.40/0.60 | - |  |" in summary
+    assert "| gray-loss | rocev2-lossless | 0 of 3 | - | - | - | **runs excluded or missing** |" \
+        in summary
+
+
+def test_the_faults_report_pairs_mrc_with_each_variant_seed_by_seed():
+    def m(busbw: float, fidelity: str = "faithful") -> dict:
+        return {"busbw": busbw, "share": busbw / 20.0, "p50": 100.0, "p99": 120.0, "n": 5,
+                "retx": 0, "trims": 0, "verified": True, "fidelity": fidelity}
+
+    runs = {("mrc", 1): m(18.0), ("mrc", 2): m(16.0), ("rocev2", 1): m(9.0),
+            ("rocev2", 2): m(4.0, "degraded")}
+    out = faults.report({"gray-loss": runs}, ["mrc", "rocev2"], [1, 2])
+    summary = out.split("min/median/max")[1]
+    assert "| gray-loss | mrc | 2 of 2 | 80%/85%/90% |" in summary
+    # seed 2's RoCEv2 run was degraded: only seed 1's pair, 18 / 9
+    assert "| gray-loss | rocev2 | 1 of 2 | 45%/45%/45% | 120/120/120 | 2.00x/2.00x/2.00x | " \
+           "**runs excluded or missing** |" in summary
+
+
+@pytest.mark.parametrize("which", list(paper.SETS))
+def test_every_experiment_of_a_set_has_its_files_and_valid_variants(which: str):
+    folder, experiments = paper.SETS[which]
+    for fault, control in experiments.values():
+        for stem in (fault, control):
+            if stem is None:
+                continue
+            text = (folder / f"{stem}.yaml").read_text()
+            for variant in ("mrc", "rocev2", "rocev2-lossless"):
+                name, copy = variant_text(text, variant, 99)
+                if variant == "rocev2-lossless" and "lossless" not in Switch.model_fields:
+                    continue  # the schema has no lossless switch yet: the copy's name fits
+                assert parse(copy, stem).name == name
+
+
+def test_validation_scenarios_say_so_and_use_their_own_controls():
+    folder, experiments = paper.SETS["validation"]
+    files = sorted(folder.glob("*.yaml"))
+    used = {s for pair in experiments.values() for s in pair if s is not None}
+    assert {f.stem for f in files} == used, "every validation file is run, and only those"
+    for f in files:
+        assert f.read_text().splitlines()[1].startswith("# Validation scenario"), \
+            f"{f.name}: says what it is, under its schema line"
+        assert re.search(r"^# .*varies", f.read_text(), re.M), f"{f.name}: says what it varies"
+    for fault, control in experiments.values():
+        assert control is not None and control.endswith("-control"), fault
+        assert fault.split("-")[0] == control.split("-")[0], f"{fault}: its own fabric's control"
+        a, b = (parse((folder / f"{s}.yaml").read_text(), s) for s in (fault, control))
+        assert a.fabric == b.fabric and a.workload == b.workload and not b.faults \
+            and not b.background, f"{fault}: the control is the same run without the fault"
