@@ -1,124 +1,78 @@
 """Which path each packet of a QP takes: the EV set, its spraying policy and its health.
 
-Every EV is one physical path (plane, spine) from the fabric's EV table. A QP sprays over its
-*active* EVs: `active_per_plane` of each plane's EVs (a seeded choice, so that QPs spread over
-the spines), the rest of the plane are spares. Health follows the state machine in
-ev_states.py (the spec's GOOD / ASSUMED_BAD / DENIED):
+Every EV is one physical path (plane, spine) of the fabric's EV table. A QP sprays over its
+*active* EVs, `active_per_plane` of each plane (a seeded choice, so that QPs spread over the
+spines); the rest of a plane are spares. States and events are ev_states.py's table (the
+spec's GOOD / ASSUMED_BAD / DENIED); every change goes through `_apply` and is recorded with
+its time and reason. The numbers are constants.py's.
 
-- an unexplained loss on an EV marks it ASSUMED_BAD: it leaves the active set at once and a
-  GOOD spare of the same plane takes its place ("the EV goes inactive at once, a backup
-  takes over"). Unexplained: a timeout with no congestion to explain it, or a GAP NACK on an
-  EV whose recent losses stand out from the QP's other EVs' (random loss that every path
-  sees alike is no path's fault: condemning for it only shrinks the spray, measured: 1% loss
-  on every link drove QPs down to one GOOD EV and MRC to 0.55 of its control). Standing out
-  is a count test: each EV keeps decayed counts of its packets and losses (about its last
-  LOSS_WINDOW packets); its losses must be at least LOSS_MIN and more than LOSS_SIGMAS
-  standard deviations above what the other EVs' pooled loss rate (at least LOSS_RATE_FLOOR)
-  predicts for its packets. A moving average of the share did not separate the two: with a
-  gain of 1/32, two random losses close together on one EV were enough to condemn it;
-- `ev_min_active` is the spec's floor: while only that many EVs are GOOD, no further EV is
-  marked ASSUMED_BAD (the loss is counted in `floor_holds`); the QP never sprays on an
-  ASSUMED_BAD EV;
-- ASSUMED_BAD EVs are probed every `probe_interval` while silent; once a probe is answered,
-  the next leaves at once, so a run is paced by the path's own round trip (the MRC paper:
-  a path is re-admitted within a few RTTs of its recovery). Each probe is matched to its
-  reply by sequence number and its RTT recorded. An EV comes back only after
-  `probe_successes` answered probes in a row, so a path losing 20% of its packets is not
-  re-admitted at the first answer. A lost probe restarts the run, and one lost after an
-  answer (a broken run: the path answers and loses, it is lossy) also doubles the run the EV
-  needs (up to MAX_PROBE_RUN): paced by replies, a lossy path gets many tries a second, and
-  the first break puts a run out of its reach (0.8^32 against 0.8^16). A clean return, a path
-  silent until it answers a whole run without a break (a port or a switch back up), is not
-  held: if that EV is condemned again within FLAP_MEMORY seconds (the port flaps), it needs
-  the base run again; an EV condemned that soon after a return with a broken run needs twice
-  the run it passed. Measured before (drill host-flap, probes every 5 ms, the run doubled on
-  every quick re-condemnation): a port flapping every 0.4 s took 16, then 32, then 64 probes
-  (90, 180, 370 ms) to come back after each clean return;
-- congestion is not failure. An ECN mark or a trim holds the EV off for
-  `congestion_holdoff` seconds (an EV marked `hot_ratio` times more often than the QP's
-  others is a hot path: held off `hot_rtts` smoothed RTTs). A loss on an EV marked or trimmed
-  within the last `congestion_memory_rtts` smoothed RTTs, or while the QP, or the EV itself
-  (its own smoothed RTT), sees queueing delay above its target, is a congestion loss: the EV
-  is held off as a hot path, not condemned. (Measured in the incast: the victim's plane-0
-  paths ran behind its plane-1 paths, and losses inferred on them, mostly packets still
-  queued, condemned all four of them twice or more, 21 condemnations in one run.)
-- a hot path by delay: an active EV whose own smoothed RTT stays more than the delay target
-  above its plane's best active EV's crosses a queue they do not (another flow's, on one
-  spine): it is swapped for a spare of its plane, and stays GOOD (`_cool_if_hot`);
-- a timeout is judged by what the EV did since the packet was sent (issue 9, the 1% loss
-  row). If the EV has delivered a packet sent after the one that timed out, the path works
-  and the loss is random: it is judged like a gap, against the QP's other EVs. Only a silent
-  EV (nothing sent after the packet came back) is condemned at once, as the spec says;
-- congestion delivers: a queue delays packets, it does not swallow all of them. An EV with
-  `SILENT_LOSSES` losses in a row (timeouts, or losses RACK found: a later packet arrived on
-  another EV) and no delivery between them is dead whatever the delay or the other EVs'
-  losses say, and is condemned. Each timer pass or RACK pass counts once per EV (one burst
-  is one event). Measured: a path to nowhere, beside two working ones on a loaded machine,
-  took 15 timeouts as congestion and was never condemned, because its queueing delay was the
-  QP's, which the load had raised; and with a plane or a leaf down (drills plane-down,
-  leaf-down), half a QP's EVs went silent at once, RACK's losses on each were judged against
-  a pool holding the other dead ones, none stood out, and each took 10-30 losses and 0.1-0.5
-  s to condemn, while the QP sprayed half its packets into the void (MRC at 24-34% of its
-  steady goodput in the fault window, against the 50% the remaining ports carry);
-- every active EV of a plane (at least two) silent, while another plane delivers packets
-  sent after they fell silent, congestion explains none of their losses and the QP as a
-  whole sees no queueing delay: the plane's NIC port, its leaf or the plane is gone, and all
-  its EVs, spares included, are condemned at once rather than each after its own
-  SILENT_LOSSES (a RACK-found loss congestion explains never counts towards death: RACK
-  passes come milliseconds apart, and a queue can hold a path that long: the incast);
-- a resend passes over EVs whose last loss was silent (they may be dead: a write waits for
-  its resends), and a spare that takes a condemned EV's place starts from that EV's RTT, so
-  RACK judges its packets at once rather than after the ACK timeout (a spare of a dead plane
-  is as dead as the EV it replaces);
-- a burst of timeouts on more than half the QP's active EVs within one timeout, with the
-  receiver silent (no EV delivered a packet sent after them), is a stall of the host or the
-  receiver (both emulated hosts share two cores), not evidence against any path: no EV is
-  condemned for it, and EVs condemned by a timeout earlier in the burst are GOOD again
-  (event STALL). The QP backs off its window instead (mrc.py). Half the EVs silent while the
-  other half deliver is a plane or a leaf gone, not a stall: a spare that timed out too
-  could tip the count past half;
-- DENIED EVs (the scenario or a controller) are never used.
+An EV is marked ASSUMED_BAD in `on_loss`, which every loss reaches:
+- a gap NACK (mrc.py) condemns only if the EV's recent losses stand out from the QP's other
+  EVs' (`stands_out`, a count test): random loss that every path sees alike is no path's
+  fault, and condemning for it only shrinks the spray;
+- a timeout (`on_timeouts`) condemns a silent EV (nothing sent after the packet arrived), as
+  the spec says; on an EV that delivered later packets it is judged like a gap. More than
+  half the active EVs timing out with the receiver silent is a host stall: it condemns
+  nothing and gives back what the burst condemned (event STALL);
+- a loss RACK found (`on_losses_found`) is judged like a gap until the EV has been silent
+  through SILENT_LOSSES losses in a row: then it is dead;
+- every active EV of a plane silent while another plane delivers is the plane's port, leaf or
+  plane gone (`_condemn_if_gone`): all its EVs, spares included, are condemned at once.
+A loss congestion explains (`explained_by_congestion`: a mark or trim on the EV within
+`congestion_memory_rtts` RTTs, or its queueing delay above target) holds the EV off instead.
+`ev_min_active` is the spec's floor: while only that many EVs are GOOD, none is condemned.
 
-Spraying (bug 7 of issue 9): by what each plane delivers. A packet goes to the usable plane
-with the fewest of the QP's packets in flight (ties in turn), then to that plane's next EV in
-turn. That is an ACK clock per plane: a packet leaves flight when it is acknowledged (or resent
-elsewhere), so a plane takes new packets at the rate it delivers the QP's, and one whose port
-is shared with other traffic, or whose paths queue behind congestion, gets fewer, the others
-more; planes that deliver alike get the same share. Within a plane EVs stay in turn: a path's
-later packets are what reveal a loss on it (gap NACK), and an EV holding an undetected loss
-would otherwise be passed over until RACK found it. Spraying evenly over EVs instead gave a
-plane that lost a path less than its port's share; evenly over planes, a QP ran at twice its
-slowest plane (the incast victim's plane-1 ports at 18 of 25 Mbit/s while plane 0 crossed the
-incast's queues). When every EV of a plane is held off, see `pick`.
-Every state change is recorded with its time and reason.
+A condemned EV leaves the active set at once and a GOOD spare of its plane takes its place
+(`_fill_plane`: "the EV goes inactive at once, a backup takes over"). It is probed
+(`probes_due`, `on_probe_reply`) and is GOOD again after `probe_successes` answered probes in
+a row; a run the path breaks (it answers, then loses one: lossy) doubles the run it needs, a
+clean return (silent, then a whole run: a port back up) does not.
+
+Congestion is not failure: an ECN mark or a trim holds the EV off (`on_congestion`), longer
+for an EV marked `hot_ratio` times more often than the others; an active EV whose own RTT
+stays the delay target above its plane's best is swapped for a spare (`_cool_if_hot`).
+
+Spraying (`pick`): the usable plane with the fewest of the QP's packets in flight (an ACK
+clock per plane: each takes packets at the rate it delivers them), then that plane's next EV
+in turn (a path's later packets are what reveal a loss on it by gap NACK). DENIED EVs (the
+scenario or a controller) are never used.
 """
 from __future__ import annotations
 
 import math
 import random
+from collections.abc import Collection
 from dataclasses import dataclass, field
 
+from hostagent.protocol.constants import (
+    CONGESTION_HOLDOFF,
+    CONGESTION_MEMORY_RTTS,
+    FLAP_MEMORY,
+    HELD_SHIFT,
+    HOT_MEMORY_RTTS,
+    HOT_RATIO,
+    HOT_RTTS,
+    HOT_SAMPLES,
+    LATE_PROBES_KEPT,
+    LOSS_MIN,
+    LOSS_RATE_FLOOR,
+    LOSS_SIGMAS,
+    LOSS_WINDOW,
+    MARK_FLOOR,
+    MARK_GAIN,
+    MAX_PROBE_RTTS,
+    MAX_PROBE_RUN,
+    PROBE_INTERVAL,
+    PROBE_RUN_GROWTH,
+    PROBE_SUCCESSES,
+    PROBE_TIMEOUT_INTERVALS,
+    RTTVAR_WEIGHT,
+    SILENT_LOSSES,
+)
 from hostagent.protocol.ev_states import EVEvent, EVState, next_state
 from hostagent.protocol.nscc import smoothed
 
 __all__ = ["EV", "EVEvent", "EVPolicy", "EVSet", "EVState", "Transition"]
-
-MARK_GAIN = 1 / 16  # weight of one ACK in an EV's share of marked ACKs
-MARK_FLOOR = 0.02  # below this share the other EVs count as unmarked (no 2x of nothing)
-LOSS_WINDOW = 64  # packets: an EV's loss counts decay by 1/LOSS_WINDOW per packet judged
-LOSS_MIN = 3  # an EV stands out with at least this many recent losses...
-LOSS_SIGMAS = 5.0  # ...and this many standard deviations above the others' rate predicts
-SILENT_LOSSES = 3  # losses in a row, nothing delivered: dead, whatever the delay says
-LOSS_RATE_FLOOR = 0.005  # the others' loss rate taken as at least this (no test against 0)
-FLAP_MEMORY = 1.0  # s: a condemnation this soon after a return with a broken run doubles it
-MAX_PROBE_RUN = 256  # the longest run of answered probes an EV can be asked for
-PROBE_TIMEOUT_INTERVALS = 4  # a probe unanswered after this many probe intervals is lost
-HELD_SHIFT = 2  # a plane whose EVs are all held off cedes packets while others hold < 2x + 1
-MAX_PROBE_RTTS = 1000  # probe RTTs kept per EV (the first ones: how a path came back)
-HOT_SAMPLES = 4  # RTT samples an active EV needs before its delay is judged against its plane
-HOT_MEMORY_RTTS = 16.0  # a hot EV swapped out is not swapped back in for this many RTTs of
-# its plane's best path (not its own: a burst's RTT would keep it out for seconds)
-
 
 @dataclass
 class EV:
@@ -145,6 +99,8 @@ class EV:
     silent_queued: bool = False  # congestion (delay, marks) explained one of those losses
     srtt: float | None = None  # its own smoothed RTT (RFC 6298), from the ACKs' echoed times
     rttvar: float = 0.0
+    acked_after: float | None = None  # how long its last packet acknowledged took to be: at
+    # least its RTT (behind a hole, more), what RACK waits by before it has an srtt
     condemned: int = 0  # times it went GOOD -> ASSUMED_BAD
     trims: int = 0
     ecn: int = 0
@@ -160,10 +116,20 @@ class EV:
     probes_answered: int = 0
     probe_rtts: list[float] = field(default_factory=list)
     outstanding: dict[int, float] = field(default_factory=dict)  # probe seq -> sent at
+    overdue: dict[int, float] = field(default_factory=dict)  # timed out, reply still counts
+    probe_srtt: float | None = None  # smoothed RTT of its answered probes (RFC 6298)
+    probe_rttvar: float = 0.0
     inflight: int = 0  # the QP's packets on it not yet acknowledged nor resent elsewhere
     rtt_samples: int = 0  # RTT samples since it last became active (the hot rule waits for some)
     hot_until: float = 0.0  # swapped out as a hot path: not swapped back in before this
     hot_swaps: int = 0  # times it was swapped out for a spare as a hot path
+
+    def start_afresh(self, replacing: EV | None = None) -> None:
+        """Back in the active set: its RTT is what it measures from now (seeded with the RTT
+        of the EV whose place it takes, if any), not what it measured when last active."""
+        self.srtt, self.rttvar = (None, 0.0) if replacing is None else (replacing.srtt,
+                                                                        replacing.rttvar)
+        self.rtt_samples, self.acked_after = 0, None
 
 
 @dataclass(frozen=True)
@@ -180,12 +146,12 @@ class EVPolicy:
     active_per_plane: int | None = None  # None: every EV of the table is active (no spares)
     ev_min_active: int = 1
     spray: str = "round_robin"  # or "random"
-    probe_interval: float = 0.005  # seconds between probes of an ASSUMED_BAD EV
-    probe_successes: int = 16  # answered probes in a row before an EV is GOOD again
-    congestion_holdoff: float = 0.001  # seconds an ECN-marked or trimmed EV is skipped
-    congestion_memory_rtts: float = 8.0  # a mark or trim this recent explains a loss
-    hot_ratio: float = 1.5  # an EV marked this many times more often than the others is hot
-    hot_rtts: float = 4.0  # a hot EV is skipped this many smoothed RTTs when marked
+    probe_interval: float = PROBE_INTERVAL  # seconds between probes of an ASSUMED_BAD EV
+    probe_successes: int = PROBE_SUCCESSES  # answered probes in a row before it is GOOD again
+    congestion_holdoff: float = CONGESTION_HOLDOFF  # seconds a marked or trimmed EV is skipped
+    congestion_memory_rtts: float = CONGESTION_MEMORY_RTTS  # a mark this recent explains a loss
+    hot_ratio: float = HOT_RATIO  # an EV marked this many times more often than others is hot
+    hot_rtts: float = HOT_RTTS  # a hot EV is skipped this many smoothed RTTs when marked
 
 
 @dataclass
@@ -227,19 +193,20 @@ class EVSet:
 
     def _fill_plane(self, plane: int, replacing: EV | None = None) -> None:
         """Activate GOOD spares until the plane has its target of active EVs (a seeded pick,
-        so that QPs sharing a leaf do not all leave the same spine idle). A spare that takes
-        the place of `replacing` and has no RTT of its own starts from that EV's: RACK then
-        judges its packets by it, where an EV with no RTT waits for the ACK timeout (mrc.py).
-        Measured on the simnet with a plane gone: the spare took the dead plane's whole share
-        into the void for a full ACK timeout, and the QP's goodput fell to a tenth."""
+        so that QPs sharing a leaf do not all leave the same spine idle). A spare starts
+        fresh: what it measured before it was last active (a hot path's srtt) would have it
+        swapped out again at its first sample. It starts from the RTT of `replacing`, the EV
+        whose place it takes: RACK then judges its packets by it, where an EV with no RTT
+        waits for the ACK timeout (mrc.py). Measured on the simnet with a plane gone: a spare
+        with no RTT took the dead plane's whole share into the void for a full ACK timeout,
+        and the QP's goodput fell to a tenth."""
         in_plane = self._planes[plane]
         missing = self._per_plane_target(plane) - sum(e.active for e in in_plane)
         spares = [e for e in in_plane if not e.active and e.state is EVState.GOOD]
         if missing > 0 and spares:
             for e in self.rng.sample(spares, min(missing, len(spares))):
                 e.active = True
-                if e.srtt is None and replacing is not None and replacing.srtt is not None:
-                    e.srtt, e.rttvar = replacing.srtt, replacing.rttvar
+                e.start_afresh(replacing)
 
     def _refresh(self) -> None:
         self._usable = {}
@@ -259,7 +226,7 @@ class EVSet:
         self.transitions.append(Transition(now, ev.index, old, new, reason))
         if new is EVState.ASSUMED_BAD:
             if ev.good_since and now - ev.good_since < FLAP_MEMORY and not ev.clean_return:
-                ev.probe_required = min(2 * ev.probe_required, MAX_PROBE_RUN)
+                ev.probe_required = min(PROBE_RUN_GROWTH * ev.probe_required, MAX_PROBE_RUN)
             else:
                 ev.probe_required = self.policy.probe_successes
             ev.runs_broken = 0
@@ -268,11 +235,13 @@ class EVSet:
             ev.bad_since = now
             ev.probe_run = 0
             ev.outstanding.clear()
+            ev.overdue.clear()
             ev.next_probe = now + self.policy.probe_interval
         elif new is EVState.GOOD:
             ev.good_since = now
             ev.clean_return = ev.runs_broken == 0
             ev.outstanding.clear()
+            ev.overdue.clear()
             ev.recent_packets = ev.recent_losses = 0.0  # the losses that condemned it are
             # judged: counting them again would condemn it at its next random loss
             ev.silent_losses, ev.silent_queued = 0, False  # so is its silence: the probes
@@ -287,18 +256,11 @@ class EVSet:
         """The EV for the next packet: the usable plane with the fewest packets in flight (ties
         in turn, or at random), then that plane's next EV that is not held off (nor `avoid`).
         A plane whose every EV is held off (marked or trimmed: congested) is passed over for
-        the next, but only while that one has at most HELD_SHIFT x its packets in flight (+1);
-        then its next held EV in turn is taken. Never passing it over (the ACK clock alone)
-        measured worse in the incast: the victim (paper-incast-victim-apart) kept 0.72-0.78 of
-        its speed before the incast, against 0.84-0.88 spraying evenly and 0.84-0.92 with this
-        rule (3 seeds each). The bound is a choice, not a measured need (on the simnet, equal
-        planes carried 0.95-0.96 of the line with or without it): it keeps a burst of marks on
-        one plane from moving the QP's whole window onto the others' ports. A resend
-        (`avoid`: the EV it was lost on) also passes over suspect EVs, whose last loss was
-        silent (nothing delivered on them since), as if held off: a write waits for its
-        resends, and such a path may be dead. Measured in the leaf-down drill: a tail probe
-        resent onto another EV of the dead plane, was lost again, and the write waited for
-        the 69 ms ACK timeout."""
+        the next, but only while that one has at most HELD_SHIFT x its packets in flight (+1),
+        so that a burst of marks on one plane does not move the QP's whole window onto the
+        others' ports; then its next held EV in turn is taken. A resend (`avoid`: the EV it
+        was lost on) also passes over suspect EVs, whose last loss was silent, as if held off:
+        a write waits for its resends, and such a path may be dead."""
         order = self._plane_order
         if not order:
             raise RuntimeError("no usable EV")
@@ -432,10 +394,9 @@ class EVSet:
 
     def on_rtt(self, index: int, rtt: float, now: float = 0.0,
                target: float | None = None) -> None:
-        """An RTT sample of this EV: a packet sent once, acknowledged (by an ACK or its
-        SACK bitmap: every packet gives one, where the ACKs' own triggers would leave some EVs
-        without any when ACKs are coalesced in step with the spray). `target`: the QP's
-        queueing delay target, for the hot-path rule (None: not applied)."""
+        """An RTT sample of this EV: the copy an ACK answered, by its echoed send time
+        (mrc.py). `target`: the QP's queueing delay target, for the hot-path rule (None: not
+        applied)."""
         ev = self.by_index(index)
         if ev is not None:
             ev.srtt, ev.rttvar = smoothed(ev.srtt, ev.rttvar, rtt)
@@ -448,16 +409,13 @@ class EVSet:
         above the best of its plane's other active EVs crosses a queue they do not (another
         flow's, on one spine -> leaf link). It is swapped for a spare of its plane that was not
         itself swapped out in the last HOT_MEMORY_RTTS of the plane's best RTT, and stays GOOD,
-        a spare: this is congestion, not failure (bug 5 of issue 9). With no such spare it is
-        held off for `hot_rtts` of its RTTs, so that its siblings take its turns. The spare
-        starts with no RTT of its own (RACK waits the ACK timeout for its first packets rather
-        than judge them by another path's RTT) and is judged after HOT_SAMPLES samples.
-        Why by delay and not by marks: in the incast every EV's ACKs came back marked alike,
-        by the receiver's own port (the victim fills it), while one spine -> leaf-0 link held
-        the TCP incast's bursts, 30-95 KB deep. A plane's EVs are sprayed in turn, so the
-        plane ran at the pace of that path: paper-incast-victim-apart's victim sent a third of
-        its port's rate on plane 0 for 1.6 s, until a RACK loss happened to condemn the EV
-        and the spare, idle meanwhile, took its place (plane 0 then ran at its line rate)."""
+        a spare: this is congestion, not failure. With no such spare it is held off for
+        `hot_rtts` of its RTTs, so that its siblings take its turns. The spare starts with no
+        RTT of its own (RACK waits the ACK timeout for its first packets rather than judge
+        them by another path's RTT) and is judged after HOT_SAMPLES samples. By delay, not by
+        marks: in the incast every EV's ACKs came back marked alike (by the receiver's own
+        port), while one spine -> leaf link held the TCP incast's bursts, and a plane sprayed
+        in turn ran at the pace of that path."""
         assert ev.srtt is not None
         best = None
         for e in self._usable.get(ev.plane, ()):
@@ -476,7 +434,7 @@ class EVSet:
         ev.hot_swaps += 1
         ev.hot_until = now + HOT_MEMORY_RTTS * best
         spare.active = True
-        spare.srtt, spare.rttvar, spare.rtt_samples = None, 0.0, 0
+        spare.start_afresh()
         self._refresh()
 
     def queued(self, index: int, base_rtt: float | None, target: float) -> bool:
@@ -486,15 +444,18 @@ class EVSet:
         return (ev is not None and ev.srtt is not None and base_rtt is not None
                 and ev.srtt - base_rtt > target)
 
-    def on_delivered(self, index: int, sent_at: float, packet: bool = True) -> None:
+    def on_delivered(self, index: int, sent_at: float, packet: bool = True,
+                     acked_after: float | None = None) -> None:
         """A packet sent on this EV at `sent_at` arrived (acknowledged): the path works.
         `packet`: one acknowledged packet, a sample of the EV's loss share (an ACK covers
         several: sampling per ACK counted a 1%-lossy path's losses 4 times against its
         deliveries, with coalescing every 4 packets). False: the send time of an ACK's
-        trigger, already counted."""
+        trigger, already counted. `acked_after`: seconds from its send to its ACK."""
         ev = self.by_index(index)
         if ev is None:
             return
+        if acked_after is not None:
+            ev.acked_after = acked_after
         if sent_at > ev.delivered_sent:
             ev.delivered_sent = sent_at
         ev.silent_losses, ev.silent_queued = 0, False
@@ -508,26 +469,29 @@ class EVSet:
         ev.recent_losses = ev.recent_losses * keep + (1.0 if lost else 0.0)
 
     def on_timeouts(self, timed_out: list[tuple[int, float, str]], now: float, window: float,
-                    rtt: float | None = None, delay_high: bool = False) -> bool:
+                    rtt: float | None = None, queued: Collection[int] = ()) -> bool:
         """Packets that timed out together: (EV index, its send time, reason). Returns True
         when they are a stall: with the timeouts of the last `window` s (one timeout), more
-        than half the active EVs timed out, and the receiver is silent (no EV delivered a
+        than half the active EVs timed out (only active ones count: the late timeouts of a
+        spare swapped out or of an EV condemned earlier say nothing of the host), and the
+        receiver is silent (no EV delivered a
         packet sent after the newest of them: a plane or a leaf gone silences half the EVs
         while the others deliver, and that is a path failure, not a stall). A stall condemns
         nothing and gives back the EVs its earlier timeouts condemned. Otherwise each timeout
         is judged on its own: on an EV that delivered a packet sent after it, as a gap
         (against the other EVs); on a silent EV, as a loss (condemned unless congestion or
-        the floor explain it)."""
+        the floor explain it). `queued`: the EVs whose own queueing delay is above target,
+        which excuses their own timeouts only."""
         for index, _, _ in timed_out:
             ev = self.by_index(index)
             if ev is not None:
                 ev.timeouts += 1
                 ev.last_timeout = now
-        recent = [e for e in self.evs if e.state is not EVState.DENIED
-                  and e.last_timeout >= 0 and now - e.last_timeout <= window]
         active = {e.index for plane in self._plane_order for e in self._usable[plane]}
-        active |= {e.index for e in recent if e.state is EVState.ASSUMED_BAD
-                   and now - e.timeout_condemned <= window}
+        active |= {e.index for e in self.evs if e.state is EVState.ASSUMED_BAD
+                   and e.timeout_condemned >= 0 and now - e.timeout_condemned <= window}
+        recent = [e for e in self.evs if e.index in active
+                  and e.last_timeout >= 0 and now - e.last_timeout <= window]
         newest = max(sent_at for _, sent_at, _ in timed_out)
         heard = any(e.delivered_sent > newest for e in self.evs)
         if len(recent) >= 2 and 2 * len(recent) > len(active) and not heard:
@@ -538,7 +502,7 @@ class EVSet:
                                 "active EVs timed out within one timeout: a host stall")
             return True
         for index, event in zip((i for i, _, _ in timed_out), self._judge_losses(
-                [(i, sent_at, reason, delay_high) for i, sent_at, reason in timed_out],
+                [(i, sent_at, reason, i in queued) for i, sent_at, reason in timed_out],
                 now, rtt, silent_condemns=True)):
             if event is EVEvent.LOSS:
                 self._by_index[index].timeout_condemned = now
@@ -551,13 +515,10 @@ class EVSet:
         the QP's other EVs, until its EV has been silent for SILENT_LOSSES losses in a row:
         then the EV is dead and condemned, whatever the other EVs lose, unless congestion
         (its own delay, recent marks) explains the loss: RACK passes come milliseconds
-        apart, and a queue can hold a path's packets that long (measured in the incast:
-        the victim's plane-0 paths, queued behind the TCP flows, were taken for dead when the
-        delay was overridden here). Measured before this rule (plane-down drill, 3 of a QP's
-        6 active EVs dead at once): each dead EV was judged against a pool that held the
-        other dead ones, did not stand out, and took 10-30 losses and 0.1-0.5 s to
-        condemn. `queued`: the QP as a whole sees queueing delay above its target; no plane
-        is then taken for gone (_condemn_if_gone)."""
+        apart, and a queue can hold a path's packets that long (the incast's victim). Judged
+        only against the pool, dead EVs of a plane gone are judged against each other and
+        none stands out. `queued`: the QP as a whole sees queueing delay above its target; no
+        plane is then taken for gone (_condemn_if_gone)."""
         self._judge_losses(lost, now, rtt, silent_condemns=False, queued=queued)
 
     def _judge_losses(self, lost: list[tuple[int, float, str, bool]], now: float,
@@ -604,16 +565,13 @@ class EVSet:
 
     def _condemn_if_gone(self, plane: int, now: float, rtt: float | None) -> None:
         """Every active EV of `plane` (at least two) silent, while another plane delivered
-        packets sent after each of them fell silent: what they share, the plane's NIC port,
-        its leaf or the plane itself, is gone, unless congestion explains any of their
-        losses (a queue toward the receiver's leaf can hold every path of a plane: the
-        incast). All are condemned now, not each after
-        SILENT_LOSSES losses of its own (the RACK passes of 3 ring steps, measured in the
-        leaf-down drill, while each step lost its packets on them), and so are the plane's
-        spares, which share it too: a spare swapped in would take the plane's share of
-        packets into the void until its own losses condemned it (measured on the simnet: the
-        slowest write 15 ms, 5 RTTs, against 2.8 ms). Probes bring them all back with the
-        plane. The floor (ev_min_active) holds as for any loss."""
+        packets sent after each of them fell silent: what they share (the plane's NIC port,
+        its leaf or the plane) is gone, unless congestion explains any of their losses (a
+        queue toward the receiver's leaf can hold every path of a plane). All are condemned
+        now, not each after SILENT_LOSSES losses of its own, and so are the plane's spares,
+        which share it too: a spare swapped in would take the plane's share of packets into
+        the void. Probes bring them all back with the plane. The floor (ev_min_active)
+        holds as for any loss."""
         usable = self._usable.get(plane, [])
         if len(usable) < 2 or not all(e.silent_losses and not e.silent_queued
                                       and not self.explained_by_congestion(e, now, rtt, False)
@@ -666,17 +624,30 @@ class EVSet:
         self._apply(ev, EVEvent.CONGESTION, now, "ECN mark or trim")
 
     # ---- probes of ASSUMED_BAD EVs ----
+    def probe_timeout(self, ev: EV) -> float:
+        """How long a probe of `ev` waits for its reply before it counts as lost: srtt + 4
+        rttvar (RFC 6298's RTO) of its probes, or before any is answered of its data, and at
+        least PROBE_TIMEOUT_INTERVALS probe intervals. A fixed 4 intervals (20 ms) lost every
+        probe of a path slower than that, and it never came back."""
+        floor = PROBE_TIMEOUT_INTERVALS * self.policy.probe_interval
+        srtt, rttvar = ((ev.probe_srtt, ev.probe_rttvar) if ev.probe_srtt is not None
+                        else (ev.srtt, ev.rttvar))
+        return floor if srtt is None else max(floor, srtt + RTTVAR_WEIGHT * rttvar)
+
     def probes_due(self, now: float) -> list[int]:
-        """EVs to probe now. A probe still unanswered after PROBE_TIMEOUT_INTERVALS intervals
-        is lost: the EV's run of answered probes starts again."""
+        """EVs to probe now. A probe unanswered after `probe_timeout` is lost: the EV's run
+        of answered probes starts again. Its reply, if it comes after all, still counts
+        (`overdue`, the newest LATE_PROBES_KEPT): it gives the probe RTT the timeout lacked."""
         due = []
-        timeout = PROBE_TIMEOUT_INTERVALS * self.policy.probe_interval
         for ev in self.evs:
             if ev.state is not EVState.ASSUMED_BAD or ev.next_probe > now:
                 continue
+            timeout = self.probe_timeout(ev)
             stale = [s for s, sent in ev.outstanding.items() if now - sent >= timeout]
             for s in stale:
-                del ev.outstanding[s]
+                ev.overdue[s] = ev.outstanding.pop(s)
+            for s in sorted(ev.overdue)[:-LATE_PROBES_KEPT]:
+                del ev.overdue[s]
             if stale:
                 self._probe_lost(ev, now)
             ev.next_probe = now + self.policy.probe_interval
@@ -694,21 +665,30 @@ class EVSet:
         path had answered since it went bad or last lost one) doubles the run it needs."""
         if ev.probe_run and ev.state is EVState.ASSUMED_BAD:
             ev.runs_broken += 1
-            ev.probe_required = min(2 * ev.probe_required, MAX_PROBE_RUN)
+            ev.probe_required = min(PROBE_RUN_GROWTH * ev.probe_required, MAX_PROBE_RUN)
         ev.probe_run = 0
         self._apply(ev, EVEvent.PROBE_LOST, now, "probe lost")
 
     def on_probe_reply(self, index: int, seq: int, now: float) -> float | None:
         """A reply to probe `seq` on this EV: its RTT, or None if it matches no probe we sent
-        on that EV (late, duplicated or foreign replies change nothing). Earlier probes of the
-        same EV still unanswered are lost (a path keeps control packets in order)."""
+        on that EV (duplicated or foreign replies change nothing). A reply to a probe that
+        timed out counts too. Earlier probes of the same EV still unanswered are lost (a path
+        keeps control packets in order)."""
         ev = self.by_index(index)
-        if ev is None or seq not in ev.outstanding:
+        if ev is None:
             return None
-        rtt = now - ev.outstanding.pop(seq)
+        sent = ev.outstanding.pop(seq, None)
+        if sent is None:
+            sent = ev.overdue.pop(seq, None)
+        if sent is None:
+            return None
+        rtt = now - sent
         ev.probes_answered += 1
         if len(ev.probe_rtts) < MAX_PROBE_RTTS:
             ev.probe_rtts.append(rtt)
+        ev.probe_srtt, ev.probe_rttvar = smoothed(ev.probe_srtt, ev.probe_rttvar, rtt)
+        for s in [s for s in ev.overdue if s < seq]:
+            del ev.overdue[s]  # counted lost already
         earlier = [s for s in ev.outstanding if s < seq]
         for s in earlier:
             del ev.outstanding[s]

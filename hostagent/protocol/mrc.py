@@ -14,9 +14,11 @@ What this class adds to the shared QP machinery (qp.py):
   names MRC_DEVICE_CAP_TRIM_NACK but publishes no wire format: this per-EV gap NACK is our
   own policy.);
 - a GAP or a retransmission timeout is a loss on that EV: unless congestion explains it
-  (recent marks or trims on the EV, or queueing delay above target), the EV goes ASSUMED_BAD
-  (evs.py); ASSUMED_BAD EVs are probed, each probe matched to its reply, and come back after
-  a run of answered probes;
+  (recent marks or trims on the EV, or its own queueing delay above target), the EV goes
+  ASSUMED_BAD (evs.py); ASSUMED_BAD EVs are probed, each probe matched to its reply, and come
+  back after a run of answered probes;
+- an EV's RTT is sampled only from the copy an ACK answers (the echo names its EV and send
+  time), once per copy: what it tells about that path, not a hole's repair time;
 - a tail loss (nothing sent after it on its EV to reveal a gap) is found by RACK-TLP
   (recovery.py) well before the ACK timeout, and judged like a gap;
 - the losses of one RACK pass are judged together (evs.py): an EV silent through
@@ -57,7 +59,6 @@ class MrcQP(QueuePair):
         self.evset = evset
         self._last_on_ev: dict[int, int] = {}
         self._trimmed: set[int] = set()  # PSNs whose trimmed header arrived, data not yet
-        self._nacked: set[int] = set()  # PSNs already NACKed as GAP
         self._probe_seq = 0
         self.tail = TailRecovery()
         self._timed_out: list[tuple[int, float, str]] = []  # this timer pass's timeouts
@@ -134,12 +135,11 @@ class MrcQP(QueuePair):
         if not batch:
             return
         cc, evset = self.cc, self.evset
-        queued = any(self._delay_high(i) for i, _, _ in batch)
-        congestive = queued or any(
+        queued = {i for i, _, _ in batch if self._delay_high(i)}  # each EV excuses its own
+        congestive = bool(queued) or any(
             evset.explained_by_congestion(ev, now, cc.srtt, False)
             for ev in (evset.by_index(i) for i, _, _ in batch) if ev is not None)
-        stall = evset.on_timeouts(batch, now, self._timeout(), rtt=cc.srtt,
-                                  delay_high=queued)
+        stall = evset.on_timeouts(batch, now, self._timeout(), rtt=cc.srtt, queued=queued)
         if stall:
             self.counters.stalls += 1
             self._stalled = now
@@ -169,16 +169,18 @@ class MrcQP(QueuePair):
         p = self._inflight[psn]
         self.evset.landed(p.ev)
         if p.sends == 1:  # a resent packet's ACK may be for either copy: the echo says which
-            self.evset.on_delivered(p.ev, p.sent_at)
-            # its ACK's coalescing delay included
-            self.evset.on_rtt(p.ev, now - p.sent_at, now, self.cfg.target_delay)
+            self.evset.on_delivered(p.ev, p.sent_at, acked_after=now - p.sent_at)
             self.tail.delivered(p.sent_at, psn)
         return super()._ack_packet(psn, now)
 
     def _after_ack(self, h: wire.Header, now: float, trigger: Packet | None,
                    rtt: float) -> None:
-        if trigger is None or trigger.sends > 1:  # a once-sent trigger was sampled as acked
-            self.evset.on_rtt(h.ev, rtt)  # the echo names the copy: its EV, its send time
+        # An EV's RTT samples come only from the copy an ACK answers (the echo names its EV
+        # and send time), and only from the first ACK of its PSN: a packet acknowledged
+        # cumulatively behind a repaired hole waited for the hole, not for its path, and a
+        # reordered ACK whose trigger an earlier ACK covered would count that copy twice.
+        if trigger is not None:
+            self.evset.on_rtt(h.ev, rtt, now, self.cfg.target_delay)
         self._heard[h.ev] = self._heard_any = now
         # the copy that triggered it was sent at or after this (the echo is in whole us)
         sent = now - rtt - 1e-6
@@ -210,11 +212,16 @@ class MrcQP(QueuePair):
                 break
             if p.sent_at == newest:
                 before.append(psn)
-        waits: dict[int, float] = {}  # per EV: a path with a queue waits by its own RTT;
-        if before:  # a path with no RTT measured yet, for the ACK timeout
+        # Per EV: a path with a queue waits by its own RTT; one with no RTT sample yet (no ACK
+        # answered a copy on it) by how long its last packet took to be acknowledged, at least
+        # its RTT; one with nothing acknowledged yet, for the ACK timeout.
+        waits: dict[int, float] = {}
+        if before:
             before.sort()
             for ev in self.evset.evs:
-                own = rack_wait(ev.srtt, ev.rttvar, self.cfg.ack_delay, timeout)
+                own = (rack_wait(ev.srtt, ev.rttvar, self.cfg.ack_delay, timeout)
+                       if ev.srtt is not None else
+                       rack_wait(ev.acked_after, 0.0, self.cfg.ack_delay, timeout))
                 waits[ev.index] = timeout if own is None else max(wait, own)
         queued = set(self._resend)
         outstanding = ((psn, inflight[psn].sent_at, waits.get(inflight[psn].ev, wait))
@@ -254,10 +261,12 @@ class MrcQP(QueuePair):
             self.counters.duplicates += 1
             self._owe_ack(h, now, ecn, urgent=True)  # the sender missed our ACK
             return
+        # `prev` names the copy sent before this one on its EV: only this transmission names
+        # that copy (a duplicate of it stopped above), so each lost copy of a PSN, a resend
+        # too, is NACKed once. A PSN resent on the EV it was last sent on names itself.
         prev = h.aux
-        if (prev != NO_PSN and prev >= cum and prev not in got
-                and prev not in self._trimmed and prev not in self._nacked):
-            self._nacked.add(prev)
+        if (prev != NO_PSN and prev != psn and prev >= cum and prev not in got
+                and prev not in self._trimmed):
             self._control(wire.NACK, wire.GAP, h.ev, prev, ts=h.ts)
             self.counters.nacks_sent += 1
         if psn != cum:
@@ -266,8 +275,6 @@ class MrcQP(QueuePair):
         self._landed(psn)
         if self._trimmed:  # empty but for trims not yet resent: skip the lookups then
             self._trimmed.discard(psn)
-        if self._nacked:
-            self._nacked.discard(psn)
         self._owe_ack(h, now, ecn, urgent=bool(h.flags & _URGENT))
 
     # ---- probes of ASSUMED_BAD EVs ----

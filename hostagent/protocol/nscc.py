@@ -17,17 +17,19 @@ and the ACK's ECN bit pick one quadrant:
 Increases are collected and applied once per `adjust_bytes_threshold` ACKed bytes or
 `adjust_period_threshold` seconds, plus `eta` MSS per adjust period (NSCC's fulfil step).
 A trimmed packet (a NACK TRIMMED) subtracts its bytes from the window. Quick adapt: a loss
-signal (a trim), or a delay above `qa_threshold`, sets the window to the bytes ACKed
-in the last base RTT + target delay when that is below max_cwnd >> qa_gate, then ignores
-signals for the bytes then in flight (they were sent under the old window).
+signal (a trim), or the last sample's delay above `qa_threshold` (4 x target_delay unless
+set), sets the window to the bytes ACKed in the last base RTT + target delay when that is
+below max_cwnd >> qa_gate, then ignores signals for the bytes then in flight (they were sent
+under the old window). Without ECN, delay alone never triggers the multiplicative decrease:
+above the target the window keeps its fair increase, and only quick adapt shrinks it.
 
-Bug 1 of issue 9: every cut is bounded per smoothed RTT. Multiplicative decreases and
-timeouts cut at most once per RTT (and a timeout of a packet sent before the last cut not at
-all), and trims together subtract at most `max_md_jump` of the window the RTT started with: a
-burst of signals from one event (packets timing out on one dead path) is one reaction.
+Every cut is bounded per smoothed RTT: multiplicative decreases and timeouts cut at most once
+per RTT (and a timeout of a packet sent before the last cut not at all), and trims together
+subtract at most `max_md_jump` of the window the RTT started with, so that a burst of signals
+from one event (packets timing out on one dead path) is one reaction.
 
 Deviations from UET NSCC, and why:
-- constants are in MSS and RTTs of this fabric (defaults below), not htsim's scaling of a
+- constants are in MSS and RTTs of this fabric (constants.py), not htsim's scaling of a
   100 Gbit/s, 12 us reference network: the emulated fabric runs at Mbit/s with millisecond
   RTTs, where those scaled constants mean nothing;
 - delay is RTT minus the smallest RTT seen (no NIC timestamps), and avg_delay an EWMA with
@@ -41,8 +43,20 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-DELAY_GAIN = 1 / 8  # weight of one sample in avg_delay
-
+from hostagent.protocol.constants import (
+    ADJUST_BYTES_MSS,
+    DELAY_GAIN,
+    ETA,
+    FI,
+    FI_SCALE,
+    GAMMA,
+    MAX_MD_JUMP,
+    QA_GATE,
+    QA_THRESHOLD_TARGETS,
+    RTTVAR_GAIN,
+    SRTT_GAIN,
+    TARGET_DELAY,
+)
 
 
 def smoothed(srtt: float | None, rttvar: float, rtt: float) -> tuple[float, float]:
@@ -50,23 +64,25 @@ def smoothed(srtt: float | None, rttvar: float, rtt: float) -> tuple[float, floa
     keep them, and the QP's timeout floor (srtt + 4 rttvar) reads them."""
     if srtt is None:
         return rtt, rtt / 2
-    return 0.875 * srtt + 0.125 * rtt, 0.75 * rttvar + 0.25 * abs(srtt - rtt)
+    return ((1 - SRTT_GAIN) * srtt + SRTT_GAIN * rtt,
+            (1 - RTTVAR_GAIN) * rttvar + RTTVAR_GAIN * abs(srtt - rtt))
+
 
 @dataclass
 class NsccConfig:
     mss: int
     init_cwnd: int  # bytes
     max_cwnd: int  # bytes
-    target_delay: float = 0.002  # seconds of queueing above the base RTT
+    target_delay: float = TARGET_DELAY  # seconds of queueing above the base RTT
     base_rtt: float | None = None  # seconds; None: the smallest RTT measured
     qa_threshold: float | None = None  # s of delay that triggers quick adapt; None: 4 x target
-    qa_gate: int = 3  # quick adapt only when achieved < max_cwnd >> qa_gate
+    qa_gate: int = QA_GATE  # quick adapt only when achieved < max_cwnd >> qa_gate
     disable_qa: bool = False
-    eta: float = 0.15  # MSS added every adjust period
-    fi: float = 1.0  # fair increase: MSS per window of ACKed bytes, above the target
-    fi_scale: float = 2.0  # proportional increase: MSS per window at zero delay
-    gamma: float = 0.8  # multiplicative decrease gain on the delay overshoot
-    max_md_jump: float = 0.5  # largest share of the window one cut takes
+    eta: float = ETA  # MSS added every adjust period
+    fi: float = FI  # fair increase: MSS per window of ACKed bytes, above the target
+    fi_scale: float = FI_SCALE  # proportional increase: MSS per window at zero delay
+    gamma: float = GAMMA  # multiplicative decrease gain on the delay overshoot
+    max_md_jump: float = MAX_MD_JUMP  # largest share of the window one cut takes
     adjust_period_threshold: float | None = None  # s between fulfils; None: the base RTT
     adjust_bytes_threshold: int | None = None  # ACKed bytes between fulfils; None: 8 MSS
 
@@ -147,7 +163,7 @@ class NsccCC:
         done = False
         if now > self._qa_end:
             qa_threshold = cfg.qa_threshold if cfg.qa_threshold is not None \
-                else 4 * cfg.target_delay
+                else QA_THRESHOLD_TARGETS * cfg.target_delay
             if (self._qa_end and (self._trigger_qa or loss or self.delay > qa_threshold)
                     and self._achieved < cfg.max_cwnd >> cfg.qa_gate):
                 if self._achieved < self.cwnd:
@@ -186,7 +202,7 @@ class NsccCC:
             self._inc_bytes += cfg.fi_scale * cfg.mss * acked * headroom
         self._received += acked
         period = cfg.adjust_period_threshold or self.base_rtt or 0.0
-        threshold = cfg.adjust_bytes_threshold or 8 * cfg.mss
+        threshold = cfg.adjust_bytes_threshold or ADJUST_BYTES_MSS * cfg.mss
         if self._received > threshold or now - self._last_adjust > period:
             self.cwnd += self._inc_bytes / max(self.cwnd, self.min_cwnd)
             if now - self._last_adjust >= period:

@@ -14,7 +14,8 @@ Two mechanisms of TCP's RACK-TLP (RFC 8985), read for a sprayed connection:
   quarter RTT (all at most the ACK timeout). Paths are compared by send time, not PSN, and
   the slack covers the delay differences between EVs (without the quarter RTT, a third of
   RACK's losses on the simnet at 2% loss and 2 ms of jitter were packets still on their
-  way). Each packet waits by the RTT of its own EV where that is longer than the QP's: in
+  way). Each packet waits by the RTT of its own EV where that is longer than the QP's (an
+  EV no ACK has answered yet: by how long its last packet took to be acknowledged): in
   the incast, the victim's plane-0 paths ran far behind its plane-1 paths, and with the QP's
   RTT alone most of RACK's 212 "losses" were packets still queued there (the receivers
   counted 202 duplicates, against 212 RACK resends and 34 tail probes).
@@ -31,6 +32,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from hostagent.protocol.constants import RACK_REORDER_SHARE, RTTVAR_WEIGHT, TLP_SRTTS
+
 
 def probe_timeout(srtt: float | None, rttvar: float, ack_delay: float,
                   timeout: float) -> float | None:
@@ -38,7 +41,7 @@ def probe_timeout(srtt: float | None, rttvar: float, ack_delay: float,
     first RTT sample (only the timeout applies then)."""
     if srtt is None:
         return None
-    return min(2 * srtt + ack_delay, timeout)
+    return min(TLP_SRTTS * srtt + ack_delay, timeout)
 
 
 def rack_wait(srtt: float | None, rttvar: float, ack_delay: float,
@@ -47,7 +50,7 @@ def rack_wait(srtt: float | None, rttvar: float, ack_delay: float,
     srtt / 4 (RFC 8985's min_rtt / 4), never beyond the ACK timeout."""
     if srtt is None:
         return None
-    return min(srtt + 4 * rttvar + ack_delay + srtt / 4, timeout)
+    return min(srtt + RTTVAR_WEIGHT * rttvar + ack_delay + RACK_REORDER_SHARE * srtt, timeout)
 
 
 @dataclass

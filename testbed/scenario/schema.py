@@ -21,6 +21,14 @@ from pydantic import (
     model_validator,
 )
 
+from hostagent.protocol.constants import (
+    CONGESTION_HOLDOFF,
+    CONGESTION_MEMORY_RTTS,
+    HOT_RATIO,
+    HOT_RTTS,
+    PROBE_INTERVAL,
+    PROBE_SUCCESSES,
+)
 from hostagent.protocol.qp import (
     MAX_EXP_CNT,
     MAX_LINEAR_CNT,
@@ -352,18 +360,20 @@ class MrcSettings(StrictModel):
     ev_min_active: int = Field(1, ge=1, le=4096, description="no EV is marked ASSUMED_BAD "
                                "while only this many are GOOD (the spec's floor)")
     spray: Literal["round_robin", "random"] = "round_robin"
-    probe_interval: float = Field(0.005, gt=0, le=10, description="s between probes of a bad "
-                                  "EV that does not answer; an answer sends the next at once")
-    probe_successes: int = Field(16, ge=1, le=256, description="answered probes in a row "
-                                 "before a bad EV is GOOD again")
-    congestion_memory_rtts: float = Field(8.0, ge=0, le=1000, description="a loss on an EV "
-                                          "marked or trimmed this many RTTs before is "
-                                          "congestion, not failure")
-    congestion_holdoff: float = Field(0.001, ge=0, le=10,
+    probe_interval: float = Field(
+        PROBE_INTERVAL, gt=0, le=10, description="s between probes of a bad EV that does not "
+        "answer; an answer sends the next at once")
+    probe_successes: int = Field(
+        PROBE_SUCCESSES, ge=1, le=256,
+        description="answered probes in a row before a bad EV is GOOD again")
+    congestion_memory_rtts: float = Field(
+        CONGESTION_MEMORY_RTTS, ge=0, le=1000, description="a loss on an EV marked or trimmed "
+        "this many RTTs before is congestion, not failure")
+    congestion_holdoff: float = Field(CONGESTION_HOLDOFF, ge=0, le=10,
                                       description="s an ECN-marked or trimmed EV is skipped")
-    hot_ratio: float = Field(1.5, ge=1, le=100, description="an EV marked this many times "
+    hot_ratio: float = Field(HOT_RATIO, ge=1, le=100, description="an EV marked this many times "
                              "more often than the QP's others is a hot path")
-    hot_rtts: float = Field(4.0, ge=0, le=1000, description="a hot EV, when marked, is "
+    hot_rtts: float = Field(HOT_RTTS, ge=0, le=1000, description="a hot EV, when marked, is "
                             "skipped this many smoothed RTTs")
     denied: list[DeniedPath] = Field(
         default_factory=list, max_length=limits.MAX_PLANES * limits.MAX_SPINES_PER_PLANE,

@@ -3,20 +3,20 @@ API), the ev_min_active floor, spares, spraying by plane, congestion that is not
 probes that re-admit a path only after a run of answers."""
 from __future__ import annotations
 
+import heapq
 import random
 from collections import Counter
 
 import pytest
 
-from hostagent.protocol.ev_states import TRANSITIONS, EVEvent, EVState
-from hostagent.protocol.evs import (
+from hostagent.protocol.constants import (
     FLAP_MEMORY,
     HOT_MEMORY_RTTS,
     PROBE_TIMEOUT_INTERVALS,
     SILENT_LOSSES,
-    EVPolicy,
-    EVSet,
 )
+from hostagent.protocol.ev_states import TRANSITIONS, EVEvent, EVState
+from hostagent.protocol.evs import EVPolicy, EVSet
 
 G, B, D = EVState.GOOD, EVState.ASSUMED_BAD, EVState.DENIED
 TABLE = [(i, i // 4) for i in range(8)]  # 8 EVs: 2 planes x 4 spines
@@ -265,10 +265,9 @@ def test_a_run_of_probes_is_paced_by_the_replies():
 
 
 def test_a_timeout_on_a_path_that_delivered_later_packets_is_judged_against_the_others():
-    """Under 1% random loss, a timeout used to condemn its EV whatever the EV did since, so
-    random tail losses on every path condemned healthy paths. A timed-out packet whose EV has
-    since delivered a packet sent after it was a random loss (judged like a gap); only a
-    silent EV is condemned at once, as the spec says."""
+    """A timed-out packet whose EV has since delivered a packet sent after it was a random
+    loss, judged like a gap (with 1% loss on every link, condemning for such tail losses
+    condemned healthy paths); only a silent EV is condemned at once, as the spec says."""
     s = evset()
     s.on_delivered(0, 1.5)  # EV 0 delivered a packet sent after the one that timed out
     assert not s.on_timeouts([(0, 1.0, "timed out"), (1, 1.0, "timed out")], 2.0, window=0.1)
@@ -277,9 +276,9 @@ def test_a_timeout_on_a_path_that_delivered_later_packets_is_judged_against_the_
 
 
 def test_a_burst_of_timeouts_on_most_evs_is_a_stall_not_a_path_failure():
-    """When the emulated host stalls, most EVs' packets time out at once, and each
-    used to condemn its EV. More than half the active EVs timing out within one timeout is a
-    stall: nothing is condemned, and EVs condemned by the burst's first timeouts come back."""
+    """When the emulated host stalls, most EVs' packets time out at once. More than half the
+    active EVs timing out within one timeout is a stall: nothing is condemned, and EVs
+    condemned by the burst's first timeouts come back."""
     s = evset()
     window = 0.05
     assert not s.on_timeouts([(0, 0.9, "t"), (1, 0.9, "t")], 1.0, window)
@@ -345,14 +344,14 @@ def test_a_silent_path_is_dead_whatever_the_delay_says():
     s = evset()
     for k in range(1, SILENT_LOSSES):
         s.on_timeouts([(0, k - 0.5, "t"), (0, k - 0.4, "t")], float(k), window=0.1,
-                      delay_high=True)  # two packets of one burst: one timeout in a row
+                      queued={0})  # two packets of one burst: one timeout in a row
         assert s.by_index(0).state is G, f"timeout {k}: congestion, held off"
     s.on_delivered(0, SILENT_LOSSES - 0.9)  # it delivered: the count starts again
     for k in range(SILENT_LOSSES, 2 * SILENT_LOSSES - 1):
-        s.on_timeouts([(0, k - 0.5, "t")], float(k), window=0.1, delay_high=True)
+        s.on_timeouts([(0, k - 0.5, "t")], float(k), window=0.1, queued={0})
         assert s.by_index(0).state is G
     k = 2 * SILENT_LOSSES - 1
-    s.on_timeouts([(0, k - 0.5, "t")], float(k), window=0.1, delay_high=True)
+    s.on_timeouts([(0, k - 0.5, "t")], float(k), window=0.1, queued={0})
     ev = s.by_index(0)
     # held off per packet: 2 packets in each of the first bursts, 1 in each of the next
     assert ev.state is B and ev.congestion_losses == 3 * (SILENT_LOSSES - 1)
@@ -418,8 +417,7 @@ def test_a_spare_taking_a_condemned_evs_place_starts_from_its_rtt():
     """An EV with no RTT of its own waits for the ACK timeout before RACK judges its packets
     (mrc.py). A spare that takes a condemned EV's place starts from that EV's RTT, so a
     spare as dead as the EV it replaces (a plane gone) is found by RACK within RTTs, not
-    after a full ACK timeout with the plane's whole share of packets. A spare with an RTT of
-    its own keeps it."""
+    after a full ACK timeout with the plane's whole share of packets."""
     s = evset(active_per_plane=3)
     plane0 = [e.index for e in s.evs if e.active and e.plane == 0]
     spare = next(e.index for e in s.evs if not e.active and e.plane == 0)
@@ -607,3 +605,85 @@ def test_a_hot_path_with_no_spare_is_held_off():
     rtts(s, {1: 0.001, 2: 0.001, 3: 0.001, 0: 0.031}, now=1.0)
     assert s.by_index(0).active and s.by_index(0).holdoff_until >= 1.0 + 4 * 0.02
     assert 0 not in {s.pick(1.01).index for _ in range(40)}
+
+
+def test_a_spare_brought_back_starts_fresh_and_is_not_swapped_again_at_once():
+    """A hot EV swapped out keeps its 31 ms srtt as a spare. When an active EV of its plane is
+    condemned and it takes that place, it starts from the condemned EV's RTT with no samples
+    of its own: its first calm samples do not find it hot again."""
+    s = evset(active_per_plane=3)
+    plane0 = [e.index for e in s.evs if e.active and e.plane == 0]
+    hot, calm = plane0[0], plane0[1:]
+    rtts(s, dict.fromkeys(calm, 0.001) | {hot: 0.031}, now=1.0)
+    assert not s.by_index(hot).active and s.by_index(hot).hot_swaps == 1
+    spare = next(e.index for e in s.evs if e.active and e.plane == 0 and e.index not in calm)
+    s.on_rtt(calm[0], 0.001)
+    s.on_loss(calm[0], 2.0, "loss")
+    back = s.by_index(hot)
+    assert back.active and back.srtt == s.by_index(calm[0]).srtt and back.rtt_samples == 0
+    rtts(s, {spare: 0.001, calm[1]: 0.001, hot: 0.001}, now=2.0)
+    assert back.active and back.hot_swaps == 1 and back.holdoff_until <= 2.0
+
+
+def test_only_active_evs_count_towards_a_stall():
+    """A stall is more than half the active EVs timing out together. Timeouts of EVs outside
+    the active set (a spare swapped out with packets still out, an EV condemned earlier)
+    do not count: one active EV and two spares timing out is one path's timeout, which
+    condemns that silent path."""
+    s = evset(active_per_plane=2)
+    active = s.usable_indexes()
+    spares = [e.index for e in s.evs if not e.active]
+    assert len(active) == 4
+    assert not s.on_timeouts([(active[0], 0.9, "t")] + [(i, 0.9, "t") for i in spares[:2]],
+                             1.0, window=0.05)
+    assert s.by_index(active[0]).state is B
+
+
+def probe_a_path(s: EVSet, ev: int, rtt: float, start: float, until: float) -> float | None:
+    """Probe `ev` as a QP does (probes when due, each answered `rtt` later) from `start`: the
+    time it is GOOD again, or None if not by `until`."""
+    replies: list[tuple[float, int]] = []
+    seq, now = 0, start
+    while s.by_index(ev).state is B:
+        due = s.next_probe_time()
+        now = min(due if due is not None else until, replies[0][0] if replies else until)
+        if now >= until:
+            return None
+        if replies and replies[0][0] <= now:
+            s.on_probe_reply(ev, heapq.heappop(replies)[1], now)
+            continue
+        for index in s.probes_due(now):
+            seq += 1
+            s.probe_sent(index, seq, now)
+            heapq.heappush(replies, (now + rtt, seq))
+    return now
+
+
+@pytest.mark.parametrize("rtt", [0.025, 0.030, 0.066])
+def test_a_path_whose_probe_rtt_exceeds_the_fixed_probe_timeout_comes_back(rtt):
+    """Probes every 5 ms, answered after 25, 30 or 66 ms (slow links: 8 hops of one MTU at
+    10 Mbit/s are about 27 ms), the EV with no RTT of its own: its probes time out after 4
+    intervals (20 ms) at first, their late replies still count and give the probe RTT, and
+    the timeout follows it. The run completes within about one RTT plus RUN replies (RUN
+    probes are out at once by then): 2 RTTs + RUN intervals."""
+    s = evset(probe_interval=0.005)
+    s.on_loss(0, 1.0, "loss")
+    back = probe_a_path(s, 0, rtt, 1.0, until=6.0)
+    assert back is not None and back - 1.0 <= 2 * rtt + RUN * 0.005, back
+    assert s.by_index(0).runs_broken == 0, "no answered path is taken for lossy"
+
+
+def test_a_late_reply_counts_and_the_probe_timeout_follows_the_probe_rtt():
+    s = evset(probe_interval=0.005)
+    s.on_loss(0, 1.0, "loss")
+    ev = s.by_index(0)
+    s.probe_sent(0, 1, 1.005)
+    s.probes_due(1.005 + PROBE_TIMEOUT_INTERVALS * 0.005)  # timed out: counted lost
+    assert 1 not in ev.outstanding
+    assert s.on_probe_reply(0, 1, 1.035) == pytest.approx(0.030), "its late reply counts"
+    assert ev.probe_run == 1
+    s.probe_sent(0, 2, 1.035)
+    s.probes_due(1.035 + 0.040)  # 40 ms: past 4 intervals, within 30 ms + 4 x 15 ms
+    assert 2 in ev.outstanding and ev.probe_run == 1
+    s.probes_due(1.035 + 0.091)
+    assert 2 not in ev.outstanding and ev.probe_run == 0
