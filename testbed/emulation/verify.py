@@ -162,7 +162,7 @@ class Prober:
         self.close()
 
     def _receive(self, timeout: float, nonce: int, out: ProbeOutcome) -> int:
-        """Drain arrivals for up to `timeout`; returns this round's probes read."""
+        """Drain arrivals for up to `timeout`; returns how many probes this call read."""
         before = out.datagrams
         for key, _ in self.selector.select(timeout):
             for index, address, ifindex in probes.receive(key.fileobj, nonce):
