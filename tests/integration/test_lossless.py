@@ -58,7 +58,7 @@ def test_router_ports_hold_the_lossless_limit(tmp_path: Path):
 
 
 INCAST = """name: {name}
-switch: {{lossless: {lossless}}}
+switch: {{lossless: {lossless}, ecn: false}}
 fabric:
   planes: 1
   leaves_per_plane: 2
@@ -85,7 +85,9 @@ def router_totals(run: Path) -> tuple[pd.Series, float]:
 def test_an_incast_drops_in_a_lossy_fabric_and_not_in_a_lossless_one(tmp_path: Path):
     """All-to-all over 4 hosts: every host's leaf port takes 3 senders (and the spine's port to
     each leaf 2), each QP with 64 KB in flight against a 20 KB buffer. Lossy, the ports drop and
-    Go-Back-N resends; lossless, nothing is dropped for buffer and a queue outgrows the buffer."""
+    Go-Back-N resends; lossless, nothing is dropped for buffer and a queue outgrows the buffer.
+    ECN is off in both: DCQCN would otherwise hold the queues under the buffer and leave the
+    buffer untested (that ECN still marks in lossless mode is the program test's above)."""
     runs = {}
     for lossless in ("false", "true"):
         work = tmp_path / lossless
@@ -100,13 +102,12 @@ def test_an_incast_drops_in_a_lossy_fabric_and_not_in_a_lossless_one(tmp_path: P
 
     held, queue = router_totals(runs["true"])
     assert held["bpf_dropped"] == held["lossless_overflow"] == held["queue_drops"] == 0
-    assert held["ecn_marked"] > 0, "ECN still marks"
     assert queue > 2 * BUFFER, "the incast queued past the buffer instead of dropping"
     for lossless, run in runs.items():
         assert pd.read_parquet(run / "iterations.parquet").verified.all()
         variant = json.loads((run / "meta.json").read_text())["variant"]
         assert variant == f"RoCEv2, {'lossless' if lossless == 'true' else 'lossy'}, " \
-                          f"Go-Back-N, DCQCN"
+                          f"Go-Back-N, DCQCN, no ECN"
         summary = (run / "summary.txt").read_text()
         assert variant in summary
         assert ("# Lossless overflow    : none" in summary) == (lossless == "true")
