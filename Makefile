@@ -64,9 +64,25 @@ schemas: dev
 	$(BIN)/mrc-testbed schema > schemas/scenario.schema.json
 	$(BIN)/mrc-testbed schema --drill > schemas/drill.schema.json
 
+# Mermaid, which draws the EV state diagram in the browser, served by the site itself so that
+# the page renders offline (mkdocs-material fetches it from a CDN unless the page defines it).
+# A pinned release from the npm registry, checked against its hash, kept out of git (2.7 MB).
+MERMAID_VERSION := 11.12.2
+MERMAID_SHA256  := d0830a6c05546e9edb8fe20a8f545f3e0dc7c4c3134d584bad9c13a99d7a71e0
+MERMAID_JS      := docs/javascripts/mermaid.min.js
+MERMAID_TGZ     := build/mermaid/mermaid-$(MERMAID_VERSION).tgz
+$(MERMAID_TGZ):
+	mkdir -p $(@D)
+	cd $(@D) && npm pack --silent mermaid@$(MERMAID_VERSION) >/dev/null
+$(MERMAID_JS): $(MERMAID_TGZ)
+	tar -xzf $< -C $(<D) package/dist/mermaid.min.js
+	echo "$(MERMAID_SHA256)  $(<D)/package/dist/mermaid.min.js" | sha256sum -c --quiet
+	mkdir -p $(@D)
+	cp $(<D)/package/dist/mermaid.min.js $@
+
 # The documentation site (mkdocs-material, docs/ and mkdocs.yml) into site/, every warning an
 # error; docs/gen_pages.py generates the reference pages from the code as it builds.
-docs: dev $(VENV)/.docs
+docs: dev $(VENV)/.docs $(MERMAID_JS)
 	NO_MKDOCS_2_WARNING=1 DISABLE_MKDOCS_2_WARNING=true $(BIN)/mkdocs build --strict
 $(VENV)/.docs: pyproject.toml $(VENV)/.dev
 	$(BIN)/python -m pip install -q --no-build-isolation -e ".[test,docs]"
@@ -82,4 +98,4 @@ clean:
 	rm -rf .pytest_cache .hypothesis .mypy_cache .ruff_cache
 
 distclean: clean
-	rm -rf $(VENV) build site *.egg-info $(BPF_OBJ) $(EXT)
+	rm -rf $(VENV) build site *.egg-info $(BPF_OBJ) $(EXT) $(MERMAID_JS)

@@ -10,11 +10,14 @@ from __future__ import annotations
 import math
 import textwrap
 from pathlib import Path
+from typing import TypedDict
 
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
+from matplotlib.artist import Artist
 from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 
 from .metrics import Percentile, percentiles
@@ -31,7 +34,18 @@ STYLES = (
     {"color": "#252525", "linestyle": (0, (8, 2)), "marker": "P", "hatch": "--"},
 )
 _PCT_MARKERS = {50.0: "o", 99.0: "^", 99.9: "*"}
-_STATE_STYLE = {  # EV states: GOOD light, ASSUMED_BAD dark and hatched, DENIED black, crossed
+
+
+class _Fill(TypedDict):
+    """How a bar or legend patch is filled: the keyword arguments of matplotlib's Patch."""
+
+    facecolor: str
+    hatch: str
+    edgecolor: str
+
+
+# EV states: GOOD light, ASSUMED_BAD dark and hatched, DENIED black, crossed
+_STATE_STYLE: dict[str, _Fill] = {
     "GOOD": {"facecolor": "#e6e6e6", "hatch": "", "edgecolor": "#bbbbbb"},
     "ASSUMED_BAD": {"facecolor": "#555555", "hatch": "////", "edgecolor": "white"},
     "DENIED": {"facecolor": "black", "hatch": "xx", "edgecolor": "#888888"},
@@ -66,10 +80,10 @@ def save(fig: Figure, out_dir: Path, name: str) -> list[Path]:
 
 
 def _mark_disturbances(ax, disturbances: pd.DataFrame, reroutes: pd.Series | None,
-                       t_max: float, labels: bool = True) -> list:
+                       t_max: float, labels: bool = True) -> list[Artist]:
     """Shade each fault or background pattern (hatched span, its label at the top) and draw
     the baseline's reroutes as dotted lines; return legend handles for them."""
-    handles = []
+    handles: list[Artist] = []
     for i, d in enumerate(disturbances.itertuples()):
         end = d.end if pd.notna(d.end) else t_max
         fault = d.source == "fault"
@@ -92,7 +106,7 @@ def _mark_disturbances(ax, disturbances: pd.DataFrame, reroutes: pd.Series | Non
     if reroutes is not None and len(reroutes):
         for t in reroutes:
             ax.axvline(t, color="black", linestyle=(0, (1, 2)), linewidth=1.0, zorder=1)
-        handles.append(plt.Line2D([], [], color="black", linestyle=(0, (1, 2)),
+        handles.append(Line2D([], [], color="black", linestyle=(0, (1, 2)),
                                   label="baseline routing converged"))
     return handles
 
@@ -125,7 +139,7 @@ def cct_cdf(samples: dict[str, pd.Series], title: str) -> Figure:
     ax.set_ylim(0, 1.05)
     ax.set_title(title)
     handles, _ = ax.get_legend_handles_labels()
-    handles += [plt.Line2D([], [], marker=m, color="gray", markeredgecolor="black",
+    handles += [Line2D([], [], marker=m, color="gray", markeredgecolor="black",
                            linestyle="none", label=f"p{q:g}") for q, m in _PCT_MARKERS.items()]
     ax.legend(handles=handles, loc="lower right")
     fig.tight_layout()
@@ -194,6 +208,7 @@ def utilisation_heatmap(panels: list[tuple[str, pd.DataFrame, list]], bin_s: flo
                     ax.axvline(t, color="white", linestyle="--", linewidth=1.0)
                     ax.axvline(t, color="black", linestyle=(3, (3, 3)), linewidth=1.0)
     axes[-1, 0].set_xlabel(TIME_LABEL + f"; {bin_s:g} s bins")
+    assert image is not None  # a figure has at least one panel
     bar = fig.colorbar(image, ax=axes[:, 0].tolist(), extend="max", fraction=0.04, pad=0.01)
     bar.set_label("sent, share of nominal link rate")
     bar.set_ticks([0, 0.25, 0.5, 0.75, 1.0], labels=["0%", "25%", "50%", "75%", "100%"])
@@ -232,9 +247,9 @@ def busbw_bars(rows: pd.DataFrame, title: str) -> Figure:
     ax.set_ylim(0, peak / div * 1.15)
     # the legend sits right of the axes, so a long title is wrapped to the axes' width
     ax.set_title("\n".join(textwrap.wrap(title, int(12 * (fig.get_figwidth() - 1.6)))))
-    ax.legend(handles=[plt.Line2D([], [], color="black", linewidth=2.2,
+    ax.legend(handles=[Line2D([], [], color="black", linewidth=2.2,
                                   label="ideal (injection rate)"),
-                       plt.Line2D([], [], marker="o", color="black", markerfacecolor="white",
+                       Line2D([], [], marker="o", color="black", markerfacecolor="white",
                                   linestyle="none", label="one rank, at its own\ntime per "
                                   "timed iteration")],
               loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0, fontsize=7)

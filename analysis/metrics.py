@@ -10,11 +10,13 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import cast
 
 import numpy as np
 import pandas as pd
 
 from hostagent.workloads import nccl
+from hostagent.workloads.collectives import Kind
 from hostagent.workloads.iterations import IterationRecord
 from runcontract import BackgroundWindow
 
@@ -97,7 +99,8 @@ def rank_busbw(iterations: pd.DataFrame) -> list[float]:
     timed = iterations[~iterations["warmup"].astype(bool)]
     records = IterationRecord.of_rows(timed.to_dict("records"))
     world = int(iterations["rank"].nunique())
-    return [nccl.busbw(records[0].kind, world, records[0].bytes, seconds)
+    kind = cast(Kind, records[0].kind)  # read back from JSON as a str
+    return [nccl.busbw(kind, world, records[0].bytes, seconds)
             for seconds in nccl.rank_times(records).values()]
 
 
@@ -414,7 +417,7 @@ def ports(links: pd.DataFrame, tiers: dict[str, str]) -> pd.DataFrame:
     p = p.copy()
     p["peer"] = [next((e for e in link.split("-") if e != node), node)
                  for node, link in zip(p["node"], p["link"])]
-    p["direction"] = ["up" if _UP.get(tiers.get(a)) == tiers.get(b) else "down"
+    p["direction"] = ["up" if _UP.get(tiers.get(a, "")) == tiers.get(b) else "down"
                       for a, b in zip(p["node"], p["peer"])]
     p["label"] = p["node"] + "→" + p["peer"]
     p["order"] = list(zip(p["plane"], p["kind"] != "host", p["direction"] != "up", p["label"]))

@@ -156,7 +156,7 @@ def goodput_figure(views: list[RunView]) -> Figure:
 def utilisation_figure(views: list[RunView]) -> Figure:
     """Per plane for every run; per port too for a single run (a comparison would need one
     tall panel per run)."""
-    panels = []
+    panels: list[tuple[str, pd.DataFrame, list]] = []
     for v in views:
         if v.port_rates.empty:
             continue
@@ -266,7 +266,7 @@ def balance_table(views: list[RunView]) -> pd.DataFrame:
     over each QP's EVs (packets sent)."""
     rows = []
     for v in views:
-        row = {"run": v.label}
+        row: dict[str, str | float] = {"run": v.label}
         if not v.run.links.empty:
             totals = metrics.port_totals(v.run.links).reset_index()
             up = totals.merge(v.ports[["node", "ifname", "plane", "kind", "direction"]])
@@ -353,7 +353,7 @@ def save(fig: Figure, out_dir: str | Path, name: str) -> None:
     from IPython.display import Image, display
 
     paths = figures.save(fig, Path(out_dir), name)
-    title = fig._suptitle.get_text() if fig._suptitle else \
+    title = fig.get_suptitle() or \
         next((ax.get_title() for ax in fig.axes if ax.get_title()), name)
     plt.close(fig)  # shown once, as the saved PNG, not again by the inline backend
     png = next(p for p in paths if p.suffix == ".png")

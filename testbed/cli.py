@@ -14,6 +14,7 @@ import json
 import math
 import sys
 from pathlib import Path
+from typing import cast
 
 from runcontract import META, UserError
 from testbed import scenario
@@ -25,6 +26,7 @@ from testbed.kernel import features
 from testbed.lifecycle import cleanup, registry
 from testbed.lifecycle.progress import Progress
 from testbed.run import results
+from testbed.scenario.schema import Transport
 
 
 def _seconds(text: str) -> float:
@@ -314,7 +316,7 @@ def _cmd_drill(args) -> int:
     verdicts = []
     for t in done:
         stated = t.drill.drill.objectives
-        spec = stated.get(t.transport)
+        spec = stated.get(cast(Transport, t.transport))  # one of the drill's transports
         other = next(iter(stated.values()), None)  # a contrast row is measured against these
         verdicts.append(drill_report.judge(
             t.drill.drill.name, t.transport, t.repetitions, t.controls,

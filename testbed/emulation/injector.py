@@ -36,8 +36,8 @@ import threading
 import time
 from dataclasses import dataclass, field
 
-from testbed.emulation.network_api import Network
-from testbed.emulation.nft_workers import NodeNft, Pending
+from testbed.emulation.network_api import Network, NftWorker
+from testbed.emulation.nft_workers import Pending
 from testbed.errors import EnvironmentProblem
 from testbed.fabric.plan import Link, Port
 from testbed.fabric.routes import node_config
@@ -53,6 +53,15 @@ SETUP = (f"table inet {TABLE}\ndelete table inet {TABLE}\ntable inet {TABLE} {{\
 
 def _plain(cfg) -> dict:
     return {r.dst: r for r in cfg.routes if r.kind == "plain"}
+
+
+def _number(action: Action, key: str) -> float:
+    """A numeric parameter of an action; the timeline keeps parameters untyped, so the type
+    is checked here, where the number is used."""
+    value = dict(action.params)[key]
+    if not isinstance(value, (int, float)):
+        raise TypeError(f"faults.{action.event}: {key} is {value!r}, not a number")
+    return value
 
 
 @dataclass
@@ -79,14 +88,14 @@ class NftRules:
             if action.condition in ("down", "blackhole"):
                 ends = [link.lower, link.upper]
             else:
-                direction = dict(action.params).get("direction", "both")
+                direction = str(dict(action.params).get("direction", "both"))
                 ends = {"up": [link.lower], "down": [link.upper]}.get(direction,
                                                                      [link.lower, link.upper])
             for port in ends:
                 state = self.ports.setdefault((port.node, port.ifname), _PortState())
                 if action.condition == "loss":
                     if action.on:
-                        state.loss[holder] = float(dict(action.params)["probability"])
+                        state.loss[holder] = _number(action, "probability")
                     else:
                         state.loss.pop(holder, None)
                 else:
@@ -136,7 +145,7 @@ class Injector:
         self.links: dict[str, Link] = {link.name: link for link in network.plan.links}
         self.rules = NftRules(self.links)  # as applied by `apply` (tests, by hand)
         self.scripts = prepared(self.links, actions)  # the timeline's, rendered ahead
-        self._workers: dict[str, NodeNft] = {}
+        self._workers: dict[str, NftWorker] = {}
         self._pending: list[Pending | None] = [None] * len(actions)
         self.rows: list[dict] = []
         self.error: str | None = None
@@ -244,7 +253,7 @@ class Injector:
         except Exception as exc:  # noqa: BLE001 (recorded; the run reports it)
             return started, time.time(), str(exc)
 
-    def _worker(self, node: str) -> NodeNft:
+    def _worker(self, node: str) -> NftWorker:
         if node not in self._workers:
             self._workers[node] = self.network.nft_worker(node, self._stop, SETUP)
         return self._workers[node]
@@ -278,8 +287,8 @@ class Injector:
         for name in action.links:
             link = self.links[name]
             if action.condition == "degrade":
-                params = dict(action.params)
-                rate = params.get("rate") or int(link.rate * params["fraction"])
+                rate = (int(_number(action, "rate")) if dict(action.params).get("rate")
+                        else int(link.rate * _number(action, "fraction")))
                 for port in (link.lower, link.upper):
                     self._set_rate(port, link, rate if action.on else link.rate)
             elif action.condition == "routed":
@@ -288,7 +297,7 @@ class Injector:
             elif action.condition == "delay":
                 for port in (link.lower, link.upper):
                     self._set_delay(port, link,
-                                    dict(action.params)["delay"] if action.on else None)
+                                    _number(action, "delay") if action.on else None)
         if action.condition == "routed":
             self._converge()
 

@@ -165,6 +165,7 @@ class Prober:
         """Drain arrivals for up to `timeout`; returns how many probes this call read."""
         before = out.datagrams
         for key, _ in self.selector.select(timeout):
+            assert isinstance(key.fileobj, socket.socket)  # only receivers are registered
             for index, address, ifindex in probes.receive(key.fileobj, nonce):
                 arrived(self.job, out, index, key.data, address, ifindex)
         return out.datagrams - before
@@ -285,9 +286,9 @@ def verify(network: Network, progress: Progress) -> VerifyReport:
             c["lost"] += 1
             report.failures.append(
                 Failure(ev, f"lost ({outcome.sent[i]} probes sent, none arrived)"))
-        elif outcome.seen[i] is not None:
+        elif (seen := outcome.seen[i]) is not None:
             c["wrong"] += 1
-            report.failures.append(Failure(ev, outcome.seen[i]))
+            report.failures.append(Failure(ev, seen))
         else:
             c["proven"] += 1
         for router in ev.sid_routers():

@@ -24,6 +24,7 @@ class LibbpfError(OSError):
 
 _PRINT_FN = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_int, ctypes.c_char_p, ctypes.c_void_p)
 _log: list[str] = []
+_callbacks: list[object] = []  # what libbpf calls back: ctypes frees it with its last reference
 
 
 @cache
@@ -44,10 +45,11 @@ def _lib() -> ctypes.CDLL:
         _log.append(buf.value.decode(errors="replace").rstrip())
         return 0
 
-    lib._print_fn = _PRINT_FN(collect)  # kept alive as long as the library
+    print_fn = _PRINT_FN(collect)
+    _callbacks.append(print_fn)
     lib.libbpf_set_print.argtypes = [_PRINT_FN]
     lib.libbpf_set_print.restype = ctypes.c_void_p
-    lib.libbpf_set_print(lib._print_fn)
+    lib.libbpf_set_print(print_fn)
     for fn, args, res in (
         ("bpf_object__open_file", [ctypes.c_char_p, ctypes.c_void_p], ctypes.c_void_p),
         ("bpf_object__load", [ctypes.c_void_p], ctypes.c_int),

@@ -164,7 +164,7 @@ class Fabric(StrictModel):
 class Switch(StrictModel):
     """What every router port does as its queue fills, beyond dropping at the buffer: an eBPF
     program at its egress (testbed/kernel/bpf/fabric_queue.c). Thresholds are per link class.
-    Lossless mode (docs/lossless.md) keeps queueing past the buffer instead of dropping."""
+    Lossless mode (docs/manual/lossless.md) keeps queueing past the buffer instead of dropping."""
 
     ecn: bool = Field(True, description="mark CE on ECN-capable packets above ecn_threshold")
     trim: bool = Field(True, description="cut MRC data packets to their header above "

@@ -587,6 +587,7 @@ class _Prober:
     def _drain(self) -> None:
         while not self.stop.is_set():
             for key, _ in self.selector.select(0.05):
+                assert isinstance(key.fileobj, socket.socket)  # only receivers are registered
                 got = [(index, key.data, None if address is None else str(address), ifindex)
                        for index, address, ifindex in probes.receive(key.fileobj, self.nonce)]
                 with self.lock:
