@@ -63,20 +63,48 @@ def variant_text(text: str, variant: str, seed: int) -> tuple[str, str]:
 RUN_TIMEOUT = 300.0  # s: one variant of these scenarios runs in under a minute
 
 
+@dataclass(frozen=True)
+class Checkout:
+    """The code a run runs: this one, or another checkout of the project with its own venv
+    (`make install` made it), so that two commits are measured in one sitting."""
+
+    path: Path = ROOT
+
+    @property
+    def python(self) -> str:
+        return sys.executable if self.path == ROOT else str(self.path / ".venv" / "bin" / "python")
+
+    def commit(self) -> str:
+        done = subprocess.run(["git", "rev-parse", "--short=7", "HEAD"], cwd=self.path,
+                              capture_output=True, text=True)
+        return done.stdout.strip() if done.returncode == 0 else self.path.name
+
+    def check(self) -> None:
+        if not Path(self.python).is_file():
+            raise ValueError(f"{self.path}: no {self.python}; run `make install` in that "
+                             f"checkout first")
+
+
+THIS = Checkout()
+
+
 def run_variant(file: Path, variant: str, seed: int, out: Path,
-                timeout: float = RUN_TIMEOUT) -> tuple[Path | None, str]:
-    """Run one variant of the scenario `file` with `seed`; its run folder (None if the run
-    made none) and the command's stderr. Past `timeout` the run is interrupted (SIGINT: the
-    runner cleans up what it built)."""
+                timeout: float = RUN_TIMEOUT,
+                checkout: Checkout = THIS) -> tuple[Path | None, str]:
+    """Run one variant of the scenario `file` with `seed` on `checkout`'s code; its run folder
+    (None if the run made none) and the command's stderr. Past `timeout` the run is
+    interrupted (SIGINT: the runner cleans up what it built)."""
     name, text = variant_text(file.read_text(), variant, seed)
-    spec = out / "specs" / f"{name}-{variant}.yaml"
+    tag = "" if checkout == THIS else f"@{checkout.commit()}"
+    spec = out / "specs" / f"{name}-{variant}{tag}.yaml"
     spec.parent.mkdir(parents=True, exist_ok=True)
     spec.write_text(f"# {file.relative_to(ROOT) if file.is_relative_to(ROOT) else file}, "
                     f"variant {variant}, seed {seed}\n{text}")
-    results = out / "runs" / f"{name}-{variant}"
-    proc = subprocess.Popen([sys.executable, "-m", "testbed.cli", "run", str(spec),
+    results = out / "runs" / f"{name}-{variant}{tag}"
+    proc = subprocess.Popen([checkout.python, "-m", "testbed.cli", "run", str(spec),
                              "--no-report", "--quiet", "--results", str(results)],
-                            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            cwd=checkout.path, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
     try:
         _, err = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:

@@ -5,7 +5,12 @@ min / median / max over the runs judged `faithful`, the busbw ratio of MRC to ea
 variant seed by seed, the CCT tail, retransmissions and in-fabric trims.
 
     sudo .venv/bin/python bench/faults.py [--seeds 1,2,3]
-        [--variants mrc,rocev2,rocev2-lossless] [--results DIR] [SCENARIO.yaml ...]
+        [--variants mrc,rocev2,rocev2-lossless] [--against CHECKOUT] [--results DIR]
+        [SCENARIO.yaml ...]
+
+`--against CHECKOUT` measures another checkout of the project (another commit, with its own
+`make install`) beside this one: each variant and seed runs there first, then here, so a change
+is an A/B of one sitting; its rows are named `VARIANT@COMMIT`.
 
 Without scenarios it runs the quickstart-sized fault scenarios shipped in scenarios/ (those that
 need netem are skipped, with the reason, where the kernel lacks it). Progress goes to stderr;
@@ -25,7 +30,9 @@ sys.path.insert(0, str(ROOT))
 from analysis.load import RunError, load_run  # noqa: E402
 from analysis.metrics import cct, nccl_rows, percentiles  # noqa: E402
 from bench.fair import (  # noqa: E402
+    THIS,
     VARIANTS,
+    Checkout,
     counted,
     header,
     parse_seeds,
@@ -61,12 +68,18 @@ def measure(run_dir: Path) -> dict:
             "fidelity": (run.meta.get("fidelity") or {}).get("verdict", "-")}
 
 
+def key(variant: str, checkout: Checkout) -> str:
+    """A variant's name in the report: `VARIANT@COMMIT` when it ran on another checkout."""
+    return variant if checkout == THIS else f"{variant}@{checkout.commit()}"
+
+
 def paired(rows: dict[tuple[str, int], dict], variant: str, seeds: list[int]) -> list[float | None]:
-    """MRC's busbw over `variant`'s, seed by seed; None where a run of the pair is missing or
-    not faithful."""
+    """MRC's busbw over `variant`'s, seed by seed, both on the same checkout; None where a run
+    of the pair is missing or not faithful."""
+    mrc = "mrc" + variant[variant.find("@"):] if "@" in variant else "mrc"
     out: list[float | None] = []
     for seed in seeds:
-        a, b = rows.get(("mrc", seed)), rows.get((variant, seed))
+        a, b = rows.get((mrc, seed)), rows.get((variant, seed))
         out.append(a["busbw"] / b["busbw"] if a and b and b["busbw"]
                    and counted([a["fidelity"], b["fidelity"]]) else None)
     return out
@@ -92,8 +105,8 @@ def report(results: dict[str, dict[tuple[str, int], dict]], variants: list[str],
             keep = [counted([m["fidelity"]]) for m in mine]
             share = spread([m["share"] for m in mine], keep)
             p99 = spread([m["p99"] for m in mine], keep)
-            vs = spread(paired(runs, v, seeds), [True] * len(seeds)) if v != "mrc" \
-                and "mrc" in variants else None
+            vs = spread(paired(runs, v, seeds), [True] * len(seeds)) \
+                if not v.startswith("mrc") and "mrc" in variants else None
             summary.append([name, v, f"{share.n} of {len(seeds)}", share.text("{:.0%}"),
                             p99.text("{:.0f}"), vs.text("{:.2f}x") if vs else "",
                             "" if share.n == len(seeds) else "**runs excluded or missing**"])
@@ -119,11 +132,19 @@ def main() -> int:
     ap.add_argument("--variants", default=",".join(VARIANTS))
     ap.add_argument("--results", type=Path, help="where the run folders go "
                     "(default: results/faults-<utc>)")
+    ap.add_argument("--against", type=Path, metavar="CHECKOUT",
+                    help="another checkout of the project to run beside this one (A/B)")
     args = ap.parse_args()
     try:
         seeds, variants = parse_seeds(args.seeds), parse_variants(args.variants)
+        checkouts = [THIS]
+        if args.against is not None:
+            other = Checkout(args.against.resolve())
+            other.check()
+            checkouts.insert(0, other)
     except ValueError as exc:
         ap.error(str(exc))
+    keys = [key(v, c) for v in variants for c in checkouts]
     top = header("bench/faults.py", sys.argv)
     files = [Path(f) for f in args.scenarios] or \
         [ROOT / "scenarios" / f"{n}.yaml" for n in DEFAULT]
@@ -136,22 +157,25 @@ def main() -> int:
     for file in files:
         runs: dict[tuple[str, int], dict] = {}
         reason = ""
-        for seed in seeds:  # variants side by side on each seed
+        for seed in seeds:  # variants (and checkouts) side by side on each seed
             for v in variants:
-                d, err = run_variant(file.resolve(), v, seed, out / file.stem)
-                try:
-                    if d is not None:
-                        runs[(v, seed)] = measure(d)
-                        m = runs[(v, seed)]
-                        print(f"{file.stem} {v} s{seed}: {m['share']:.0%} of ideal, "
-                              f"{m['fidelity']}", file=sys.stderr, flush=True)
-                        continue
-                except RunError as exc:
-                    err = str(exc)
-                reason = why(err)
-                missing.append([file.stem, v, seed, reason])
-                print(f"{file.stem} {v} s{seed}: no result ({reason})", file=sys.stderr,
-                      flush=True)
+                for checkout in checkouts:
+                    k = key(v, checkout)
+                    d, err = run_variant(file.resolve(), v, seed, out / file.stem,
+                                         checkout=checkout)
+                    try:
+                        if d is not None:
+                            runs[(k, seed)] = measure(d)
+                            m = runs[(k, seed)]
+                            print(f"{file.stem} {k} s{seed}: {m['share']:.0%} of ideal, "
+                                  f"{m['fidelity']}", file=sys.stderr, flush=True)
+                            continue
+                    except RunError as exc:
+                        err = str(exc)
+                    reason = why(err)
+                    missing.append([file.stem, k, seed, reason])
+                    print(f"{file.stem} {k} s{seed}: no result ({reason})", file=sys.stderr,
+                          flush=True)
             if not runs:  # the first seed made nothing (netem missing, ...): skip the rest
                 break
         if runs:
@@ -160,7 +184,7 @@ def main() -> int:
             missing = [row for row in missing if row[0] != file.stem]
             skipped.append(f"- {file.stem}: skipped: {reason}")
     print(top + f"- results: {out}\n- seeds: {', '.join(map(str, seeds))}\n")
-    print(report(results, variants, seeds, missing), end="")
+    print(report(results, keys, seeds, missing), end="")
     if skipped:
         print("\n" + "\n".join(skipped))
     return 0

@@ -3,12 +3,13 @@ run counts toward min / median / max only when it and its control were faithful.
 from __future__ import annotations
 
 import re
+import sys
 from pathlib import Path
 
 import pytest
 import yaml
 
-from bench import faults, paper
+from bench import fair, faults, paper
 from bench.fair import (
     counted,
     header,
@@ -139,6 +140,50 @@ def test_the_faults_report_pairs_mrc_with_each_variant_seed_by_seed():
     # seed 2's RoCEv2 run was degraded: only seed 1's pair, 18 / 9
     assert "| gray-loss | rocev2 | 1 of 2 | 45%/45%/45% | 120/120/120 | 2.00x/2.00x/2.00x | " \
            "**runs excluded or missing** |" in summary
+
+
+def test_an_other_checkout_pairs_with_its_own_mrc_runs():
+    """With --against, `rocev2@abc1234` is MRC@abc1234's peer, not this checkout's MRC."""
+    def m(busbw: float) -> dict:
+        return {"busbw": busbw, "share": busbw / 20.0, "p50": 100.0, "p99": 120.0, "n": 5,
+                "retx": 0, "trims": 0, "verified": True, "fidelity": "faithful"}
+
+    runs = {("mrc@abc1234", 1): m(12.0), ("mrc", 1): m(18.0), ("rocev2@abc1234", 1): m(3.0),
+            ("rocev2", 1): m(9.0)}
+    summary = faults.report({"spines": runs}, ["mrc@abc1234", "mrc", "rocev2@abc1234",
+                                               "rocev2"], [1]).split("min/median/max")[1]
+    assert "| spines | rocev2@abc1234 | 1 of 1 | 15%/15%/15% | 120/120/120 | 4.00x/4.00x/4.00x" \
+        in summary
+    assert "| spines | rocev2 | 1 of 1 | 45%/45%/45% | 120/120/120 | 2.00x/2.00x/2.00x" in summary
+
+
+def test_a_run_on_an_other_checkout_uses_its_interpreter_and_folder(tmp_path: Path,
+                                                                     monkeypatch):
+    other = tmp_path / "old"
+    (other / ".venv" / "bin").mkdir(parents=True)
+    (other / ".venv" / "bin" / "python").touch()
+    seen = {}
+
+    class Done:
+        def __init__(self, argv, cwd, **_):
+            seen.update(argv=argv, cwd=cwd)
+
+        def communicate(self, timeout=None):
+            return "", "no run"
+
+    monkeypatch.setattr(fair.Checkout, "commit", lambda self: "abc1234")
+    monkeypatch.setattr(fair.subprocess, "Popen", Done)
+    file = tmp_path / "s.yaml"
+    file.write_text("name: s\n")
+    checkout = fair.Checkout(other)
+    checkout.check()
+    assert fair.run_variant(file, "rocev2", 1, tmp_path / "out", checkout=checkout) \
+        == (None, "no run")
+    assert seen["argv"][0] == str(other / ".venv" / "bin" / "python") and seen["cwd"] == other
+    fair.run_variant(file, "rocev2", 1, tmp_path / "out")
+    assert seen["argv"][0] == sys.executable and seen["cwd"] == fair.ROOT
+    with pytest.raises(ValueError, match="make install"):
+        fair.Checkout(tmp_path / "nowhere").check()
 
 
 @pytest.mark.parametrize("which", list(paper.SETS))
