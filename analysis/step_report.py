@@ -8,9 +8,10 @@ records them), both in seconds since the workload's start.
 A fault run shown beside a healthy control of its scenario (the same file without its faults
 and background traffic, over the same transport: what a drill's control run is, or a second
 scenario file that differs only there) is also read as a ratio to it: its step time p50 and
-p99 and each group's exposed communication over the control's. Name, description and seed
-may differ; anything else (fabric, workload, transport settings) must be the same, or the
-ratio would measure that difference too.
+p99 and each group's exposed communication over the control's. Name, description, seed and
+the number of iterations (and warmup iterations) may differ: a fault run needs iterations to
+cover its fault's window, a control does not; anything else (fabric, the step itself,
+transport settings) must be the same, or the ratio would measure that difference too.
 """
 from __future__ import annotations
 
@@ -133,6 +134,7 @@ def step_times_figure(views: list[RunView]) -> Figure:
 # ---- the summary's table ----
 DISTURBANCES = ("faults", "background")  # what a healthy control has none of
 FREE = ("name", "description", "seed", "transport", *DISTURBANCES)  # may differ from it
+FREE_WORKLOAD = ("iterations", "warmup")  # how long the run is, not what a step is
 
 
 def healthy(data: dict) -> bool:
@@ -142,9 +144,14 @@ def healthy(data: dict) -> bool:
 def pair_controls(runs: list[tuple[str, str, dict]]) -> dict[str, str | None]:
     """Per run (label, transport, scenario as run): the label of its healthy control among
     the others, None for a healthy run or a fault run without one. The first healthy run over
-    the same transport whose scenario equals the fault run's but for `FREE` keys."""
+    the same transport whose scenario equals the fault run's but for `FREE` keys and the
+    workload's `FREE_WORKLOAD`."""
     def same(data: dict) -> dict:
-        return {k: v for k, v in data.items() if k not in FREE}
+        out = {k: v for k, v in data.items() if k not in FREE}
+        if isinstance(out.get("workload"), dict):
+            out["workload"] = {k: v for k, v in out["workload"].items()
+                               if k not in FREE_WORKLOAD}
+        return out
     out: dict[str, str | None] = {}
     for label, transport, data in runs:
         out[label] = None if healthy(data) else next(

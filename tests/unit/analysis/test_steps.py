@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from types import SimpleNamespace
 
 import pandas as pd
@@ -197,17 +198,21 @@ def test_summary_table_side_by_side(tmp_path):
 
 HEALTHY = {"name": "step", "seed": 1, "fabric": {"planes": 2}, "workload": {"iterations": 3}}
 FAULT = {**HEALTHY, "name": "step-blackhole", "seed": 2, "description": "a T1 blackhole",
+         "workload": {"iterations": 12, "warmup": 1},
          "faults": [{"at": 1, "kind": "blackhole"}]}
 
 
 def test_a_fault_run_pairs_with_the_healthy_run_of_its_scenario_and_transport():
     other_fabric = {**FAULT, "fabric": {"planes": 4}}
+    other_step = {**FAULT, "workload": {"iterations": 3, "training": {"dp": 2}}}
     pairs = step_report.pair_controls([
         ("ctl mrc", "mrc", HEALTHY), ("ctl rocev2", "rocev2", HEALTHY),
         ("bh mrc", "mrc", FAULT), ("bh rocev2", "rocev2", FAULT),
-        ("4p mrc", "mrc", other_fabric), ("bg mrc", "mrc", {**HEALTHY, "background": [{}]})])
+        ("4p mrc", "mrc", other_fabric), ("dp mrc", "mrc", other_step),
+        ("bg mrc", "mrc", {**HEALTHY, "background": [{}]})])
     assert pairs == {"ctl mrc": None, "ctl rocev2": None, "bh mrc": "ctl mrc",
-                     "bh rocev2": "ctl rocev2", "4p mrc": None, "bg mrc": "ctl mrc"}
+                     "bh rocev2": "ctl rocev2", "4p mrc": None, "dp mrc": None,
+                     "bg mrc": "ctl mrc"}
 
 
 def test_summary_table_gives_each_fault_run_its_slowdown_against_the_control(tmp_path):
@@ -237,3 +242,16 @@ def test_the_summary_of_step_runs_is_the_step_table(tmp_path):
     text = summary.text([view])
     assert text.startswith("# training step on 2 ranks (s), timed iterations\n")
     assert "step time p50" in text and "fidelity mrc: not judged" in text
+
+
+@pytest.mark.parametrize("fault, control", [
+    ("training-t1-blackhole", "training-quickstart"),
+    ("training-16-blackhole", "training-16"),
+    ("training-moe-flap", "training-moe")])
+def test_each_shipped_fault_twin_pairs_with_its_healthy_scenario(fault, control):
+    folder = Path(__file__).resolve().parents[3] / "scenarios"
+    runs = [(f"{name} {t}", t, yaml.safe_load((folder / f"{name}.yaml").read_text()))
+            for name in (fault, control) for t in ("mrc", "rocev2")]
+    pairs = step_report.pair_controls(runs)
+    assert pairs[f"{fault} mrc"] == f"{control} mrc"
+    assert pairs[f"{fault} rocev2"] == f"{control} rocev2"
