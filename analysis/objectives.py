@@ -15,7 +15,12 @@ Definitions (times in s since each run's workload start):
   last one's end (or the workload's end);
 - goodput: bytes of verified writes delivered per second (metrics.deliveries, each write's
   bytes spread over its lifetime);
-- a stall: an interval inside the timed iterations in which no write of any rank completed.
+- a stall: an interval inside the timed iterations in which no write of any rank completed;
+- a training step's fault-window iterations: its timed steps (first node start to last node
+  end over every rank, analysis/steps.py) that overlap the fault window; their mean time, and
+  their exposed communication per rank (mean over ranks and those iterations), are compared
+  with the steady state's: the control's timed steps, or without a control the steps that
+  ended before the first fault.
 """
 from __future__ import annotations
 
@@ -26,7 +31,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from . import metrics
+from . import metrics, steps
 from .load import Run
 
 FRACTION = 0.9  # recovered = back to this share of the level before (as the report's)
@@ -165,6 +170,12 @@ def evaluate(runs: Sequence[Run], controls: Sequence[Run], spec: dict) -> list[V
         out.append(Verdict("longest stall", f"{_fmt_ms(worst)} (worst of {n_runs} runs)",
                            f"<= {limit * 1e3:g} ms", "pass" if worst <= limit else "fail",
                            "", worst * 1e3))
+    if spec.get("step_slowdown") is not None:
+        out.append(_step_verdict(runs, controls, windows, float(spec["step_slowdown"]),
+                                 "time"))
+    if spec.get("exposed_ratio") is not None:
+        out.append(_step_verdict(runs, controls, windows, float(spec["exposed_ratio"]),
+                                 "exposed"))
     if spec.get("faithful"):
         verdicts = [((r.meta.get("fidelity") or {}).get("verdict")) for r in
                     [*runs, *controls]]
@@ -194,6 +205,77 @@ def _steady(runs: Sequence[Run], controls: Sequence[Run], windows: list,
         c = ccts_of(r)
         parts.append((c[c["end"] <= w[0]] if w else c)["cct"].to_numpy(dtype=float))
     return np.concatenate(parts) if parts else np.array([])
+
+
+def step_table(run: Run) -> pd.DataFrame:
+    """The timed iterations of a step run: per iteration its start and end (s since t0), step
+    time and exposed communication per rank (mean over ranks); empty for a collective run."""
+    nodes = run.tables.get("steps")
+    if nodes is None or nodes.empty:
+        return pd.DataFrame(columns=["iteration", "start", "end", "time", "exposed"])
+    nodes = nodes[~nodes["warmup"].astype(bool)]
+    times = steps.iteration_times(nodes)
+    exposed = steps.rank_metrics(nodes).groupby("iteration")["exposed"].mean()
+    return pd.DataFrame({"iteration": times["iteration"], "start": times["start"] - run.t0,
+                         "end": times["end"] - run.t0, "time": times["time"],
+                         "exposed": times["iteration"].map(exposed).to_numpy()})
+
+
+def _group_exposed(run: Run, iterations: pd.Series) -> pd.Series:
+    """Per group, its exposed time per member (mean over members and the iterations given)."""
+    nodes = run.tables.get("steps")
+    if nodes is None or nodes.empty:
+        return pd.Series(dtype=float)
+    g = steps.group_exposed(nodes[nodes["iteration"].isin(iterations)])
+    return g.groupby("group")["exposed_mean"].mean() if len(g) else pd.Series(dtype=float)
+
+
+def _step_verdict(runs: Sequence[Run], controls: Sequence[Run], windows: list, ratio: float,
+                  metric: str) -> Verdict:
+    """Step time (`metric` "time") or exposed communication per rank ("exposed") of the
+    fault-window iterations, mean over them, as a multiple of the steady state's mean; the
+    worst repetition is judged. Exposed communication also names the group whose exposure
+    grew the most."""
+    name = {"time": "step time in the fault window",
+            "exposed": "exposed communication in the fault window"}[metric]
+    limit = f"<= {ratio:g} x steady"
+    tables = [step_table(r) for r in runs]
+    if all(t.empty for t in tables):
+        return Verdict(name, "-", limit, "inconclusive", "no training-step iterations")
+    if controls:
+        steady_runs = [(c, step_table(c)) for c in controls]
+        basis = f"control, {len(controls)} run{'s' if len(controls) > 1 else ''}"
+    else:
+        steady_runs = [(r, t[t["end"] <= w[0]]) for r, t, w in zip(runs, tables, windows,
+                                                                   strict=True) if w]
+        basis = "steps before the first fault"
+    steady_rows = pd.concat([t for _, t in steady_runs]) if steady_runs else pd.DataFrame()
+    steady = float(steady_rows[metric].mean()) if len(steady_rows) else math.nan
+    inside = [(r, t[(t["start"] < w[1]) & (t["end"] > w[0])])
+              for r, t, w in zip(runs, tables, windows, strict=True) if w is not None]
+    inside = [(r, t) for r, t in inside if len(t)]
+    if not inside or math.isnan(steady) or steady <= 0:
+        why = ("no fault was applied" if not any(windows) else
+               "no timed step overlaps the fault window" if not inside else
+               "no steady-state steps" if math.isnan(steady) else
+               "the steady state exposes no communication")
+        return Verdict(name, "-", limit, "inconclusive", why)
+    shares = [float(t[metric].mean()) / steady for _, t in inside]
+    n = sum(len(t) for _, t in inside)
+    worst_group = ("", math.nan)
+    if metric == "exposed":
+        base = pd.concat([_group_exposed(c, ct["iteration"]) for c, ct in steady_runs])
+        base = base.groupby(level=0).mean()
+        for r, t in inside:
+            grew = (_group_exposed(r, t["iteration"]) / base[base > 0]).dropna()
+            if len(grew) and not grew.max() <= worst_group[1]:
+                worst_group = (str(grew.idxmax()), float(grew.max()))
+    worst = max(shares)
+    measured = (f"{worst:.2f} x (worst of {len(shares)}; {n} steps in the window; steady "
+                f"{steady * 1e3:.1f} ms per {'step' if metric == 'time' else 'rank'}, {basis})")
+    if worst_group[0]:
+        measured += f"; most grown: {worst_group[0]} {worst_group[1]:.2f} x"
+    return Verdict(name, measured, limit, "pass" if worst <= ratio else "fail", "", worst)
 
 
 def _goodput(runs: Sequence[Run], controls: Sequence[Run], windows: list,

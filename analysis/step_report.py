@@ -4,6 +4,14 @@
 Fault windows are the network faults as the injector applied them (metrics.disturbances) and
 the stragglers as the scenario scheduled them (their agents apply them; no fault action
 records them), both in seconds since the workload's start.
+
+A fault run shown beside a healthy control of its scenario (the same file without its faults
+and background traffic, over the same transport: what a drill's control run is, or a second
+scenario file that differs only there) is also read as a ratio to it: its step time p50 and
+p99 and each group's exposed communication over the control's. Name, description, seed and
+the number of iterations (and warmup iterations) may differ: a fault run needs iterations to
+cover its fault's window, a control does not; anything else (fabric, the step itself,
+transport settings) must be the same, or the ratio would measure that difference too.
 """
 from __future__ import annotations
 
@@ -35,10 +43,15 @@ def is_step_run(view: RunView) -> bool:
     return "steps" in view.run.tables and not view.run.steps.empty
 
 
+def scenario(view: RunView) -> dict:
+    """The scenario as the run ran it (its folder's copy)."""
+    data = yaml.safe_load((view.run.dir / SCENARIO).read_text())
+    return data if isinstance(data, dict) else {}
+
+
 def windows(view: RunView) -> pd.DataFrame:
     """Every fault's window, network and straggler, s since the workload's start."""
-    scenario = yaml.safe_load((view.run.dir / SCENARIO).read_text()) or {}
-    stragglers = steps.straggler_windows(scenario, view.t_end)
+    stragglers = steps.straggler_windows(scenario(view), view.t_end)
     faults = view.disturbances[view.disturbances["source"] == "fault"]
     return pd.concat([faults, stragglers], ignore_index=True) if len(stragglers) else faults
 
@@ -119,24 +132,68 @@ def step_times_figure(views: list[RunView]) -> Figure:
 
 
 # ---- the summary's table ----
+DISTURBANCES = ("faults", "background")  # what a healthy control has none of
+FREE = ("name", "description", "seed", "transport", *DISTURBANCES)  # may differ from it
+FREE_WORKLOAD = ("iterations", "warmup")  # how long the run is, not what a step is
+
+
+def healthy(data: dict) -> bool:
+    return not any(data.get(k) for k in DISTURBANCES)
+
+
+def pair_controls(runs: list[tuple[str, str, dict]]) -> dict[str, str | None]:
+    """Per run (label, transport, scenario as run): the label of its healthy control among
+    the others, None for a healthy run or a fault run without one. The first healthy run over
+    the same transport whose scenario equals the fault run's but for `FREE` keys and the
+    workload's `FREE_WORKLOAD`."""
+    def same(data: dict) -> dict:
+        out = {k: v for k, v in data.items() if k not in FREE}
+        if isinstance(out.get("workload"), dict):
+            out["workload"] = {k: v for k, v in out["workload"].items()
+                               if k not in FREE_WORKLOAD}
+        return out
+    out: dict[str, str | None] = {}
+    for label, transport, data in runs:
+        out[label] = None if healthy(data) else next(
+            (other for other, t, d in runs if other != label and t == transport and healthy(d)
+             and same(d) == same(data)), None)
+    return out
+
+
 def _ms(seconds: float) -> str:
     return "-" if math.isnan(seconds) else f"{seconds * 1e3:.1f}"
+
+
+def _ratio(value: float, control: float) -> str:
+    return "-" if math.isnan(value) or math.isnan(control) or control <= 0 \
+        else f"{value / control:.2f}x"
 
 
 def table(views: list[RunView]) -> str:
     """Transports side by side: per timed iteration the step time (first start to last end
     over every rank) p50 and p99 with the sample count, each rank's exposed communication
-    (mean over ranks and iterations), and per group its exposed time per member."""
+    (mean over ranks and iterations), and per group its exposed time per member; for a fault
+    run beside its healthy control (`pair_controls`), each of those over the control's."""
     frames = {v.label: v.run.steps[~v.run.steps["warmup"].astype(bool)] for v in views}
     labels = list(frames)
+    control = pair_controls([(v.label, v.run.transport, scenario(v)) for v in views])
     width = max(12, *(len(label) for label in labels))
     lines = [f"# training step on {views[0].run.world} ranks "
              f"({', '.join(dict.fromkeys(v.run.facts.scenario for v in views))}), "
-             f"timed iterations", "#" + "metric (ms)".rjust(23) + "".join(
-                 label.rjust(width + 2) for label in labels)]
+             f"timed iterations"]
+    lines += [f"#   {label}: against its healthy control {c}" for label, c in control.items()
+              if c is not None]
+    lines.append("#" + "metric (ms)".rjust(23) + "".join(label.rjust(width + 2)
+                                                        for label in labels))
 
     def row(name: str, cells: list[str]) -> None:
         lines.append(name.rjust(24) + "".join(c.rjust(width + 2) for c in cells))
+
+    def against(name: str, values: dict[str, float]) -> None:
+        """The ratio row of a metric, where some run has a control."""
+        if any(c is not None for c in control.values()):
+            row(f"{name} / control", [_ratio(values[k], values[c]) if c is not None else "-"
+                                      for k, c in control.items()])
 
     per_run = {}
     for label, frame in frames.items():
@@ -149,15 +206,21 @@ def table(views: list[RunView]) -> str:
     for k, q in enumerate(("p50", "p99")):
         row(f"step time {q}", [_ms(ps[k].value) + ("*" if ps[k].note else "")
                                for _, ps, _, _ in per_run.values()])
+        against(f"step {q}", {label: ps[k].value for label, (_, ps, _, _) in per_run.items()})
     for name in ("compute", "exposed", "idle"):
-        row(f"{name} per rank", [_ms(float(r[name].mean())) if len(r) else "-"
-                                 for _, _, r, _ in per_run.values()])
+        means = {label: float(r[name].mean()) if len(r) else math.nan
+                 for label, (_, _, r, _) in per_run.items()}
+        row(f"{name} per rank", [_ms(m) for m in means.values()])
+        if name == "exposed":
+            against("exposed", means)
     names = sorted({g for *_, groups in per_run.values() if len(groups)
                     for g in groups["group"]})
     for group in names:
-        row(f"exposed {group}", [
-            _ms(float(g[g["group"] == group]["exposed_mean"].mean()))
-            if len(g) and (g["group"] == group).any() else "-" for *_, g in per_run.values()])
+        means = {label: float(g[g["group"] == group]["exposed_mean"].mean())
+                 if len(g) and (g["group"] == group).any() else math.nan
+                 for label, (*_, g) in per_run.items()}
+        row(f"exposed {group}", [_ms(m) for m in means.values()])
+        against(f"exp. {group}", means)
     if any(ps[1].note for _, ps, _, _ in per_run.values()):
         lines.append("# * fewer than 100 timed iterations: p99 is interpolated between the "
                      "largest, not a measured tail")

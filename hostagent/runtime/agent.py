@@ -2,7 +2,8 @@
 
 It builds its QPs toward every peer (MRC or RoCEv2), waits for the common start time, runs the
 workload's collective iterations with real buffers and verification, and writes into its
-folder: `result.json` (how it ended), `iterations.json`, `messages.json` and `paths.json`
+folder: `result.json` (how it ended; for a training step that did not end, the nodes it was
+waiting in and on which ranks), `iterations.json`, `messages.json` and `paths.json`
 (every EV's counters and state changes). Exit status 0 only if every iteration completed and
 verified. It never hangs: a deadline from the runner bounds the whole run.
 
@@ -206,6 +207,7 @@ async def run(cfg: AgentConfig, out: Path, ns: str | None = None) -> dict[str, A
     ran_to_end = False  # every iteration ran (verified or not): peers may still need our ACKs
     w = cfg.workload
     nodes: list[NodeRecord] = []  # a training step's node records (steps.json)
+    executor: StepExecutor | None = None
     try:
         # the buffer peers write into must exist before anyone may send: register, then ready
         workload: Callable[[], Awaitable[object]]
@@ -223,7 +225,7 @@ async def run(cfg: AgentConfig, out: Path, ns: str | None = None) -> dict[str, A
                 comm=Communicator(drv, w["size"] // DTYPE.itemsize), messages=messages,
                 records=records)
         await wait_for_start(cfg, out)
-        if "steps" in w:  # straggler windows count from the common start, as faults do
+        if executor is not None:  # straggler windows count from the common start, as faults do
             executor.origin = float(Path(cfg.start_file).read_text())
         cpu_at_start = _cpu_seconds()
         window = PROCESS_LAG.start()  # from the common start: the workload's lag and CPU
@@ -266,10 +268,17 @@ async def run(cfg: AgentConfig, out: Path, ns: str | None = None) -> dict[str, A
     (out / "loop_lag.json").write_text(json.dumps(window.samples() if window else []))
     report = path_report(peers, drv.wall_offset)
     (out / "paths.json").write_text(json.dumps(report, default=float))
-    return {"status": status, "error": error, "host": cfg.host, "rank": cfg.rank,
-            "transport": cfg.transport, "iterations": len(records),
-            "verified": bool(records) and all(r.verified for r in records),
-            "cpu_start_s": cpu_at_start, "loop_lag": window.summary() if window else {}}
+    result: dict[str, Any] = {
+        "status": status, "error": error, "host": cfg.host, "rank": cfg.rank,
+        "transport": cfg.transport, "iterations": len(records),
+        "verified": bool(records) and all(r.verified for r in records),
+        "cpu_start_s": cpu_at_start, "loop_lag": window.summary() if window else {}}
+    if executor is not None and not ran_to_end:  # a step that never ended: what it waited in
+        result["waiting"] = waits = executor.waiting()
+        for wait in waits:
+            log.error("waiting in iteration %d, node %d (%s), a %s, on ranks %s",
+                      wait["iteration"], wait["node"], wait["name"], wait["kind"], wait["on"])
+    return result
 
 
 async def host_main(cfg: AgentConfig, ns: str | None = None) -> dict[str, Any]:

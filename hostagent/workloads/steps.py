@@ -217,6 +217,8 @@ class StepExecutor:
         self._per_iteration = counts
         self._messages: list[MessageRecord] = []
         self._sent: list[MessageStats] = []  # this iteration's point-to-point writes
+        self._iteration = 0
+        self._running: dict[int, tuple[Node, float]] = {}  # started, not done: node, start
 
     def take_messages(self) -> list[MessageRecord]:
         """Every write since the last take (collectives' and point-to-point's)."""
@@ -236,8 +238,13 @@ class StepExecutor:
             if deps:
                 await asyncio.gather(*deps)
             start = self._clock()
+            self._running[node.id] = (node, start)
             results[node.id] = await self._execute(node, iteration, data[node.id])
             times[node.id] = (start, self._clock())
+            del self._running[node.id]  # a node cancelled mid-way stays: waiting() names it
+
+        self._iteration = iteration
+        self._running = {}
 
         for node in self.order:  # dependencies first, so each task finds its deps' tasks
             tasks[node.id] = asyncio.ensure_future(run(node))
@@ -257,6 +264,22 @@ class StepExecutor:
         self._sent = []
         self._messages += [MessageRecord.of(self.rank, iteration, warmup, s) for s in stats]
         return records
+
+    def waiting(self) -> list[dict[str, Any]]:
+        """The communication nodes started and not done (after a timeout, or a stop: what the
+        rank was waiting in), each with the ranks it waits for: a receive's sender, a send's
+        receiver (its clear-to-send), a collective's other members. A compute node in flight
+        is no wait on a peer and is left out."""
+        out = []
+        for node, start in sorted(self._running.values(), key=lambda x: x[0].id):
+            if node.kind == "compute":
+                continue
+            on = ([cast(int, node.peer)] if node.kind != "collective" else
+                  [r for r in self.plan.groups[cast(str, node.group)] if r != self.rank])
+            out.append({"rank": self.rank, "iteration": self._iteration, "node": node.id,
+                        "name": node.name, "kind": node.kind, "collective": node.collective,
+                        "group": node.group, "peer": node.peer, "on": on, "since": start})
+        return out
 
     # ---- one node ----
     def _input(self, node: Node, iteration: int) -> np.ndarray | None:

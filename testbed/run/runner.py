@@ -45,6 +45,7 @@ from testbed.run.build import (
 from testbed.run.collect import collect
 from testbed.run.results import RunResults
 from testbed.run.traffic import nic_limits, run_agents
+from testbed.run.waiting import stuck
 from testbed.scenario import Scenario, describe
 from testbed.scenario.background import flows
 from testbed.scenario.units import format_rate, format_size
@@ -402,5 +403,7 @@ def _run_workload(network: Network, results: RunResults, progress: Progress,
     if failed:  # the cause first: agents the runner stopped because of it come after
         failed.sort(key=lambda o: "stopped_by_runner" in o.result)
         lines = "; ".join(f"{o.host}: {o.result.get('error')}" for o in failed[:4])
+        waits = stuck({o.rank: {"host": o.host, **o.result} for o in outcomes})
         raise TestbedError(f"{len(failed)} of {len(outcomes)} agents failed over {transport}: "
-                           f"{lines}", f"each agent's log is in {out}/<host>/agent.log")
+                           f"{lines}" + (f". {waits}" if waits else ""),
+                           f"each agent's log is in {out}/<host>/agent.log")

@@ -12,14 +12,19 @@ The deadline follows progress (`ProgressRule`): a run is hung when no iteration 
 slowed by the machine (64 hosts: 25 s an iteration, verification between them included) goes
 on while it completes iterations, and a stuck one ends in a few of its own iteration times. A
 fixed cap (`deadline`) remains, as a bound on the whole.
+
+A training step that never ends (a receive no rank sends to, a collective a member never
+joins) is named by what its agents were waiting in when they stopped (`stuck`): each rank's
+nodes still in flight, the ranks each waits on, and what those ranks were doing.
 """
 from __future__ import annotations
 
 import signal
 import subprocess
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from testbed.lifecycle import interrupts
 
@@ -123,3 +128,42 @@ def stop(procs: dict[str, subprocess.Popen]) -> None:
         if p.poll() is None:
             p.kill()
         p.wait()
+
+
+STUCK_SHOWN = 6  # waits named in the message; the rest are counted
+
+
+def stuck(results: Mapping[int, Mapping[str, Any]]) -> str | None:
+    """Rank -> its agent's result: the nodes the ranks of a step were waiting in when they
+    stopped, each with what the ranks it waited on were doing; None when no rank says it
+    waited (a collective workload, or a step that ended)."""
+    waits = [w for r in sorted(results) for w in results[r].get("waiting") or ()]
+    if not waits:
+        return None
+
+    def who(rank: int) -> str:
+        return f"rank {rank} ({results.get(rank, {}).get('host', '?')})"
+
+    def doing(rank: int) -> str:
+        result = results.get(rank)
+        if result is None:
+            return f"{who(rank)} reported nothing"
+        own = result.get("waiting") or []
+        if own:
+            w = own[0]
+            return f"{who(rank)} was in node {w['node']} ({w['name'] or w['kind']})"
+        if result.get("status") == "ok":
+            return f"{who(rank)} had ended its iterations"
+        return f"{who(rank)} waited in no communication"
+
+    lines = []
+    for w in waits[:STUCK_SHOWN]:
+        what = (f"a receive from {who(w['peer'])}" if w["kind"] == "recv" else
+                f"a send to {who(w['peer'])} (its receive not posted)" if w["kind"] == "send"
+                else f"{w['collective']} on group {w['group']}")
+        lines.append(f"{who(w['rank'])} waited in iteration {w['iteration']}, node {w['node']}"
+                     f" ({w['name'] or w['kind']}): {what}; "
+                     + ", ".join(doing(q) for q in w["on"]))
+    more = len(waits) - STUCK_SHOWN
+    return ("the step never ended: " + " | ".join(lines)
+            + (f" | and {more} more waits (each agent's result.json)" if more > 0 else ""))

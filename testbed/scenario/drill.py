@@ -31,6 +31,7 @@ from testbed.scenario.schema import (
 from testbed.scenario.source import load_yaml, read
 
 DRILL_SUFFIXES = (".yaml", ".yml")
+STEP_OBJECTIVES = ("step_slowdown", "exposed_ratio")  # need a training-step workload
 
 
 class Objectives(StrictModel):
@@ -57,6 +58,15 @@ class Objectives(StrictModel):
     max_stall_ms: float | None = Field(
         None, gt=0, le=600_000, description="no interval longer than this in which no write "
         "of any rank completed (inside the timed iterations)")
+    step_slowdown: float | None = Field(
+        None, gt=0, le=1000, description="training steps: the mean step time of the timed "
+        "steps that overlap the fault window <= this multiple of the steady mean (the "
+        "control's steps; without a control, the steps before the first fault), worst "
+        "repetition judged")
+    exposed_ratio: float | None = Field(
+        None, gt=0, le=1000, description="training steps: exposed communication per rank "
+        "(not overlapped by its compute) in the fault-window steps <= this multiple of the "
+        "steady state's, as step_slowdown")
     faithful: bool = Field(True, description="every run judged faithful by the fidelity "
                                              "monitor (meta.json `fidelity.verdict`); "
                                              "otherwise the drill is inconclusive, never a pass")
@@ -167,6 +177,13 @@ def parse_drill(text: str, source: str, base: Path | None = None) -> LoadedDrill
     if missing:
         raise ScenarioError(f"{source}: objectives for {', '.join(missing)}, which the drill "
                             f"does not run (transports: {', '.join(runs)})")
+    if not scenario.workload.steps:
+        stepwise = sorted({f"{t}.{k}" for t, o in drill.objectives.items()
+                           for k in STEP_OBJECTIVES if getattr(o, k) is not None})
+        if stepwise:
+            raise ScenarioError(f"{source}: objectives {', '.join(stepwise)} judge training "
+                                f"steps, but the scenario's workload is a collective",
+                                "give the scenario a workload.training or workload.chakra")
     return LoadedDrill(drill, scenario, scenario_data, source)
 
 

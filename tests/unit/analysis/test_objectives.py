@@ -221,3 +221,76 @@ def test_recovery_from_the_end_is_sought_after_the_end():
     (late,) = O.evaluate([run(d, fault=(2.0, 4.0))], [], {"recovery_ms": 1000,
                                                           "recovery_from": "end"})
     assert late.status == "pass" and 600 <= late.value <= 800, late
+
+
+# ---- training steps: step time and exposed communication in the fault window ----
+C = 0.8  # s of compute per rank and step; the step's all-reduce (both ranks) follows it
+
+
+def step_run(comm: list[float], fault: tuple[float, float] | None = None,
+             warmup: float | None = None, name: str = "s") -> Run:
+    """Two ranks; step k: both compute C s, then all-reduce on group dp for comm[k] s, so it
+    lasts C + comm[k] and each rank's exposed communication is comm[k]. A `warmup` step of
+    that many seconds of communication comes first and must be left out."""
+    plan = ([(warmup, True)] if warmup is not None else []) + [(x, False) for x in comm]
+    nodes, t = [], 0.0
+    for k, (x, is_warmup) in enumerate(plan):
+        for rank in (0, 1):
+            base = {"host": f"h{rank}", "rank": rank, "transport": "mrc", "iteration": k,
+                    "warmup": is_warmup, "peer": None, "verified": True, "error": None}
+            nodes += [{**base, "node": 0, "name": "c", "kind": "compute", "collective": None,
+                       "group": None, "bytes": 0, "start": T0 + t, "end": T0 + t + C},
+                      {**base, "node": 1, "name": "ar", "kind": "collective",
+                       "collective": "all_reduce", "group": "dp", "bytes": 4,
+                       "start": T0 + t + C, "end": T0 + t + C + x}]
+        t += C + x
+    r = run([C + x for _, x in plan], fault=fault, name=name)
+    r.tables["steps"] = pd.DataFrame(nodes)
+    return r
+
+
+HEALTHY_STEPS = [0.2] * 10  # 1.0 s steps, 0.2 s exposed per rank
+# steps 4 and 5 (4.0-5.3 and 5.3-6.6 s) overlap the window 4.2-5.5 s: 1.3 s, 0.5 s exposed
+SLOW_STEPS = [0.2] * 4 + [0.5, 0.5] + [0.2] * 4
+WINDOW = (4.2, 5.5)
+
+
+def test_step_time_and_exposure_in_the_window_against_the_control():
+    control = step_run(HEALTHY_STEPS, warmup=5.0)  # the warmup would raise the mean to 1.45
+    v = by_name(O.evaluate([step_run(SLOW_STEPS, WINDOW)], [control],
+                           {"step_slowdown": 1.5, "exposed_ratio": 3}))
+    slow, exposed = v["step time in the fault window"], v["exposed communication in the fault "
+                                                        "window"]
+    assert slow.value == pytest.approx(1.3) and slow.status == "pass"
+    assert "2 steps in the window" in slow.measured and "steady 1000.0 ms" in slow.measured
+    assert exposed.value == pytest.approx(0.5 / 0.2) and exposed.status == "pass"
+    assert "most grown: dp 2.50 x" in exposed.measured
+    tight = by_name(O.evaluate([step_run(SLOW_STEPS, WINDOW)], [control],
+                               {"step_slowdown": 1.2, "exposed_ratio": 2}))
+    assert {x.status for x in tight.values()} == {"fail"}
+
+
+def test_the_worst_repetition_is_judged_and_steps_before_the_fault_stand_in_for_a_control():
+    milder = [0.2] * 4 + [0.3, 0.3] + [0.2] * 4  # 1.1 s in the window
+    (v,) = O.evaluate([step_run(milder, WINDOW), step_run(SLOW_STEPS, WINDOW)], [],
+                      {"step_slowdown": 1.5})
+    # no control: steps 0-3, which end by 4.0 s (before the window), are the steady 1.0 s
+    assert v.value == pytest.approx(1.3) and "worst of 2" in v.measured
+    assert "steps before the first fault" in v.measured
+
+
+@pytest.mark.parametrize("runs, controls, why", [
+    ([step_run(SLOW_STEPS)], [step_run(HEALTHY_STEPS)], "no fault was applied"),
+    ([step_run(SLOW_STEPS, (20.0, 21.0))], [step_run(HEALTHY_STEPS)],
+     "no timed step overlaps the fault window"),
+    ([faulty()], [run(STEADY)], "no training-step iterations"),
+])
+def test_step_objectives_without_an_answer_are_inconclusive(runs, controls, why):
+    (v,) = O.evaluate(runs, controls, {"step_slowdown": 1.05})
+    assert (v.status, v.note) == ("inconclusive", why)
+
+
+def test_a_control_that_exposes_nothing_gives_no_exposure_ratio():
+    (v,) = O.evaluate([step_run(SLOW_STEPS, WINDOW)], [step_run([0.0] * 10)],
+                      {"exposed_ratio": 2})
+    assert (v.status, v.note) == ("inconclusive", "the steady state exposes no communication")

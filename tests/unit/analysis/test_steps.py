@@ -2,10 +2,12 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from types import SimpleNamespace
 
 import pandas as pd
 import pytest
+import yaml
 
 from analysis import step_report, summary
 from analysis.metrics import bandwidth
@@ -151,44 +153,105 @@ def test_a_step_iteration_has_no_busbw():
     assert bandwidth(ccts, 4)["busbw"].isna().all()
 
 
-def test_summary_table_side_by_side():
-    """Per iteration of t s, rank 0 computes, then both ranks all-reduce for the last c s.
-    mrc: t = 10, 20, 30: p50 20 s, p99 interpolated 20 + 0.98 x 10 = 29.8 s; rocev2: t = 10,
-    10, 40: p50 10 s, p99 10 + 0.98 x 30 = 39.4 s (in ms in the table)."""
-    def frame(times, comm):
-        rows = []
-        for it, (t, c) in enumerate(zip(times, comm, strict=True)):
-            base = 100.0 * it
-            rows += [row(0, "compute", base, base + t - c, iteration=it),
-                     row(0, "collective", base + t - c, base + t, "dp", "all_reduce", 4,
-                         iteration=it),
-                     row(1, "collective", base + t - c, base + t, "dp", "all_reduce", 4,
-                         iteration=it)]
-        return pd.DataFrame(rows).assign(host=lambda f: "h" + f["rank"].astype(str))
+def _frame(times, comm):
+    """Per iteration of t s, rank 0 computes, then both ranks all-reduce for the last c s."""
+    rows = []
+    for it, (t, c) in enumerate(zip(times, comm, strict=True)):
+        base = 100.0 * it
+        rows += [row(0, "compute", base, base + t - c, iteration=it),
+                 row(0, "collective", base + t - c, base + t, "dp", "all_reduce", 4,
+                     iteration=it),
+                 row(1, "collective", base + t - c, base + t, "dp", "all_reduce", 4,
+                     iteration=it)]
+    return pd.DataFrame(rows).assign(host=lambda f: "h" + f["rank"].astype(str))
 
-    def view(label, times, comm):
-        run = SimpleNamespace(steps=frame(times, comm), world=2,
-                              facts=SimpleNamespace(scenario="s"))
-        return SimpleNamespace(label=label, run=run)
-    text = step_report.table([view("mrc", [10, 20, 30], [2, 2, 2]),
-                              view("rocev2", [10, 10, 40], [1, 4, 7])])
-    lines = {line[:24].strip(): line[24:].split() for line in text.splitlines()
-             if not line.startswith("#")}
+
+def _view(folder, label, times, comm, transport="mrc", scenario=None):
+    """A step run's view with its folder's scenario.yaml."""
+    folder.mkdir()
+    (folder / "scenario.yaml").write_text(yaml.safe_dump(scenario or {"name": label}))
+    run = SimpleNamespace(steps=_frame(times, comm), world=2, dir=folder, transport=transport,
+                          facts=SimpleNamespace(scenario="s"))
+    return SimpleNamespace(label=label, run=run)
+
+
+def _cells(text):
+    return {line[:24].strip(): line[24:].split() for line in text.splitlines()
+            if not line.startswith("#")}
+
+
+def test_summary_table_side_by_side(tmp_path):
+    """mrc: t = 10, 20, 30: p50 20 s, p99 interpolated 20 + 0.98 x 10 = 29.8 s; rocev2:
+    t = 10, 10, 40: p50 10 s, p99 10 + 0.98 x 30 = 39.4 s (in ms in the table)."""
+    text = step_report.table([_view(tmp_path / "a", "mrc", [10, 20, 30], [2, 2, 2]),
+                              _view(tmp_path / "b", "rocev2", [10, 10, 40], [1, 4, 7],
+                                    "rocev2")])
+    lines = _cells(text)
     assert lines["iterations"] == ["3", "3"]
     assert lines["step time p50"] == ["20000.0", "10000.0"]
     assert lines["step time p99"] == ["29800.0*", "39400.0*"]
     # exposed per member: rank 0 the all-reduce after its compute, rank 1 all of it (no
     # compute): mean of 2 per iteration; rocev2 (1 + 4 + 7) / 3 = 4
     assert lines["exposed dp"] == ["2000.0", "4000.0"]
+    assert "step p50 / control" not in lines  # no run has a control: no ratio rows
 
 
-def test_the_summary_of_step_runs_is_the_step_table():
+HEALTHY = {"name": "step", "seed": 1, "fabric": {"planes": 2}, "workload": {"iterations": 3}}
+FAULT = {**HEALTHY, "name": "step-blackhole", "seed": 2, "description": "a T1 blackhole",
+         "workload": {"iterations": 12, "warmup": 1},
+         "faults": [{"at": 1, "kind": "blackhole"}]}
+
+
+def test_a_fault_run_pairs_with_the_healthy_run_of_its_scenario_and_transport():
+    other_fabric = {**FAULT, "fabric": {"planes": 4}}
+    other_step = {**FAULT, "workload": {"iterations": 3, "training": {"dp": 2}}}
+    pairs = step_report.pair_controls([
+        ("ctl mrc", "mrc", HEALTHY), ("ctl rocev2", "rocev2", HEALTHY),
+        ("bh mrc", "mrc", FAULT), ("bh rocev2", "rocev2", FAULT),
+        ("4p mrc", "mrc", other_fabric), ("dp mrc", "mrc", other_step),
+        ("bg mrc", "mrc", {**HEALTHY, "background": [{}]})])
+    assert pairs == {"ctl mrc": None, "ctl rocev2": None, "bh mrc": "ctl mrc",
+                     "bh rocev2": "ctl rocev2", "4p mrc": None, "dp mrc": None,
+                     "bg mrc": "ctl mrc"}
+
+
+def test_summary_table_gives_each_fault_run_its_slowdown_against_the_control(tmp_path):
+    """Control: steps of 10, 20, 30 s (p50 20, p99 29.8), exposed 2 s on dp. Fault run:
+    15, 30, 90 s (p50 30, p99 30 + 0.98 x 60 = 88.8), exposed 3, 3, 9 (mean 5): ratios
+    30/20 = 1.5, 88.8/29.8 = 2.98, 5/2 = 2.5."""
+    text = step_report.table([
+        _view(tmp_path / "c", "control", [10, 20, 30], [2, 2, 2], scenario=HEALTHY),
+        _view(tmp_path / "f", "fault", [15, 30, 90], [3, 3, 9], scenario=FAULT)])
+    lines = _cells(text)
+    assert lines["step p50 / control"] == ["-", "1.50x"]
+    assert lines["step p99 / control"] == ["-", "2.98x"]
+    assert lines["exp. dp / control"] == ["-", "2.50x"]
+    assert lines["exposed / control"] == ["-", "2.50x"]
+    assert "#   fault: against its healthy control control" in text
+
+
+def test_the_summary_of_step_runs_is_the_step_table(tmp_path):
     steps = pd.DataFrame([row(0, "compute", 0, 1), row(1, "compute", 0, 2)]).assign(
         host=["h0", "h1"])
+    (tmp_path / "scenario.yaml").write_text("name: s\n")
     run = SimpleNamespace(steps=steps, tables={"steps": steps}, world=2, meta={},
+                          dir=tmp_path, transport="mrc",
                           messages=pd.DataFrame(), events=pd.DataFrame(),
                           facts=SimpleNamespace(scenario="s"))
     view = SimpleNamespace(label="mrc", run=run, recoveries=pd.DataFrame())
     text = summary.text([view])
     assert text.startswith("# training step on 2 ranks (s), timed iterations\n")
     assert "step time p50" in text and "fidelity mrc: not judged" in text
+
+
+@pytest.mark.parametrize("fault, control", [
+    ("training-t1-blackhole", "training-quickstart"),
+    ("training-16-blackhole", "training-16"),
+    ("training-moe-flap", "training-moe")])
+def test_each_shipped_fault_twin_pairs_with_its_healthy_scenario(fault, control):
+    folder = Path(__file__).resolve().parents[3] / "scenarios"
+    runs = [(f"{name} {t}", t, yaml.safe_load((folder / f"{name}.yaml").read_text()))
+            for name in (fault, control) for t in ("mrc", "rocev2")]
+    pairs = step_report.pair_controls(runs)
+    assert pairs[f"{fault} mrc"] == f"{control} mrc"
+    assert pairs[f"{fault} rocev2"] == f"{control} rocev2"

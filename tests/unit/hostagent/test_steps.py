@@ -9,7 +9,7 @@ from collections.abc import Awaitable, Callable
 import pytest
 
 from hostagent.protocol.mrc import MrcQP
-from hostagent.workloads.graph import Graph, Job, Node
+from hostagent.workloads.graph import Graph, Job, Node, RankPlan
 from hostagent.workloads.loopback import Flip, LoopbackFabric
 from hostagent.workloads.steps import Layout, NodeRecord, StepExecutor, stretched
 
@@ -268,3 +268,50 @@ def test_jitter_is_seeded_per_rank_bounded_and_of_mean_one():
     # 2000 draws, uniform in 1 +- 0.2: the mean's std is 0.2 / sqrt(3 x 2000) = 0.0026
     assert sum(a) / len(a) == pytest.approx(1.0, abs=0.01)
     assert max(a) - min(a) > 0.35, "the draws span the range"
+
+
+def _plans(graphs: dict[int, tuple[Node, ...]], groups: dict[str, tuple[int, ...]],
+           channels: dict[tuple[int, int], int]) -> list[RankPlan]:
+    """Plans made by hand, each rank's graph valid on its own: the cross-rank checks of
+    Job.validate, which would refuse these graphs, are what a deadlock slips past."""
+    caps = dict.fromkeys(groups, 4)
+    return [RankPlan(len(graphs), groups, caps, channels, Graph(r, graphs[r]))
+            for r in sorted(graphs)]
+
+
+def _stall(plans: list[RankPlan], seconds: float = 0.3) -> list[StepExecutor]:
+    """Run iteration 0 on every rank until `seconds` pass; the executors, to ask."""
+    net = LoopbackFabric(len(plans))
+    executors = [StepExecutor(net.endpoint(p.graph.rank), p, seed=1, clock=time.time)
+                 for p in plans]
+
+    async def main() -> None:
+        with pytest.raises(asyncio.TimeoutError):
+            await asyncio.wait_for(asyncio.gather(*(ex.run_iteration(0) for ex in executors)),
+                                   seconds)
+    asyncio.run(main())
+    return executors
+
+
+def test_a_receive_no_rank_sends_to_names_its_node_and_the_sender():
+    """Rank 0 receives the one message rank 1 sends, computes, then waits for a second that
+    never comes: only that receive is named, not the one that completed."""
+    plans = _plans({0: (Node(0, "recv", "recv act", bytes=16, peer=1),
+                        Node(1, "compute", "fwd", duration=0.01, data_deps=(0,)),
+                        Node(2, "recv", "recv grad", bytes=16, peer=1, data_deps=(1,))),
+                    1: (Node(0, "send", "send act", bytes=16, peer=0),)}, {}, {(1, 0): 4})
+    ex0, ex1 = _stall(plans)
+    (wait,) = ex0.waiting()
+    assert (wait["rank"], wait["iteration"], wait["node"], wait["name"], wait["kind"],
+            wait["on"]) == (0, 0, 2, "recv grad", "recv", [1])
+    assert ex1.waiting() == []  # its send completed: it waits in nothing
+
+
+def test_a_collective_a_member_never_joins_names_the_other_members():
+    """Ranks 0 and 1 all-reduce on group g = (0, 1, 2); rank 2 lists no collective."""
+    ar = Node(0, "collective", "dp bucket0", collective="all_reduce", group="g", bytes=16)
+    plans = _plans({0: (ar,), 1: (ar,), 2: (Node(0, "compute", duration=0.01),)},
+                   {"g": (0, 1, 2)}, {})
+    executors = _stall(plans)
+    assert [[(w["node"], w["group"], w["on"]) for w in ex.waiting()] for ex in executors] == \
+        [[(0, "g", [1, 2])], [(0, "g", [0, 2])], []]

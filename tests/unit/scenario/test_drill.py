@@ -51,9 +51,19 @@ def test_problems_are_listed_with_their_paths_and_the_keys_allowed():
     ("name: d\nscenario: {fabric: {plnaes: 2}}\nobjectives: {}\n",
      "fabric.plnaes: unknown key; did you mean 'planes'?"),
     ("name: d\nscenario: nowhere.yaml\nobjectives: {}\n", "nowhere.yaml: no such scenario file"),
+    (EMBEDDED.replace("{goodput_ratio: 0.5}", "{step_slowdown: 1.05, exposed_ratio: 2}"),
+     "objectives mrc.exposed_ratio, mrc.step_slowdown judge training steps, but the "
+     "scenario's workload is a collective"),
 ])
 def test_bad_drills_are_refused(text: str, message: str):
     assert message in error(text)
+
+
+def test_step_objectives_on_a_training_scenario():
+    d = parse_drill(EMBEDDED.replace("{iterations: 3}", "{iterations: 3, training: {dp: 4}}")
+                    .replace("{goodput_ratio: 0.5}", "{step_slowdown: 1.05}"), "d.yaml")
+    assert d.drill.objectives["mrc"].step_slowdown == 1.05
+    assert d.drill.objectives["mrc"].model_dump()["exposed_ratio"] is None
 
 
 def test_shipped_drills_load_and_the_schema_is_published():
