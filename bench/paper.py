@@ -226,23 +226,30 @@ def report(rows: list[dict], experiments: list[str], variants: list[str],
     for name in experiments:
         for variant in variants:
             mine = [m for m in rows if m["experiment"] == name and m["variant"] == variant]
-            keep = [counted(verdicts(m)) for m in mine]
+            faithful = [counted(verdicts(m)) for m in mine]
+            # a QP that failed stopped the collective: a training job would have stopped, and
+            # the iterations before it are no ratio of the run
+            failed = [f and m["failed_qps"] > 0 for m, f in zip(mine, faithful)]
+            keep = [f and not x for f, x in zip(faithful, failed)]
             spreads = [spread([m[k] for m in mine], keep) for k, _ in RATIOS]
             summary.append([name, variant, f"{sum(keep)} of {len(seeds)}",
                             *(s.text() for s in spreads),
-                            "" if all(keep) and len(mine) == len(seeds)
+                            f"{sum(failed)} of {sum(faithful)}" if any(failed) else "",
+                            "" if all(faithful) and len(mine) == len(seeds)
                             else "**runs excluded or missing**"])
     out += "\nmin/median/max over the counted runs (same seeds for every variant):\n\n"
-    out += table(["experiment", "variant", "runs counted", "whole", "window", "after", ""],
-                 summary)
+    out += table(["experiment", "variant", "runs counted", "whole", "window", "after",
+                  "QPs failed", ""], summary)
     out += ("\nwhole, window, after: busbw as a ratio to the control run's (same fabric, "
             "variant and seed, no fault).\nCCT: the mean collective completion time of the run "
             "and of its control, the level each\nratio is relative to. For an experiment "
             "without a control scenario (the paper's incasts), the\nvictim's own iterations "
             "before the incast are the control. A run counts only when it and its\ncontrol "
             "were judged `faithful`; the others are listed above, marked excluded, and left out "
-            "of\nmin/median/max. rocev2: lossy (Go-Back-N over a fabric that drops); "
-            "rocev2-lossless: the same\nscenario with `switch: {lossless: true}`.\n")
+            "of\nmin/median/max. A faithful run in which a QP failed counts under QPs failed, "
+            "not in the\nratios: its collective stopped. rocev2: lossy (Go-Back-N over a fabric "
+            "that drops);\nrocev2-lossless: the same scenario with `switch: {lossless: "
+            "true}`.\n")
     return out
 
 

@@ -120,10 +120,23 @@ def test_the_paper_report_excludes_a_row_whose_control_was_not_faithful():
     assert "| gray-loss | mrc | 2 | 0.50 | 0.50 | - | 1000/500 | 2 | 0 | 0 | 0 | " \
            "faithful/degraded **excluded** |" in out
     summary = out.split("min/median/max")[1]
-    assert "| gray-loss | mrc | 2 of 3 | 0.80/0.85/0.90 | 0.80/0.85/0.90 | - | " \
+    assert "| gray-loss | mrc | 2 of 3 | 0.80/0.85/0.90 | 0.80/0.85/0.90 | - |  | " \
            "**runs excluded or missing** |" in summary
-    assert "| gray-loss | rocev2 | 3 of 3 | 0.20/0.40/0.60 | 0.20/0.40/0.60 | - |  |" in summary
-    assert "| gray-loss | rocev2-lossless | 0 of 3 | - | - | - | **runs excluded or missing** |" \
+    assert "| gray-loss | rocev2 | 3 of 3 | 0.20/0.40/0.60 | 0.20/0.40/0.60 | - |  |  |" \
+        in summary
+    assert "| gray-loss | rocev2-lossless | 0 of 3 | - | - | - |  | " \
+           "**runs excluded or missing** |" in summary
+
+
+def test_a_run_whose_qp_failed_gets_no_ratio():
+    """A flapping port can exhaust a RoCEv2 QP's retries: its collective stops, and the
+    iterations it finished first (often faster than the control's) are no ratio."""
+    rows = [_row("host-flap", "rocev2", 1, 1.2, "faithful", "faithful"),
+            _row("host-flap", "rocev2", 2, 0.4, "faithful", "faithful"),
+            _row("host-flap", "rocev2", 3, 0.6, "faithful", "faithful")]
+    rows[0]["failed_qps"] = 2
+    summary = paper.report(rows, ["host-flap"], ["rocev2"], [1, 2, 3]).split("min/median")[1]
+    assert "| host-flap | rocev2 | 2 of 3 | 0.40/0.50/0.60 | 0.40/0.50/0.60 | - | 1 of 3 |  |" \
         in summary
 
 
