@@ -6,7 +6,7 @@ from __future__ import annotations
 import random
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from hostagent.protocol import wire
@@ -334,6 +334,7 @@ def test_denied_evs_are_never_used():
 @settings(max_examples=40, deadline=None)
 @given(sizes=st.lists(st.integers(1, 5000), min_size=1, max_size=4),
        seed=st.integers(0, 2**16), loss=st.floats(0, 0.05), dup=st.floats(0, 0.1))
+@example(sizes=[5000, 5000], seed=3, loss=0.05, dup=0.0)  # losses, whatever else is drawn
 def test_roce_go_back_n_places_strictly_in_order(sizes, seed, loss, dup):
     """Up to 5% loss, so that the examples stay quick: Go-Back-N resends a window per loss
     (survival at 20% is test_roce_survives_20_percent_loss_resends_are_not_timeouts)."""
