@@ -6,8 +6,8 @@ PYTEST := $(BIN)/python -m pytest
 # The venv's interpreter: the system one, whose site packages hold Mininet (scripts/install.sh).
 SYSTEM_PYTHON ?= /usr/bin/python3
 
-.PHONY: install dev bpf ext fast pure demo cluster-demo test lint unit integration bench schemas docs \
-	clean distclean
+.PHONY: install dev bpf ext fast pure demo cluster-demo test lint unit integration bench schemas \
+	docs clean distclean
 
 # Everything a run needs, as root: system packages (apt), the eBPF objects and `dev`.
 install:

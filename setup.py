@@ -3,7 +3,7 @@ pyproject.toml. setuptools reads ext_modules only from here, so `pip install .` 
 
 With MRC_TESTBED_COMPILE=1 (`make fast`) the sans-IO protocol (hostagent/protocol) is compiled
 too, by mypyc, from the same sources: the .py files stay what the code is, and what runs when
-the compiled modules are absent, stale or turned off (hostagent/protocol/__init__.py)."""
+the compiled modules are absent, stale or turned off (hostagent/compiled.py)."""
 import os
 
 from setuptools import Extension, setup
