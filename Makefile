@@ -6,8 +6,8 @@ PYTEST := $(BIN)/python -m pytest
 # The venv's interpreter: the system one, whose site packages hold Mininet (scripts/install.sh).
 SYSTEM_PYTHON ?= /usr/bin/python3
 
-.PHONY: install dev bpf ext demo cluster-demo test lint unit integration bench schemas docs \
-	clean distclean
+.PHONY: install dev bpf ext fast pure demo cluster-demo test lint unit integration bench schemas \
+	docs clean distclean
 
 # Everything a run needs, as root: system packages (apt), the eBPF objects and `dev`.
 install:
@@ -32,10 +32,22 @@ $(VENV)/.dev: pyproject.toml setup.py requirements.txt | $(BIN)/python
 
 # The host agents' per-datagram work in C (hostagent/_fastio.c: batched socket IO, the
 # transport header), declared in setup.py and built in place for the venv's Python.
-EXT := hostagent/_fastio$(shell $(SYSTEM_PYTHON) -c "import sysconfig; print(sysconfig.get_config_var('EXT_SUFFIX'))")
+EXT_SUFFIX := $(shell $(SYSTEM_PYTHON) -c "import sysconfig; print(sysconfig.get_config_var('EXT_SUFFIX'))")
+EXT := hostagent/_fastio$(EXT_SUFFIX)
 ext: $(EXT)
 $(EXT): hostagent/_fastio.c setup.py | $(BIN)/python
 	$(BIN)/python setup.py -q build_ext --inplace
+
+# Optional: the sans-IO protocol (hostagent/protocol) compiled by mypyc from its own sources,
+# used while it is newer than every source (hostagent/compiled.py); MRC_TESTBED_PURE=1 runs the
+# sources anyway, `make pure` deletes it. setup.py reads the module list from hostagent/compiled.py,
+# with MRC_TESTBED_PURE=1 so that the build being replaced is not loaded meanwhile. The touch dates
+# the build after its sources even where mypyc left a generated C file, and so its module, as it was.
+fast: dev
+	MRC_TESTBED_PURE=1 MRC_TESTBED_COMPILE=1 $(BIN)/python setup.py -q build_ext --inplace
+	touch hostagent/protocol/*$(EXT_SUFFIX)
+pure:
+	rm -f hostagent/protocol/*$(EXT_SUFFIX)
 
 demo: install
 	$(BIN)/mrc-testbed run
@@ -98,4 +110,5 @@ clean:
 	rm -rf .pytest_cache .hypothesis .mypy_cache .ruff_cache
 
 distclean: clean
-	rm -rf $(VENV) build site *.egg-info $(BPF_OBJ) $(EXT) $(MERMAID_JS)
+	rm -rf $(VENV) build site *.egg-info $(BPF_OBJ) $(EXT) $(MERMAID_JS) \
+		hostagent/protocol/*$(EXT_SUFFIX)

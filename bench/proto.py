@@ -10,14 +10,24 @@ on one core, with nothing else of the testbed running. No root needed.
 
     .venv/bin/python bench/proto.py                 # both transports
     .venv/bin/python bench/proto.py --profile mrc   # and where the time goes (cProfile)
+    .venv/bin/python bench/proto.py --against-pure  # the compiled protocol (`make fast`)
+                                                    # beside its sources, rounds alternating
+
+With --against-pure every measurement is a process of its own, on the compiled modules or on
+the sources (MRC_TESTBED_PURE=1, hostagent/compiled.py), the two alternating round by round so
+that a change in the machine's load falls on both; it prints min / median / max over the
+rounds and the ratio of the medians.
 """
 from __future__ import annotations
 
 import argparse
 import cProfile
+import json
 import os
 import pstats
 import random
+import statistics
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -25,6 +35,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from hostagent import compiled  # noqa: E402
 from hostagent.protocol.evs import EVPolicy, EVSet  # noqa: E402
 from hostagent.protocol.mrc import MrcQP  # noqa: E402
 from hostagent.protocol.qp import QPConfig, QueuePair, WriteDone  # noqa: E402
@@ -92,6 +103,44 @@ def run(transport: str, total: int, message: int) -> dict[str, float]:
             "retransmits": sum(q.counters.retransmits for q in (a, b))}
 
 
+def best_of(transport: str, args: argparse.Namespace) -> tuple[dict[str, float], list[float]]:
+    """The best of `--repeat` runs, and every run's us per packet."""
+    runs = [run(transport, args.size, args.message) for _ in range(args.repeat)]
+    return min(runs, key=lambda r: r["us_per_packet"]), [r["us_per_packet"] for r in runs]
+
+
+def measured_apart(transport: str, pure: bool, args: argparse.Namespace) -> float:
+    """us per packet, best of `--repeat`, in a process of its own on the sources or the build."""
+    env = {**os.environ, compiled.PURE: "1" if pure else "0"}
+    cmd = [sys.executable, __file__, transport, "--size", str(args.size), "--message",
+           str(args.message), "--repeat", str(args.repeat), "--json"]
+    out = json.loads(subprocess.run(cmd, env=env, capture_output=True, text=True,
+                                    check=True).stdout)
+    if out["compiled"] == pure:
+        raise SystemExit("no compiled protocol in use: `make fast` builds it")
+    return float(out["us_per_packet"])
+
+
+def against_pure(args: argparse.Namespace) -> None:
+    load = os.getloadavg()[0]
+    times: dict[tuple[str, bool], list[float]] = {}
+    for k in range(args.rounds):
+        for t in args.transports:
+            for pure in ((True, False) if k % 2 == 0 else (False, True)):
+                times.setdefault((t, pure), []).append(measured_apart(t, pure, args))
+    print(f"us per packet, best of {args.repeat} per process, {args.rounds} rounds alternating;"
+          f" load average {load:.2f} at the start, {os.getloadavg()[0]:.2f} at the end")
+    for t in args.transports:
+        row = []
+        for pure in (True, False):
+            each = times[(t, pure)]
+            row.append(statistics.median(each))
+            print(f"{t:<7} {'sources' if pure else 'compiled':<8} min {min(each):6.2f}  median "
+                  f"{row[-1]:6.2f}  max {max(each):6.2f}  ({', '.join(f'{x:.2f}' for x in each)})")
+        print(f"{t:<7} the sources take {row[0] / row[1]:.2f}x the compiled protocol's time "
+              "(medians)")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("transports", nargs="*", default=["mrc", "rocev2"])
@@ -99,11 +148,21 @@ def main() -> None:
     parser.add_argument("--message", type=int, default=1 << 20, help="bytes per write")
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--profile", action="store_true", help="cProfile one more run")
+    parser.add_argument("--against-pure", action="store_true",
+                        help="the compiled protocol beside its sources, a process per run")
+    parser.add_argument("--rounds", type=int, default=3, help="with --against-pure")
+    parser.add_argument("--json", action="store_true", help="one transport's best run, as JSON")
     args = parser.parse_args()
+    if args.against_pure:
+        against_pure(args)
+        return
+    if args.json:
+        print(json.dumps({**best_of(args.transports[0], args)[0], "compiled": compiled.ACTIVE}))
+        return
+    print(f"protocol: {'compiled (make fast)' if compiled.ACTIVE else 'the sources'}")
     for t in args.transports:
-        runs = [run(t, args.size, args.message) for _ in range(args.repeat)]
-        best = min(runs, key=lambda r: r["us_per_packet"])
-        each = ", ".join(f"{r['us_per_packet']:.2f}" for r in runs)
+        best, runs = best_of(t, args)
+        each = ", ".join(f"{x:.2f}" for x in runs)
         print(f"{t:<7} {best['packets']:>8} packets  {best['us_per_packet']:6.2f} us/packet "
               f"(best of {args.repeat}: {each})  "
               f"{best['retransmits']} retransmissions")

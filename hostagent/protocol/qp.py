@@ -144,10 +144,15 @@ class QPCounters:
     rearmed: int = 0  # timers restarted when due: the timeout rose, or the path delivered, since
 
 
+# memoryview by a name of this module: compiled (mypyc), a dataclass field's type is looked up
+# among the module's globals, which hold memoryview no more than other builtins mypyc lacks.
+View = memoryview
+
+
 @dataclass(slots=True)  # one per write, one Packet per packet: slots make both cheaper
 class Message:
     msg_id: int
-    data: memoryview
+    data: View
     remote_offset: int
     imm: int | None
     stats: MessageStats

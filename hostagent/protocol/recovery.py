@@ -32,6 +32,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from mypy_extensions import mypyc_attr
+
 from hostagent.protocol.constants import RACK_REORDER_SHARE, RTTVAR_WEIGHT, TLP_SRTTS
 
 
@@ -53,6 +55,9 @@ def rack_wait(srtt: float | None, rttvar: float, ack_delay: float,
     return min(srtt + RTTVAR_WEIGHT * rttvar + ack_delay + RACK_REORDER_SHARE * srtt, timeout)
 
 
+# Compiled by mypyc, a class may be subclassed by interpreted code only where it says so: tests
+# turn RACK or the tail probe off in a subclass.
+@mypyc_attr(allow_interpreted_subclasses=True)
 @dataclass
 class TailRecovery:
     """RACK-TLP state of one MRC QP (the QP owns the packets; this holds the clocks)."""

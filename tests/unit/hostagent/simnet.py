@@ -132,6 +132,12 @@ class SimNet:
             heapq.heappush(self._queue, (at, self._seq, "b" if side == "a" else "a",
                                          packet, ecn))
 
+    def _deliver(self, to: str, packet: bytes, ecn: bool) -> None:
+        """A packet arrives at side `to`'s QP. (Tests that watch or withhold arrivals replace
+        this on the SimNet: the QPs may be compiled classes, whose methods cannot be.)"""
+        (self.a if to == "a" else self.b).receive(packet, self.now, ecn)
+        self.delivered += 1
+
     def _pump(self) -> None:
         for side, qp in (("a", self.a), ("b", self.b)):
             for ev, data in qp.poll_transmit(self.now):
@@ -151,8 +157,7 @@ class SimNet:
                 break
             while self._queue and self._queue[0][0] <= self.now:
                 _, _, to, packet, ecn = heapq.heappop(self._queue)
-                (self.a if to == "a" else self.b).receive(packet, self.now, ecn)
-                self.delivered += 1
+                self._deliver(to, packet, ecn)
             for qp in (self.a, self.b):
                 deadline = qp.next_deadline()
                 if deadline is not None and deadline <= self.now:
@@ -172,8 +177,7 @@ class SimNet:
         self.now = now
         while self._queue and self._queue[0][0] <= now:
             _, _, to, packet, ecn = heapq.heappop(self._queue)
-            (self.a if to == "a" else self.b).receive(packet, now, ecn)
-            self.delivered += 1
+            self._deliver(to, packet, ecn)
         for qp in (self.a, self.b):
             deadline = qp.next_deadline()
             if deadline is not None and deadline <= now:

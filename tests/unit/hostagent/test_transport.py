@@ -6,12 +6,13 @@ from __future__ import annotations
 import random
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from hostagent.protocol import wire
 from hostagent.protocol.evs import EVPolicy, EVSet, EVState
 from hostagent.protocol.mrc import MrcQP
+from hostagent.protocol.nscc import NsccCC
 from hostagent.protocol.qp import (
     ImmArrived,
     QPConfig,
@@ -20,6 +21,7 @@ from hostagent.protocol.qp import (
     retry_interval,
     time_to_fail,
 )
+from hostagent.protocol.recovery import TailRecovery
 from hostagent.protocol.rocev2 import RoceQP
 
 from .simnet import PathModel, SimNet
@@ -332,16 +334,23 @@ def test_denied_evs_are_never_used():
 @settings(max_examples=40, deadline=None)
 @given(sizes=st.lists(st.integers(1, 5000), min_size=1, max_size=4),
        seed=st.integers(0, 2**16), loss=st.floats(0, 0.05), dup=st.floats(0, 0.1))
+@example(sizes=[5000, 5000], seed=3, loss=0.05, dup=0.0)  # losses, whatever else is drawn
 def test_roce_go_back_n_places_strictly_in_order(sizes, seed, loss, dup):
     """Up to 5% loss, so that the examples stay quick: Go-Back-N resends a window per loss
     (survival at 20% is test_roce_survives_20_percent_loss_resends_are_not_timeouts)."""
     writes, total = layout(sizes, seed)
     a, b, bufs = roce_pair(total, seed)
     placed: list[int] = []
-    place = b._place
-    b._place = lambda h, payload: (placed.append(h.psn), place(h, payload))
     post_all(a, writes)
     net = SimNet(a, b, seed=seed)
+    deliver = net._deliver
+
+    def deliver_noting_placed(to, packet, ecn):
+        before = b.counters.placed_bytes
+        deliver(to, packet, ecn)
+        if b.counters.placed_bytes > before:
+            placed.append(wire.decode(packet)[0].psn)
+    net._deliver = deliver_noting_placed
     net.paths[("a", 0)] = PathModel(loss=loss, dup=dup, jitter=0.0)
     net.paths[("b", 0)] = PathModel(loss=loss / 2)
     net.run(lambda: len(events(a, WriteDone)) == len(writes) or a.failed is not None)
@@ -438,6 +447,27 @@ def test_mrc_a_lost_last_packet_is_found_by_a_tail_probe_not_a_timeout():
     assert end < CFG.timeout, f"done at {end * 1e3:.2f} ms, the timeout is 2 ms"
 
 
+class NoTailProbe(TailRecovery):
+    """RACK-TLP without the tail probe (TLP)."""
+
+    def probe_due(self, now: float, pto: float, outstanding: bool) -> bool:
+        return False
+
+    def next_time(self, pto: float | None, outstanding: bool) -> float | None:
+        return self.deadline
+
+
+class NoTailRecovery(NoTailProbe):
+    """Neither RACK nor the tail probe: only the ACK timeout finds a tail loss."""
+
+    def lost(self, outstanding, now: float) -> list[int]:
+        self.deadline = None
+        return []
+
+    def next_time(self, pto: float | None, outstanding: bool) -> float | None:
+        return None
+
+
 def test_mrc_a_lost_last_packet_of_one_ev_is_found_by_rack():
     """PSN 9 is the last packet sent on its EV (16 packets, 8 EVs): no gap NACK can reveal it.
     Packets sent after it on other EVs are acknowledged, so RACK finds it lost once it has
@@ -446,8 +476,7 @@ def test_mrc_a_lost_last_packet_of_one_ev_is_found_by_rack():
     writes, total = layout([16 * 256], seed=22)
     cfg = QPConfig(mss=256, init_cwnd=8 * 1024, max_cwnd=32 * 1024, timeout=0.02)
     a, b, bufs = mrc_pair(total, seed=22, cfg=cfg)  # a timeout 10 RTTs long, as emulated
-    a.tail.probe_due = lambda now, pto, outstanding: False
-    a.tail.next_time = lambda pto, outstanding: a.tail.deadline
+    a.tail = NoTailProbe()
     post_all(a, writes)
     net = SimNet(a, b, seed=22)
     drop_first_copy(net, psn=9)
@@ -492,9 +521,7 @@ def test_mrc_a_timeout_that_congestion_does_not_explain_leaves_the_window():
     happen."""
     writes, total = layout([200_000], seed=24)
     a, b, bufs = mrc_pair(total, seed=24)
-    a._rack = lambda now: None
-    a.tail.probe_due = lambda now, pto, outstanding: False
-    a.tail.next_time = lambda pto, outstanding: None
+    a.tail = NoTailRecovery()
     post_all(a, writes)
     net = SimNet(a, b, seed=24)
     net.paths[("a", 3)] = PathModel(dead=True)
@@ -522,13 +549,13 @@ def test_mrc_a_receiver_stall_condemns_no_path():
         send(side, ev, data)
     held: list = []
     net._send = stalled
-    receive = b.receive
+    deliver = net._deliver
 
-    def deaf(datagram, now, ecn=False):  # b's host is descheduled: nothing gets in either
-        if stall[0] <= now < stall[1]:
+    def deaf(to, packet, ecn):  # b's host is descheduled: nothing gets in either
+        if to == "b" and stall[0] <= net.now < stall[1]:
             return
-        receive(datagram, now, ecn)
-    b.receive = deaf
+        deliver(to, packet, ecn)
+    net._deliver = deaf
     net.run(lambda: len(events(a, WriteDone)) == 1)
     assert bytes(bufs[1]) == writes[0][0]
     assert a.counters.timeouts >= 5
@@ -564,16 +591,23 @@ def test_mrc_a_slow_path_is_waited_for_not_taken_for_lossy():
     assert a.evset.by_index(3).sent > 50, "it was used"
 
 
-def test_mrc_a_dead_path_is_condemned_while_the_others_queue(monkeypatch):
+class QueuedEverywhere(NsccCC):
+    """The QP's delay above target whatever its RTT samples say."""
+
+    @property
+    def delay_high(self) -> bool:
+        return True
+
+
+def test_mrc_a_dead_path_is_condemned_while_the_others_queue():
     """Half of a host's ports go down: the QP's delay rises on the ports left. A dead path's
     losses are judged by its own RTT (unchanged: nothing comes back on it), not by the QP's
     average delay, so they are not taken for congestion and it is condemned within a few
     RTTs, as a spare takes over."""
-    from hostagent.protocol.nscc import NsccCC
-    monkeypatch.setattr(NsccCC, "delay_high", property(lambda self: True))
     writes, total = layout([2_000_000], seed=27)
     cfg = QPConfig(mss=256, init_cwnd=8 * 1024, max_cwnd=32 * 1024, timeout=0.02)
     a, b, bufs = mrc_pair(total, seed=27, cfg=cfg)
+    a.cc = QueuedEverywhere(a.cc.cfg)
     post_all(a, writes)
     net = SimNet(a, b, seed=27)
     net.run(lambda: net.now > 0.002)
