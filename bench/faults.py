@@ -49,7 +49,12 @@ DEFAULT = ["quickstart", "loss-0", "loss-0.1pct", "loss-1pct", "gray-loss", "lin
 
 
 def measure(run_dir: Path) -> dict:
+    """One run's row; RunError (the report's "no result", with why) for a run that did not
+    complete, e.g. a QP that used up its retries: its collective stopped, it has no share."""
     run = load_run(run_dir)
+    if run.meta.get("status") != "complete":
+        error = str(run.meta.get("error") or "").split("\n")[0]
+        raise RunError(f"the run {run.meta.get('status')}: {error}")
     row = nccl_rows(run.tables["iterations"])[0]
     ideal = run.facts.ideal_busbw
     timed = cct(run.tables["iterations"], run.t0)

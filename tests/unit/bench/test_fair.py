@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from analysis.load import RunError
 from bench import fair, faults, paper
 from bench.fair import (
     counted,
@@ -138,6 +139,15 @@ def test_a_run_whose_qp_failed_gets_no_ratio():
     summary = paper.report(rows, ["host-flap"], ["rocev2"], [1, 2, 3]).split("min/median")[1]
     assert "| host-flap | rocev2 | 2 of 3 | 0.40/0.50/0.60 | 0.40/0.50/0.60 | - | 1 of 3 |  |" \
         in summary
+
+
+def test_a_failed_run_is_no_result_with_its_reason(tmp_path: Path):
+    """A QP that used up its retries stopped the collective: bench/faults.py reports the run
+    as no result, naming the failure, instead of measuring the iterations it finished."""
+    from tests.unit.analysis.test_hostile_runs import _run
+    run = _run(tmp_path)  # a folder a run wrote, which ended `failed`
+    with pytest.raises(RunError, match="the run failed: agent said"):
+        faults.measure(run)
 
 
 def test_the_faults_report_pairs_mrc_with_each_variant_seed_by_seed():
