@@ -88,6 +88,21 @@ class Checkout:
 THIS = Checkout()
 
 
+def checkouts(against: Path | None) -> list[Checkout]:
+    """The checkouts a bench runs: this one, after `against` (another checkout, checked) when
+    one is given, so that each seed runs the other commit first and this one beside it."""
+    if against is None:
+        return [THIS]
+    other = Checkout(against.resolve())
+    other.check()
+    return [other, THIS]
+
+
+def key(variant: str, checkout: Checkout) -> str:
+    """A variant's name in a report: `VARIANT@COMMIT` when it ran on another checkout."""
+    return variant if checkout == THIS else f"{variant}@{checkout.commit()}"
+
+
 def run_variant(file: Path, variant: str, seed: int, out: Path,
                 timeout: float = RUN_TIMEOUT,
                 checkout: Checkout = THIS) -> tuple[Path | None, str]:

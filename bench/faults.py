@@ -30,11 +30,11 @@ sys.path.insert(0, str(ROOT))
 from analysis.load import RunError, load_run  # noqa: E402
 from analysis.metrics import cct, nccl_rows, percentiles  # noqa: E402
 from bench.fair import (  # noqa: E402
-    THIS,
     VARIANTS,
-    Checkout,
+    checkouts,
     counted,
     header,
+    key,
     parse_seeds,
     parse_variants,
     run_variant,
@@ -71,11 +71,6 @@ def measure(run_dir: Path) -> dict:
             "retx": int(qps["retransmits"].sum()), "trims": trims,
             "verified": bool(timed["verified"].all()),
             "fidelity": (run.meta.get("fidelity") or {}).get("verdict", "-")}
-
-
-def key(variant: str, checkout: Checkout) -> str:
-    """A variant's name in the report: `VARIANT@COMMIT` when it ran on another checkout."""
-    return variant if checkout == THIS else f"{variant}@{checkout.commit()}"
 
 
 def paired(rows: dict[tuple[str, int], dict], variant: str, seeds: list[int]) -> list[float | None]:
@@ -142,14 +137,10 @@ def main() -> int:
     args = ap.parse_args()
     try:
         seeds, variants = parse_seeds(args.seeds), parse_variants(args.variants)
-        checkouts = [THIS]
-        if args.against is not None:
-            other = Checkout(args.against.resolve())
-            other.check()
-            checkouts.insert(0, other)
+        runs_on = checkouts(args.against)
     except ValueError as exc:
         ap.error(str(exc))
-    keys = [key(v, c) for v in variants for c in checkouts]
+    keys = [key(v, c) for v in variants for c in runs_on]
     top = header("bench/faults.py", sys.argv)
     files = [Path(f) for f in args.scenarios] or \
         [ROOT / "scenarios" / f"{n}.yaml" for n in DEFAULT]
@@ -164,7 +155,7 @@ def main() -> int:
         reason = ""
         for seed in seeds:  # variants (and checkouts) side by side on each seed
             for v in variants:
-                for checkout in checkouts:
+                for checkout in runs_on:
                     k = key(v, checkout)
                     d, err = run_variant(file.resolve(), v, seed, out / file.stem,
                                          checkout=checkout)

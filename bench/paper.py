@@ -6,11 +6,14 @@ its seeded source port; which EVs MRC keeps active is a seeded choice too: every
 every seed.
 
     sudo .venv/bin/python bench/paper.py [--set paper|validation] [--seeds 1,2,3]
-        [--variants mrc,rocev2,rocev2-lossless] [EXPERIMENT ...]
+        [--variants mrc,rocev2,rocev2-lossless] [--against CHECKOUT] [--results DIR]
+        [EXPERIMENT ...]
 
 `--set paper` runs scenarios/paper/ (the fabrics the paper table was measured on);
 `--set validation` runs scenarios/validation/, fabrics and settings no constant was tuned on,
-each fault against the healthy control of its own fabric.
+each fault against the healthy control of its own fabric. `--against CHECKOUT` runs another
+checkout of the project (another commit with its own venv) beside this one, seed by seed, its
+variants named `VARIANT@COMMIT`, each against a control run on its own code.
 
 For every run it prints (to stderr, as it goes) the collective's busbw over the whole run and
 over the iterations that overlap the fault window (or, for the flap, the iterations while the
@@ -38,8 +41,10 @@ from analysis.load import RunError, load_run  # noqa: E402
 from analysis.metrics import cct  # noqa: E402
 from bench.fair import (  # noqa: E402
     VARIANTS,
+    checkouts,
     counted,
     header,
+    key,
     parse_seeds,
     parse_variants,
     run_variant,
@@ -259,6 +264,10 @@ def main() -> int:
     ap.add_argument("--set", dest="which", choices=list(SETS), default="paper")
     ap.add_argument("--seeds", default="1,2,3", help="every variant runs every seed")
     ap.add_argument("--variants", default=",".join(VARIANTS))
+    ap.add_argument("--against", type=Path, metavar="CHECKOUT",
+                    help="another checkout of the project to run beside this one (A/B)")
+    ap.add_argument("--results", type=Path, help="where the run folders go "
+                    "(default: results/paper-<utc>)")
     args = ap.parse_args()
     folder, table_of = SETS[args.which]
     experiments = args.experiments or list(table_of)
@@ -268,11 +277,14 @@ def main() -> int:
                  f"({', '.join(table_of)})")
     try:
         seeds, variants = parse_seeds(args.seeds), parse_variants(args.variants)
+        runs_on = checkouts(args.against)
     except ValueError as exc:
         ap.error(str(exc))
+    keys = [key(v, c) for v in variants for c in runs_on]
     top = header(f"bench/paper.py, {args.which} set", sys.argv)
-    out = ROOT / "results" / f"paper-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}"
-    out.mkdir(parents=True)
+    out = args.results or \
+        ROOT / "results" / f"paper-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}"
+    out.mkdir(parents=True, exist_ok=True)
     say(f"results: {out}")
     controls: dict[tuple[str, str, int], dict] = {}
     rows: list[dict] = []
@@ -280,36 +292,39 @@ def main() -> int:
     for name in experiments:
         fault, control = table_of[name]
         for seed in seeds:  # seeds outermost within an experiment: variants side by side
-            for variant in variants:
+            for variant, checkout in ((v, c) for v in variants for c in runs_on):
+                k = key(variant, checkout)
                 base = None
                 if control is not None:
-                    key = (control, variant, seed)
-                    if key not in controls:
-                        d, err = run_variant(folder / f"{control}.yaml", variant, seed, out)
+                    ck = (control, k, seed)
+                    if ck not in controls:
+                        d, err = run_variant(folder / f"{control}.yaml", variant, seed, out,
+                                             checkout=checkout)
                         if d is None:
-                            missing.append([name, variant, seed, f"control {control}", why(err)])
-                            say(f"  {control} {variant} s{seed}: no run ({why(err)})")
-                        controls[key] = (measure(d) if d else None) or {}
-                    base = controls[key]
-                d, err = run_variant(folder / f"{fault}.yaml", variant, seed, out)
+                            missing.append([name, k, seed, f"control {control}", why(err)])
+                            say(f"  {control} {k} s{seed}: no run ({why(err)})")
+                        controls[ck] = (measure(d) if d else None) or {}
+                    base = controls[ck]
+                d, err = run_variant(folder / f"{fault}.yaml", variant, seed, out,
+                                     checkout=checkout)
                 m = measure(d) if d is not None else None
                 if m is None:
-                    missing.append([name, variant, seed, fault, why(err) if d is None
+                    missing.append([name, k, seed, fault, why(err) if d is None
                                     else "incomplete run (stderr above)"])
-                    say(f"  {fault} {variant} s{seed}: no run ({why(err)})")
+                    say(f"  {fault} {k} s{seed}: no run ({why(err)})")
                     continue
                 ref = base.get("cct") if base is not None else m["cct_before"]
-                m |= {"experiment": name, "variant": variant, "control": base,
+                m |= {"experiment": name, "variant": k, "control": base,
                       "ratio_whole": ratio(m["cct"], ref),
                       "ratio_window": ratio(m["cct_window"], ref),
                       "ratio_after": ratio(m["cct_after"], ref)}
                 rows.append(m)
-                say(f"{name} {variant} s{seed}: whole {_ratio(m['ratio_whole'])} window "
+                say(f"{name} {k} s{seed}: whole {_ratio(m['ratio_whole'])} window "
                     f"{_ratio(m['ratio_window'])} after {_ratio(m['ratio_after'])}, fidelity "
                     f"{'/'.join(verdicts(m))}{'' if counted(verdicts(m)) else ' (excluded)'}")
                 (out / "paper.json").write_text(json.dumps(rows, indent=1, default=str))
     print(top + f"- results: {out}\n- seeds: {', '.join(map(str, seeds))}\n")
-    print(report(rows, experiments, variants, seeds, missing), end="")
+    print(report(rows, experiments, keys, seeds, missing), end="")
     return 0
 
 

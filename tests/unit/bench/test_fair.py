@@ -239,3 +239,40 @@ def test_validation_scenarios_say_so_and_use_their_own_controls():
         a, b = (parse((folder / f"{s}.yaml").read_text(), s) for s in (fault, control))
         assert a.fabric == b.fabric and a.workload == b.workload and not b.faults \
             and not b.background, f"{fault}: the control is the same run without the fault"
+
+
+def test_paper_against_runs_each_variant_on_both_checkouts_with_its_own_control(
+        tmp_path: Path, monkeypatch, capsys):
+    """`bench/paper.py --against OLD`: OLD first on each seed, then this checkout, each fault
+    run compared with the control run on the same code, labelled `VARIANT@COMMIT`."""
+    other = tmp_path / "old"
+    (other / ".venv" / "bin").mkdir(parents=True)
+    (other / ".venv" / "bin" / "python").touch()
+    monkeypatch.setattr(fair.Checkout, "commit", lambda self: "abc1234")
+    calls: list[tuple[str, str, int, Path]] = []
+    cct = {(True, "control"): 1.0, (True, "gray-loss"): 2.0,  # this checkout: ratio 0.5
+           (False, "control"): 1.0, (False, "gray-loss"): 4.0}  # the other: 0.25
+
+    def run_variant(file, variant, seed, out, checkout=fair.THIS):
+        calls.append((file.stem, variant, seed, checkout.path))
+        return tmp_path / f"{file.stem}-{checkout == fair.THIS}", ""
+
+    def measure(d):
+        this, stem = d.name.rsplit("-", 1)[1] == "True", d.name.rsplit("-", 1)[0]
+        c = cct[(this, stem)]
+        return {"seed": 1, "cct": c, "cct_window": c, "cct_after": c, "cct_before": None,
+                "n_window": 1, "failed_qps": 0, "retransmits": 0, "timeouts": 0,
+                "fidelity": "faithful", "verified": True}
+
+    monkeypatch.setattr(paper, "run_variant", run_variant)
+    monkeypatch.setattr(paper, "measure", measure)
+    monkeypatch.setattr(sys, "argv", ["paper.py", "gray-loss", "--seeds", "1", "--variants",
+                                      "rocev2", "--against", str(other),
+                                      "--results", str(tmp_path / "out")])
+    assert paper.main() == 0
+    assert calls == [("control", "rocev2", 1, other.resolve()),
+                     ("gray-loss", "rocev2", 1, other.resolve()),
+                     ("control", "rocev2", 1, fair.ROOT), ("gray-loss", "rocev2", 1, fair.ROOT)]
+    out = capsys.readouterr().out
+    assert re.search(r"\| gray-loss \| rocev2@abc1234 \| 1 of 1 \| 0\.25/0\.25/0\.25 ", out)
+    assert re.search(r"\| gray-loss \| rocev2 \| 1 of 1 \| 0\.50/0\.50/0\.50 ", out)
