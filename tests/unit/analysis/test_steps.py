@@ -167,10 +167,10 @@ def _frame(times, comm):
 
 
 def _view(folder, label, times, comm, transport="mrc", scenario=None):
-    """A step run's view with its folder's scenario.yaml."""
+    """A step run's view with the scenario it ran."""
     folder.mkdir()
-    (folder / "scenario.yaml").write_text(yaml.safe_dump(scenario or {"name": label}))
     run = SimpleNamespace(steps=_frame(times, comm), world=2, dir=folder, transport=transport,
+                          scenario=scenario or {"name": label},
                           facts=SimpleNamespace(scenario="s"))
     return SimpleNamespace(label=label, run=run)
 
@@ -233,9 +233,8 @@ def test_summary_table_gives_each_fault_run_its_slowdown_against_the_control(tmp
 def test_the_summary_of_step_runs_is_the_step_table(tmp_path):
     steps = pd.DataFrame([row(0, "compute", 0, 1), row(1, "compute", 0, 2)]).assign(
         host=["h0", "h1"])
-    (tmp_path / "scenario.yaml").write_text("name: s\n")
     run = SimpleNamespace(steps=steps, tables={"steps": steps}, world=2, meta={},
-                          dir=tmp_path, transport="mrc",
+                          dir=tmp_path, transport="mrc", scenario={"name": "s"},
                           messages=pd.DataFrame(), events=pd.DataFrame(),
                           facts=SimpleNamespace(scenario="s"))
     view = SimpleNamespace(label="mrc", run=run, recoveries=pd.DataFrame())
