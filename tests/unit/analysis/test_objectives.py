@@ -316,6 +316,29 @@ def test_a_straggler_without_an_end_holds_the_window_open_to_the_workload_end():
     assert O.fault_window(slow) == pytest.approx((4.2, 10.6))
 
 
+def test_reported_rows_are_measured_for_every_transport_and_judge_nothing(monkeypatch,
+                                                                         tmp_path: Path):
+    """A drill's `report`: the step rows measured without a limit, beside the judged ones,
+    for the transport with objectives and for a contrast; neither verdict nor JUnit counts
+    them."""
+    runs = {Path("rep"): step_run(SLOW_STEPS, WINDOW), Path("ctl"): step_run(HEALTHY_STEPS)}
+    monkeypatch.setattr(drill_report, "load_run", runs.__getitem__)
+    spec, report = {"verified": True, "no_failed_qp": True}, ["step_slowdown", "exposed_ratio"]
+    mrc = drill_report.judge("d", "mrc", [Path("rep")], [Path("ctl")], spec, report=report)
+    roce = drill_report.judge("d", "rocev2", [Path("rep")], [Path("ctl")], None,
+                              contrast=spec, report=report)
+    for result in (mrc, roce):
+        rows = by_name(result.verdicts)
+        slow = rows["step time in the fault window"]
+        exposed = rows["exposed communication in the fault window"]
+        assert (slow.status, slow.limit, exposed.status) == ("reported", "-", "reported")
+        assert slow.value == pytest.approx(1.3) and exposed.value == pytest.approx(0.5 / 0.2)
+    assert mrc.status == "pass" and roce.status == "contrast (not judged)"
+    assert drill_report.exit_status([mrc, roce]) == 0
+    root = ET.parse(drill_report.write([mrc, roce], tmp_path)[2]).getroot()
+    assert root[0].get("tests") == "2"  # mrc's two judged objectives
+
+
 def test_a_control_that_exposes_nothing_gives_no_exposure_ratio():
     (v,) = O.evaluate([step_run(SLOW_STEPS, WINDOW)], [step_run([0.0] * 10)],
                       {"exposed_ratio": 2})
