@@ -245,6 +245,9 @@ def test_the_summary_of_step_runs_is_the_step_table(tmp_path):
 
 @pytest.mark.parametrize("fault, control", [
     ("training-t1-blackhole", "training-quickstart"),
+    ("training-host-flap", "training-quickstart"),
+    ("training-slow-rank", "training-quickstart"),
+    ("training-degrade", "training-quickstart"),
     ("training-16-blackhole", "training-16"),
     ("training-moe-flap", "training-moe")])
 def test_each_shipped_fault_twin_pairs_with_its_healthy_scenario(fault, control):
