@@ -4,6 +4,7 @@ tests: a failed objective is a failure, an inconclusive one is skipped with the 
 from __future__ import annotations
 
 import json
+import math
 import xml.etree.ElementTree as ET
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
@@ -35,10 +36,11 @@ class DrillResult:
 
 def judge(drill: str, transport: str, runs: Sequence[Path], controls: Sequence[Path],
           spec: dict | None, source: str = "", errors: Sequence[str] = (),
-          contrast: dict | None = None) -> DrillResult:
+          contrast: dict | None = None, report: Sequence[str] = ()) -> DrillResult:
     """Load a drill's runs of one transport and judge them against `spec` (its objectives).
     A transport without objectives of its own is measured against `contrast` (another
-    transport's), shown beside it and not judged."""
+    transport's), shown beside it and not judged. The objectives named in `report` are
+    measured without a limit and shown as reported rows, which no verdict counts."""
     unreadable: list[str] = []
 
     def load(paths: Sequence[Path]) -> list:
@@ -60,6 +62,10 @@ def judge(drill: str, transport: str, runs: Sequence[Path], controls: Sequence[P
     if spec is None:
         verdicts = [objectives.Verdict(v.objective, v.measured, v.limit, "contrast", v.note,
                                        v.value) for v in verdicts]
+    if report and loaded:
+        verdicts += [objectives.Verdict(v.objective, v.measured, "-", objectives.REPORTED,
+                                        v.note, v.value) for v in objectives.evaluate(
+                         loaded, loaded_controls, dict.fromkeys(report, math.inf))]
     return DrillResult(drill, transport, verdicts, [str(p) for p in runs],
                        [str(p) for p in controls], source, list(errors), spec is None)
 
@@ -94,7 +100,8 @@ def junit(results: Sequence[DrillResult]) -> str:
     for r in results:
         by_drill.setdefault(r.drill, []).append(r)
     for drill, group in by_drill.items():
-        cases = [(r, v) for r in group for v in r.verdicts if not r.contrast]
+        cases = [(r, v) for r in group for v in r.verdicts
+                 if not r.contrast and v.status != objectives.REPORTED]
         suite = ET.SubElement(
             suites, "testsuite", name=drill, tests=str(len(cases)),
             failures=str(sum(v.status == "fail" for _, v in cases)),

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pandas as pd
+import yaml
 
 from runcontract import (
     META,
@@ -40,6 +41,9 @@ class Run:
     meta: dict
     facts: RunFacts  # what the scenario said that a report needs, as the run recorded it
     tables: dict[str, pd.DataFrame] = field(repr=False)
+    # the scenario as the run ran it (its folder's scenario.yaml): what no table records,
+    # such as the stragglers its agents applied
+    scenario: dict = field(default_factory=dict, repr=False)
 
     @property
     def transport(self) -> str:
@@ -137,7 +141,7 @@ def load_run(path: str | Path) -> Run:
     tables["iterations"] = tables["iterations"][tables["iterations"]["start"].notna()]
     if tables["iterations"].empty:
         raise _incomplete(path, meta, "no iteration in iterations.parquet")
-    return Run(path, meta, facts, tables)
+    return Run(path, meta, facts, tables, _scenario_data(path))
 
 
 def _read_table(file: Path) -> pd.DataFrame:
@@ -163,6 +167,15 @@ def _check_scenario_file(path: Path, meta: dict) -> None:
         raise RunError(f"{path}: {SCENARIO} is not the file this run ran (its SHA-256 differs "
                        f"from meta.json's scenario_sha256, or it is gone)",
                        "restore the file, or rerun the scenario")
+
+
+def _scenario_data(path: Path) -> dict:
+    """The run's scenario.yaml as data; empty when it is missing or not a mapping."""
+    try:
+        data = yaml.safe_load((path / SCENARIO).read_text())
+    except (OSError, yaml.YAMLError):
+        return {}
+    return data if isinstance(data, dict) else {}
 
 
 def load_runs(paths: list[str | Path]) -> list[Run]:

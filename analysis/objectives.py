@@ -11,8 +11,8 @@ testbed's own).
 Definitions (times in s since each run's workload start):
 - steady state: the control runs (the scenario without faults), or, without a control, each
   repetition before its first fault;
-- fault window: from the first disturbance's start (a fault, or background traffic) to the
-  last one's end (or the workload's end);
+- fault window: from the first disturbance's start (a fault, a straggler as scheduled, or
+  background traffic) to the last one's end (or the workload's end);
 - goodput: bytes of verified writes delivered per second (metrics.deliveries, each write's
   bytes spread over its lifetime);
 - a stall: an interval inside the timed iterations in which no write of any rank completed;
@@ -47,7 +47,8 @@ BIN_S = 0.05
 # fifth of the suite's 500 ms limits; a step back to full goodput reads up to 80 ms later
 # than in single bins, so the measure is no easier to pass for a slow recovery.
 RECOVERY_WINDOW_S = 0.1
-Status = str  # "pass" | "fail" | "inconclusive"
+Status = str  # "pass" | "fail" | "inconclusive", or REPORTED
+REPORTED = "reported"  # measured without a limit (a drill's `report`): no verdict counts it
 
 
 @dataclass(frozen=True)
@@ -65,16 +66,21 @@ def _fmt_ms(seconds: float) -> str:
 
 
 def fault_window(run: Run) -> tuple[float, float] | None:
-    """(start, end) of the run's disturbances (faults applied, background traffic), s since
-    t0, ending at the last one undone or the workload's end, whichever comes first (a fault
-    undone after the last iteration ended would count its idle tail as lost goodput:
-    measured, gray-loss's window ran 0.19 s past the workload in one repetition and not in
-    the other, 86% against 97%); None without any."""
+    """(start, end) of the run's disturbances (faults applied, background traffic, and
+    stragglers as the scenario scheduled them: their agents apply them, so no event records
+    them), s since t0, ending at the last one undone or the workload's end, whichever comes
+    first (a fault undone after the last iteration ended would count its idle tail as lost
+    goodput: measured, gray-loss's window ran 0.19 s past the workload in one repetition and
+    not in the other, 86% against 97%); None without any."""
     background = run.facts.background if run.facts is not None else ()
-    dist = metrics.disturbances(run.events, background, run.t0).dropna(subset=["start"])
+    t_end = run.t_end - run.t0
+    dist = metrics.disturbances(run.events, background, run.t0)
+    stragglers = steps.straggler_windows(run.scenario, t_end)
+    if len(stragglers):
+        dist = pd.concat([dist, stragglers], ignore_index=True) if len(dist) else stragglers
+    dist = dist.dropna(subset=["start"])
     if dist.empty:
         return None
-    t_end = run.t_end - run.t0
     return float(dist["start"].min()), min(float(dist["end"].fillna(t_end).max()), t_end)
 
 
@@ -356,8 +362,9 @@ def _recovery(runs: Sequence[Run], limit: float, origin: str) -> Verdict:
 
 
 def overall(verdicts: Sequence[Verdict]) -> Status:
-    """fail if any objective failed; pass only if every one passed; else inconclusive."""
-    statuses = {v.status for v in verdicts}
+    """fail if any objective failed; pass only if every one passed; else inconclusive.
+    Reported rows judge nothing."""
+    statuses = {v.status for v in verdicts} - {REPORTED}
     if "fail" in statuses:
         return "fail"
     return "pass" if statuses <= {"pass"} else "inconclusive"

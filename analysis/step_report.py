@@ -21,12 +21,9 @@ import os
 from pathlib import Path
 
 import pandas as pd
-import yaml
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 from matplotlib.ticker import MaxNLocator
-
-from runcontract import SCENARIO
 
 from . import figures, metrics, steps
 from .report import RunView
@@ -43,15 +40,9 @@ def is_step_run(view: RunView) -> bool:
     return "steps" in view.run.tables and not view.run.steps.empty
 
 
-def scenario(view: RunView) -> dict:
-    """The scenario as the run ran it (its folder's copy)."""
-    data = yaml.safe_load((view.run.dir / SCENARIO).read_text())
-    return data if isinstance(data, dict) else {}
-
-
 def windows(view: RunView) -> pd.DataFrame:
     """Every fault's window, network and straggler, s since the workload's start."""
-    stragglers = steps.straggler_windows(scenario(view), view.t_end)
+    stragglers = steps.straggler_windows(view.run.scenario, view.t_end)
     faults = view.disturbances[view.disturbances["source"] == "fault"]
     return pd.concat([faults, stragglers], ignore_index=True) if len(stragglers) else faults
 
@@ -176,7 +167,7 @@ def table(views: list[RunView]) -> str:
     run beside its healthy control (`pair_controls`), each of those over the control's."""
     frames = {v.label: v.run.steps[~v.run.steps["warmup"].astype(bool)] for v in views}
     labels = list(frames)
-    control = pair_controls([(v.label, v.run.transport, scenario(v)) for v in views])
+    control = pair_controls([(v.label, v.run.transport, v.run.scenario) for v in views])
     width = max(12, *(len(label) for label in labels))
     lines = [f"# training step on {views[0].run.world} ranks "
              f"({', '.join(dict.fromkeys(v.run.facts.scenario for v in views))}), "

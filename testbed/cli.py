@@ -26,7 +26,6 @@ from testbed.kernel import features
 from testbed.lifecycle import cleanup, registry
 from testbed.lifecycle.progress import Progress
 from testbed.run import results
-from testbed.scenario.schema import Transport
 
 
 def _seconds(text: str) -> float:
@@ -291,7 +290,7 @@ def _cmd_drill(args) -> int:
     import time
 
     from testbed.run.drill import check
-    from testbed.scenario.drill import drill_files, load_drill
+    from testbed.scenario.drill import DrillTransport, drill_files, load_drill
     drills = [load_drill(f) for f in drill_files(args.drills)]
     check(drills)
     if args.validate:
@@ -316,12 +315,13 @@ def _cmd_drill(args) -> int:
     verdicts = []
     for t in done:
         stated = t.drill.drill.objectives
-        spec = stated.get(cast(Transport, t.transport))  # one of the drill's transports
+        spec = stated.get(cast(DrillTransport, t.transport))  # one of the drill's transports
         other = next(iter(stated.values()), None)  # a contrast row is measured against these
         verdicts.append(drill_report.judge(
             t.drill.drill.name, t.transport, t.repetitions, t.controls,
             spec.model_dump() if spec is not None else None, t.drill.drill.source, t.errors,
-            contrast=other.model_dump() if other is not None else None))
+            contrast=other.model_dump() if other is not None else None,
+            report=t.drill.drill.report))
     files = drill_report.write(verdicts, base)
     print(drill_report.table(verdicts), end="")
     for f in files:

@@ -29,6 +29,13 @@ node, uniform in 1 +- `jitter` (mean 1). A straggler window (start, end, factor)
 after `origin` (the workload's start, which the network faults count from too), makes compute
 progress `factor` times slower while it holds: a node that spans a window's edge runs at each
 rate for its part (`stretched`).
+
+Deadlines: a GPU stream runs its kernels back to back, so a compute node starts at the latest
+end among its dependencies, counting a compute dependency's planned end and a communication
+node's actual completion (a rank that waited on the network starts from when the data came),
+and sleeps until that start plus its time. An event-loop timer that fires late thus delays
+the end of one compute node, not of every later node of a chain; the straggler windows and
+jitter apply to the planned start.
 """
 from __future__ import annotations
 
@@ -233,13 +240,21 @@ class StepExecutor:
         times: dict[int, tuple[float, float]] = {}
         tasks: dict[int, asyncio.Task[None]] = {}
 
+        ends: dict[int, float] = {}  # what a successor starts from (`_compute`)
+
         async def run(node: Node) -> None:
-            deps = [tasks[d] for d in self._before[node.id]]
-            if deps:
-                await asyncio.gather(*deps)
+            before = self._before[node.id]
+            if before:
+                await asyncio.gather(*(tasks[d] for d in before))
             start = self._clock()
             self._running[node.id] = (node, start)
-            results[node.id] = await self._execute(node, iteration, data[node.id])
+            if node.kind == "compute":
+                begin = max((ends[d] for d in before), default=start)
+                ends[node.id] = await self._compute(node, iteration, begin)
+                results[node.id] = None
+            else:
+                results[node.id] = await self._execute(node, iteration, data[node.id])
+                ends[node.id] = self._clock()
             times[node.id] = (start, self._clock())
             del self._running[node.id]  # a node cancelled mid-way stays: waiting() names it
 
@@ -299,11 +314,17 @@ class StepExecutor:
         src, dst = (self.rank, node.peer) if node.kind == "send" else (node.peer, self.rank)
         return _seed(self.seed, "p2p", src, dst, self._index[node.id])
 
+    async def _compute(self, node: Node, iteration: int, begin: float) -> float:
+        """Run a compute node that may start at `begin`; its planned end. It sleeps until that
+        deadline rather than for its duration from when the loop woke it, so the loop's timer
+        lateness does not add up along a chain of compute nodes."""
+        end = begin + self.compute_time(node, iteration, begin - self.origin)
+        await self._sleep(max(0.0, end - self._clock()))
+        return end
+
     async def _execute(self, node: Node, iteration: int,
                        data: np.ndarray | None) -> np.ndarray | None:
-        if node.kind == "compute":
-            await self._sleep(self.compute_time(node, iteration, self._clock() - self.origin))
-            return None
+        """Run a communication node; its result (a collective's or a receive's array)."""
         if node.kind == "collective":
             comm = self._comms[cast(str, node.group)]
             return await comm.run(cast(Kind, node.collective), cast(np.ndarray, data),

@@ -32,6 +32,14 @@ from testbed.scenario.source import load_yaml, read
 
 DRILL_SUFFIXES = (".yaml", ".yml")
 STEP_OBJECTIVES = ("step_slowdown", "exposed_ratio")  # need a training-step workload
+# What a drill runs: a transport, or RoCEv2 over a lossless fabric (the same scenario with
+# `switch: {lossless: true}`, RoCEv2's usual deployment over PFC), as bench/fair.py names them
+DrillTransport = Literal["mrc", "rocev2", "rocev2-lossless"]
+VARIANTS: dict[str, tuple[Transport, bool]] = {
+    "mrc": ("mrc", False), "rocev2": ("rocev2", False), "rocev2-lossless": ("rocev2", True)}
+# objectives a drill can measure without a limit (`report`): upper bounds, none is met by inf
+Reported = Literal["step_slowdown", "exposed_ratio", "cct_p99_ratio", "message_p99_ratio",
+                   "max_stall_ms"]
 
 
 class Objectives(StrictModel):
@@ -81,8 +89,9 @@ class Drill(StrictModel):
                                                         "(e.g. the MRC paper's figure)")
     scenario: str | dict[str, Any] = Field(
         description="a scenario file (relative to the drill file) or a scenario, embedded")
-    transports: list[Transport] | None = Field(
-        None, min_length=1, description="default: the scenario's `transport`")
+    transports: list[DrillTransport] | None = Field(
+        None, min_length=1, description="default: the scenario's `transport`; "
+        "`rocev2-lossless` runs RoCEv2 with `switch: {lossless: true}`")
     repetitions: int = Field(3, ge=1, le=100, description="default: one per seed, or 3")
     seeds: list[Annotated[int, Field(ge=0, le=2**32 - 1)]] | None = Field(
         None, description="one per repetition, the same for every transport; default the "
@@ -91,8 +100,11 @@ class Drill(StrictModel):
                                             "background traffic once per transport, on the "
                                             "first seed: the steady state objectives compare "
                                             "with")
-    objectives: dict[Transport, Objectives] = Field(
+    objectives: dict[DrillTransport, Objectives] = Field(
         description="per transport; a transport run without objectives is shown, not judged")
+    report: list[Reported] = Field(
+        default_factory=list, max_length=5, description="measured for every transport and "
+        "shown beside its verdicts, never judged: the rows no source gives a limit for")
 
     @model_validator(mode="before")
     @classmethod
@@ -144,7 +156,10 @@ class LoadedDrill:
         """The scenario as one run of the drill runs it (one transport, its seed; for the
         control, without its faults and background traffic, the disturbances a drill is
         about), and its text as written to the run's folder."""
-        data = {**self.data, "transport": [transport], "seed": seed}
+        name, lossless = VARIANTS[transport]
+        data = {**self.data, "transport": [name], "seed": seed}
+        if lossless:
+            data["switch"] = {**(data.get("switch") or {}), "lossless": True}
         if not faults:
             data["faults"] = []
             data["background"] = []
@@ -179,12 +194,16 @@ def parse_drill(text: str, source: str, base: Path | None = None) -> LoadedDrill
                             f"does not run (transports: {', '.join(runs)})")
     if not scenario.workload.steps:
         stepwise = sorted({f"{t}.{k}" for t, o in drill.objectives.items()
-                           for k in STEP_OBJECTIVES if getattr(o, k) is not None})
+                           for k in STEP_OBJECTIVES if getattr(o, k) is not None}
+                          | {f"report.{k}" for k in drill.report if k in STEP_OBJECTIVES})
         if stepwise:
             raise ScenarioError(f"{source}: objectives {', '.join(stepwise)} judge training "
                                 f"steps, but the scenario's workload is a collective",
                                 "give the scenario a workload.training or workload.chakra")
-    return LoadedDrill(drill, scenario, scenario_data, source)
+    loaded = LoadedDrill(drill, scenario, scenario_data, source)
+    for transport in loaded.transports:  # a variant the scenario cannot take fails here
+        loaded.variant(transport, scenario.seed)
+    return loaded
 
 
 def load_drill(path: str | Path) -> LoadedDrill:

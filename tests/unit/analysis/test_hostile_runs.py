@@ -60,6 +60,12 @@ def test_a_truncated_table_is_a_run_error(tmp_path: Path):
         load_run(folder)
 
 
+def test_a_loaded_run_carries_the_scenario_it_ran(tmp_path: Path):
+    """What no table records (a straggler's schedule) is read from the folder's copy."""
+    run = load_run(_run(tmp_path))
+    assert run.scenario["name"] == "c" and run.scenario["workload"]["iterations"] == 2
+
+
 def test_a_scenario_file_that_is_not_the_one_run_is_noticed(tmp_path: Path):
     folder = _run(tmp_path)
     load_run(folder)

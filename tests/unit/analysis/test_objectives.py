@@ -244,7 +244,7 @@ def step_run(comm: list[float], fault: tuple[float, float] | None = None,
                        "collective": "all_reduce", "group": "dp", "bytes": 4,
                        "start": T0 + t + C, "end": T0 + t + C + x}]
         t += C + x
-    r = run([C + x for _, x in plan], fault=fault, name=name)
+    r = run([C + x for x, _ in plan], fault=fault, name=name)
     r.tables["steps"] = pd.DataFrame(nodes)
     return r
 
@@ -288,6 +288,55 @@ def test_the_worst_repetition_is_judged_and_steps_before_the_fault_stand_in_for_
 def test_step_objectives_without_an_answer_are_inconclusive(runs, controls, why):
     (v,) = O.evaluate(runs, controls, {"step_slowdown": 1.05})
     assert (v.status, v.note) == ("inconclusive", why)
+
+
+def straggler(at: float, duration: float | None = None) -> dict:
+    fault = {"at": at, "kind": "straggler", "target": {"host": "h1"}, "factor": 2}
+    return fault if duration is None else {**fault, "duration": duration}
+
+
+def test_a_straggler_opens_the_fault_window_it_was_scheduled_for():
+    """No event records a straggler (its agent applies it): its window is the scenario's
+    [at, at + duration), and the step objectives judge the steps that overlap it."""
+    slow = step_run(SLOW_STEPS)
+    slow.scenario = {"faults": [straggler(WINDOW[0], WINDOW[1] - WINDOW[0])]}
+    assert O.fault_window(slow) == pytest.approx(WINDOW)
+    v = by_name(O.evaluate([slow], [step_run(HEALTHY_STEPS)],
+                           {"step_slowdown": 1.5, "exposed_ratio": 3}))
+    assert v["step time in the fault window"].value == pytest.approx(1.3)
+    assert "2 steps in the window" in v["step time in the fault window"].measured
+    assert v["exposed communication in the fault window"].value == pytest.approx(0.5 / 0.2)
+
+
+def test_a_straggler_without_an_end_holds_the_window_open_to_the_workload_end():
+    """A network fault 4.2-5.5 s and a straggler from 8 s on: one window from the first
+    start to the workload's end (ten steps, two of them 1.3 s: 10.6 s)."""
+    slow = step_run(SLOW_STEPS, WINDOW)
+    slow.scenario = {"faults": [straggler(8.0)]}
+    assert O.fault_window(slow) == pytest.approx((4.2, 10.6))
+
+
+def test_reported_rows_are_measured_for_every_transport_and_judge_nothing(monkeypatch,
+                                                                         tmp_path: Path):
+    """A drill's `report`: the step rows measured without a limit, beside the judged ones,
+    for the transport with objectives and for a contrast; neither verdict nor JUnit counts
+    them."""
+    runs = {Path("rep"): step_run(SLOW_STEPS, WINDOW), Path("ctl"): step_run(HEALTHY_STEPS)}
+    monkeypatch.setattr(drill_report, "load_run", runs.__getitem__)
+    spec, report = {"verified": True, "no_failed_qp": True}, ["step_slowdown", "exposed_ratio"]
+    mrc = drill_report.judge("d", "mrc", [Path("rep")], [Path("ctl")], spec, report=report)
+    roce = drill_report.judge("d", "rocev2", [Path("rep")], [Path("ctl")], None,
+                              contrast=spec, report=report)
+    for result in (mrc, roce):
+        rows = by_name(result.verdicts)
+        slow = rows["step time in the fault window"]
+        exposed = rows["exposed communication in the fault window"]
+        assert (slow.status, slow.limit, exposed.status) == ("reported", "-", "reported")
+        assert slow.value == pytest.approx(1.3) and exposed.value == pytest.approx(0.5 / 0.2)
+    assert mrc.status == "pass" and roce.status == "contrast (not judged)"
+    assert drill_report.exit_status([mrc, roce]) == 0
+    root = ET.parse(drill_report.write([mrc, roce], tmp_path)[2]).getroot()
+    assert root[0].get("tests") == "2"  # mrc's two judged objectives
 
 
 def test_a_control_that_exposes_nothing_gives_no_exposure_ratio():

@@ -167,10 +167,10 @@ def _frame(times, comm):
 
 
 def _view(folder, label, times, comm, transport="mrc", scenario=None):
-    """A step run's view with its folder's scenario.yaml."""
+    """A step run's view with the scenario it ran."""
     folder.mkdir()
-    (folder / "scenario.yaml").write_text(yaml.safe_dump(scenario or {"name": label}))
     run = SimpleNamespace(steps=_frame(times, comm), world=2, dir=folder, transport=transport,
+                          scenario=scenario or {"name": label},
                           facts=SimpleNamespace(scenario="s"))
     return SimpleNamespace(label=label, run=run)
 
@@ -233,9 +233,8 @@ def test_summary_table_gives_each_fault_run_its_slowdown_against_the_control(tmp
 def test_the_summary_of_step_runs_is_the_step_table(tmp_path):
     steps = pd.DataFrame([row(0, "compute", 0, 1), row(1, "compute", 0, 2)]).assign(
         host=["h0", "h1"])
-    (tmp_path / "scenario.yaml").write_text("name: s\n")
     run = SimpleNamespace(steps=steps, tables={"steps": steps}, world=2, meta={},
-                          dir=tmp_path, transport="mrc",
+                          dir=tmp_path, transport="mrc", scenario={"name": "s"},
                           messages=pd.DataFrame(), events=pd.DataFrame(),
                           facts=SimpleNamespace(scenario="s"))
     view = SimpleNamespace(label="mrc", run=run, recoveries=pd.DataFrame())
@@ -246,6 +245,9 @@ def test_the_summary_of_step_runs_is_the_step_table(tmp_path):
 
 @pytest.mark.parametrize("fault, control", [
     ("training-t1-blackhole", "training-quickstart"),
+    ("training-host-flap", "training-quickstart"),
+    ("training-slow-rank", "training-quickstart"),
+    ("training-degrade", "training-quickstart"),
     ("training-16-blackhole", "training-16"),
     ("training-moe-flap", "training-moe")])
 def test_each_shipped_fault_twin_pairs_with_its_healthy_scenario(fault, control):

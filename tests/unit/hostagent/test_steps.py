@@ -3,8 +3,11 @@ collectives in flight over the same connections, messages delivered, every byte 
 from __future__ import annotations
 
 import asyncio
+import heapq
+import itertools
 import time
 from collections.abc import Awaitable, Callable
+from typing import cast
 
 import pytest
 
@@ -173,12 +176,14 @@ def test_independent_compute_runs_concurrently_and_scaled():
 
 def test_compute_durations_reach_the_sleep_scaled():
     slept: list[float] = []
+    now, clock, advance = fake_time()
 
     async def sleep(seconds: float) -> None:
         slept.append(seconds)
+        await advance(seconds)
 
     nodes = [Node(1, "compute", duration=0.5), Node(2, "compute", duration=0.25)]
-    run_job(same_graph(1, nodes, {}), iterations=1, scale=4.0, sleep=sleep)
+    run_job(same_graph(1, nodes, {}), iterations=1, scale=4.0, clock=clock, sleep=sleep)
     assert sorted(slept) == [1.0, 2.0]
 
 
@@ -237,21 +242,115 @@ def fake_time() -> tuple[list[float], Callable[[], float], Callable[[float], Awa
     return now, lambda: now[0], sleep
 
 
-def test_a_straggler_slows_the_compute_inside_its_window():
+class LateTimers:
+    """Virtual time whose timers fire `late` s after their deadline, as a busy event loop's
+    do: time moves to the next wake-up once every task waits on a timer (the loopback fabric
+    needs no timers, only turns of the loop)."""
+
+    TURNS = 200  # loop turns without a wake-up that count as everyone waiting
+
+    def __init__(self, late: float, now: float = 0.0) -> None:
+        self.late, self.now = late, now
+        self._timers: list[tuple[float, int, asyncio.Future[None]]] = []
+        self._order = itertools.count()  # equal deadlines wake in the order they were set
+
+    def clock(self) -> float:
+        return self.now
+
+    async def sleep(self, seconds: float) -> None:
+        future = asyncio.get_running_loop().create_future()
+        heapq.heappush(self._timers, (self.now + seconds + self.late, next(self._order),
+                                      future))
+        await future
+
+    async def run(self, *coros: Awaitable[object]) -> list[object]:
+        main = asyncio.ensure_future(asyncio.gather(*coros))
+        while not main.done():
+            for _ in range(self.TURNS):
+                await asyncio.sleep(0)
+            if main.done():
+                break
+            assert self._timers, "every task waits, and on no timer: a deadlock"
+            at, _, future = heapq.heappop(self._timers)
+            self.now = max(self.now, at)
+            future.set_result(None)
+        return main.result()
+
+
+def late_run(job: Job, late: float, scale: float = 1.0, now: float = 0.0,
+             stragglers: tuple = ()) -> dict[int, dict[int, NodeRecord]]:
+    """Iteration 0 of `job` on timers `late` s late; per rank, its records by node id."""
+    job.validate()
+    timers, net = LateTimers(late, now), LoopbackFabric(job.world)
+    executors = [StepExecutor(net.endpoint(r), job.plan(r), seed=1, clock=timers.clock,
+                              sleep=timers.sleep, compute_scale=scale, stragglers=stragglers)
+                 for r in range(job.world)]
+    for ex in executors:
+        ex.origin = now
+    per_rank = asyncio.run(timers.run(*(ex.run_iteration(0) for ex in executors)))
+    return {ex.rank: {r.node: r for r in recs}
+            for ex, recs in zip(executors, cast(list[list[NodeRecord]], per_rank), strict=True)}
+
+
+DURATIONS = (0.10, 0.03, 0.25, 0.07, 0.15, 0.05, 0.20, 0.12, 0.09, 0.04)
+
+
+@pytest.mark.parametrize("scale", [1.0, 2.5])
+def test_lateness_does_not_add_up_along_a_compute_chain(scale):
+    """Ten chained computes on timers 20 ms late: the chain ends one lateness after the sum of
+    its (scaled) durations, as a GPU stream would; sleeping each duration from the late
+    wake-up would end ten latenesses after it."""
+    late = 0.02
+    nodes = [Node(k, "compute", duration=d, data_deps=(k - 1,) if k else ())
+             for k, d in enumerate(DURATIONS)]
+    recs = late_run(Job(1, {}, (Graph(0, tuple(nodes)),)), late, scale)[0]
+    assert recs[len(DURATIONS) - 1].end == pytest.approx(sum(DURATIONS) * scale + late)
+    assert [r.start for r in recs.values()] == sorted(r.start for r in recs.values())
+
+
+def test_a_join_of_computes_ends_after_its_latest_dependency_planned():
+    """Two branches (0.1 s then 0.3 s; 0.2 s) joined by a 0.1 s compute: it ends at
+    max(0.4, 0.2) + 0.1 plus one lateness."""
+    late = 0.03
+    nodes = [Node(1, "compute", duration=0.1), Node(2, "compute", duration=0.3, data_deps=(1,)),
+             Node(3, "compute", duration=0.2),
+             Node(4, "compute", duration=0.1, data_deps=(2, 3))]
+    recs = late_run(Job(1, {}, (Graph(0, tuple(nodes)),)), late)[0]
+    assert recs[4].end == pytest.approx(0.5 + late)
+
+
+def test_a_compute_after_communication_starts_from_its_completion():
+    """Rank 0 computes 1 s, sends, computes 0.5 s; rank 1 receives, computes 0.5 s. The
+    message arrives when the late timer lets the first compute end (1 s + lateness), and both
+    0.5 s computes count from then: 1.5 s + two latenesses. Carrying the planned end across
+    the send would end them one lateness early, before the data they wait for could exist."""
+    late = 0.04
+    job = Job(2, {}, (
+        Graph(0, (Node(1, "compute", duration=1.0),
+                  Node(2, "send", bytes=16, peer=1, data_deps=(1,)),
+                  Node(3, "compute", duration=0.5, data_deps=(2,)))),
+        Graph(1, (Node(1, "recv", bytes=16, peer=0),
+                  Node(2, "compute", duration=0.5, data_deps=(1,))))))
+    recs = late_run(job, late)
+    assert recs[0][2].end == pytest.approx(1.0 + late)
+    assert recs[1][1].end == pytest.approx(1.0 + late)
+    assert recs[0][3].end == pytest.approx(1.5 + 2 * late)
+    assert recs[1][2].end == pytest.approx(1.5 + 2 * late)
+    assert all(r.verified for per in recs.values() for r in per.values())
+
+
+@pytest.mark.parametrize("late", [0.0, 0.05])
+def test_a_straggler_slows_the_compute_inside_its_window(late):
     """Three chained 1 s computes, a x3 straggler from 1 s to 2 s after the origin (10 s on the
     clock): the second does 1/3 s of work in the window and 2/3 s after it, ending at 2 2/3 s;
-    the third runs at full speed."""
-    now, clock, sleep = fake_time()
-    now[0] = 10.0
+    the third runs at full speed. Late timers shift each end by their lateness only: the
+    windows apply to the planned starts."""
     nodes = [Node(1, "compute", duration=1.0), Node(2, "compute", duration=1.0, data_deps=(1,)),
              Node(3, "compute", duration=1.0, data_deps=(2,))]
-    job = same_graph(2, nodes, {}).validate()
-    ex = StepExecutor(LoopbackFabric(2).endpoint(1), job.plan(1), seed=1, clock=clock,
-                      sleep=sleep, stragglers=[(1.0, 2.0, 3.0)])
-    ex.origin = 10.0
-    records = asyncio.run(ex.run_iteration(0))
-    ends = [r.end - 10.0 for r in records]
-    assert ends == pytest.approx([1.0, 2 + 2 / 3, 3 + 2 / 3])
+    recs = late_run(same_graph(2, nodes, {}), late, now=10.0,
+                    stragglers=((1.0, 2.0, 3.0),))[1]
+    ends = [recs[k].end - 10.0 for k in (1, 2, 3)]
+    assert ends == pytest.approx([1.0 + late, 2 + 2 / 3 + late, 3 + 2 / 3 + late])
 
 
 def test_jitter_is_seeded_per_rank_bounded_and_of_mean_one():

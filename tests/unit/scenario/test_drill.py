@@ -34,6 +34,23 @@ def test_an_embedded_scenario_and_its_variants():
     assert "seed: 2" in text  # what the run's folder keeps
 
 
+def test_the_lossless_variant_is_rocev2_over_a_lossless_switch():
+    """`rocev2-lossless` runs the same scenario as RoCEv2 with `switch: {lossless: true}`,
+    its other switch settings kept; the other transports' runs stay lossy."""
+    d = parse_drill(EMBEDDED.replace("repetitions: 2", "transports: [mrc, rocev2, "
+                                     "rocev2-lossless]\nrepetitions: 2")
+                    .replace("workload:", "switch: {ecn: true}\n  workload:"), "d.yaml")
+    assert d.transports == ["mrc", "rocev2", "rocev2-lossless"]
+    lossless, text = d.variant("rocev2-lossless", 1)
+    assert lossless.transport == ["rocev2"] and lossless.switch.lossless
+    assert lossless.switch.ecn and "lossless: true" in text
+    control, _ = d.variant("rocev2-lossless", 1, faults=False)
+    assert control.switch.lossless and control.faults == []
+    for other in ("mrc", "rocev2"):
+        run, _ = d.variant(other, 1)
+        assert run.transport == [other] and not run.switch.lossless
+
+
 def test_problems_are_listed_with_their_paths_and_the_keys_allowed():
     message = error("name: d\nscenario: {}\nobjectives: {mrc: {goodput_ratoi: 0.5}, "
                     "tcp: {}}\nrepetitions: 0\n")
@@ -54,6 +71,10 @@ def test_problems_are_listed_with_their_paths_and_the_keys_allowed():
     (EMBEDDED.replace("{goodput_ratio: 0.5}", "{step_slowdown: 1.05, exposed_ratio: 2}"),
      "objectives mrc.exposed_ratio, mrc.step_slowdown judge training steps, but the "
      "scenario's workload is a collective"),
+    (EMBEDDED + "report: [exposed_ratio, max_stall_ms]\n",
+     "objectives report.exposed_ratio judge training steps"),
+    (EMBEDDED + "report: [goodput_ratio]\n", "report.0: 'goodput_ratio' is not allowed"),
+    (EMBEDDED + "transports: [mrc, rocev2-pfc]\n", "'rocev2-pfc' is not allowed"),
 ])
 def test_bad_drills_are_refused(text: str, message: str):
     assert message in error(text)
