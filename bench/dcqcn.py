@@ -29,7 +29,8 @@ seed, grid setting and RoCEv2 variant (bench/fair.py: the same scenario copy, `d
 is the default ratios and five of the simnet's informative points (its best incast and
 bottleneck settings, and the diagonal from 1 to 20 RTTs); one that leaves the default out gets
 it added first. As root; 3 scenarios x 6 settings x 3 seeds of one variant are 54 runs of
-15-20 s, about 16 min:
+8-10 s each on a 2-core machine (more where a setting slows the collective): about 10 min,
+twice that with rocev2-lossless:
 
     sudo .venv/bin/python bench/dcqcn.py --testbed [--seeds 1,2,3]
         [--variants rocev2[,rocev2-lossless]] [--grid 5:5.5,0.5:2,1:1,2:2,10:10,20:20]
