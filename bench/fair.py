@@ -17,6 +17,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import yaml
 
@@ -44,12 +45,22 @@ def parse_variants(text: str) -> list[str]:
     return names
 
 
-def variant_text(text: str, variant: str, seed: int) -> tuple[str, str]:
+def merged(data: dict[str, Any], overrides: dict[str, Any]) -> dict[str, Any]:
+    """`data` with `overrides` written over it, mappings merged key by key."""
+    out = dict(data)
+    for k, v in overrides.items():
+        out[k] = merged(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else v
+    return out
+
+
+def variant_text(text: str, variant: str, seed: int,
+                 overrides: dict[str, Any] | None = None) -> tuple[str, str]:
     """The scenario `text` as one run of `variant` with `seed` runs it: its name (the base
     name, the seed and, for the lossless variant, `-lossless`) and its YAML. Everything else
-    is the scenario's own, so that every variant runs the same fabric and workload."""
+    is the scenario's own (with `overrides`, a bench's setting, merged in), so that every
+    variant runs the same fabric and workload."""
     transport, lossless = VARIANTS[variant]
-    data = yaml.safe_load(text)
+    data = merged(yaml.safe_load(text), overrides or {})
     name = f"{data['name']}-s{seed}{'-lossless' if lossless else ''}"
     if len(name) > NAME_MAX:
         raise ValueError(f"{data['name']}: {name!r} is longer than {NAME_MAX} characters; "
@@ -105,12 +116,14 @@ def key(variant: str, checkout: Checkout) -> str:
 
 def run_variant(file: Path, variant: str, seed: int, out: Path,
                 timeout: float = RUN_TIMEOUT,
-                checkout: Checkout = THIS) -> tuple[Path | None, str]:
-    """Run one variant of the scenario `file` with `seed` on `checkout`'s code; its run folder
-    (None if the run made none) and the command's stderr. Past `timeout` the run is
+                checkout: Checkout = THIS, overrides: dict[str, Any] | None = None,
+                label: str = "") -> tuple[Path | None, str]:
+    """Run one variant of the scenario `file` with `seed` on `checkout`'s code, `overrides`
+    merged into its copy (`label` names them in the spec's and the runs' file names); its run
+    folder (None if the run made none) and the command's stderr. Past `timeout` the run is
     interrupted (SIGINT: the runner cleans up what it built)."""
-    name, text = variant_text(file.read_text(), variant, seed)
-    tag = "" if checkout == THIS else f"@{checkout.commit()}"
+    name, text = variant_text(file.read_text(), variant, seed, overrides)
+    tag = label + ("" if checkout == THIS else f"@{checkout.commit()}")
     spec = out / "specs" / f"{name}-{variant}{tag}.yaml"
     spec.parent.mkdir(parents=True, exist_ok=True)
     spec.write_text(f"# {file.relative_to(ROOT) if file.is_relative_to(ROOT) else file}, "

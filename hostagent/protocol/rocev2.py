@@ -22,7 +22,8 @@ and retry schedule (qp.py). What differs is what RoCEv2 does, as an RC QP on an 
   no progress, and their wait makes the timer expire again (measured on the simnet, one QP
   behind a 20 ms queue, 10 ms timeout: 44 timeouts and 2.0 s against 2 and 0.43 s);
 - congestion control is DCQCN (dcqcn.py), its CNP spacing and timers ratios to the path's base
-  RTT (`QPConfig.base_rtt`); timeouts get no rate reaction beyond Go-Back-N.
+  RTT (`QPConfig.base_rtt`; the ratios are the scenario's `dcqcn`); timeouts get no rate
+  reaction beyond Go-Back-N.
 What a real RNIC does differently: its ACK timeout is a fixed 4.096 us x 2^timeout with a
 constant retry interval (here the spec's schedule, shared with MRC, and at least srtt + 4
 rttvar, since the emulated hosts' scheduling delay is milliseconds); a real CNP reaches the
@@ -41,14 +42,15 @@ PATH = 0  # the single path: what it is, the fabric's ECMP decides
 UNLIMITED_RATE = 100e9  # bit/s where no line rate is given (unit tests): never the limit
 
 
-def dcqcn(cfg: QPConfig) -> DcqcnCC:
-    """The baseline's rate control, its spacing and timers ratios to the path's base RTT."""
+def dcqcn(cfg: QPConfig, **ratios: float) -> DcqcnCC:
+    """The baseline's rate control, its spacing and timers ratios to the path's base RTT
+    (`ratios`: DcqcnConfig.for_path's cnp_rtts and timer_rtts, the scenario's `dcqcn`)."""
     return DcqcnCC(DcqcnConfig.for_path(cfg.mss, cfg.max_cwnd, cfg.line_rate or UNLIMITED_RATE,
-                                        cfg.base_rtt or REFERENCE_RTT))
+                                        cfg.base_rtt or REFERENCE_RTT, **ratios))
 
 
 class RoceQP(QueuePair):
-    """`cc`: the QP's DCQCN, if not the one its settings give (bench/dcqcn.py sweeps them)."""
+    """`cc`: the QP's DCQCN (`dcqcn` with the scenario's ratios); default: `dcqcn(cfg)`."""
 
     karn = True  # a RoCEv2 ACK (AETH) cannot say which copy of a resent packet it answers
 

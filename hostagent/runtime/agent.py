@@ -33,7 +33,7 @@ from hostagent.protocol.evs import EVPolicy, EVSet
 from hostagent.protocol.mrc import MrcQP
 from hostagent.protocol.nic import Nic
 from hostagent.protocol.qp import QPConfig, QueuePair
-from hostagent.protocol.rocev2 import RoceQP
+from hostagent.protocol.rocev2 import RoceQP, dcqcn
 from hostagent.runtime import driver, netns
 from hostagent.runtime.config import AgentConfig
 from hostagent.runtime.loop_lag import PROCESS_LAG, LagWindow
@@ -83,7 +83,7 @@ def build_qps(cfg: AgentConfig) -> tuple[socket.socket, QPsByPeer]:
                 plane = k % len(cfg.plain)
                 sock = driver.ecn_socket(socket.socket(socket.AF_INET6, socket.SOCK_DGRAM))
                 sock.bind((cfg.plain[plane], next(ports)))
-                qp = RoceQP(ours, theirs, empty, qp_cfg, seed)
+                qp = RoceQP(ours, theirs, empty, qp_cfg, seed, cc=dcqcn(qp_cfg, **cfg.dcqcn))
                 route = driver.Route(sock, {0: (peer.plain[plane], driver.PORT)}, {0: plane})
             entries.append((qp, route))
         peers[peer.rank] = entries

@@ -6,7 +6,7 @@ agent at start: the agent imports nothing of the testbed and needs no root.
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -41,6 +41,9 @@ class AgentConfig:
     # {rate_bps, limit}: pace QPs to the ports (hostagent/protocol/nic.py)
     nic: dict[str, Any] | None = None
     ev_sample_period: float | None = None  # s between samples of each EV's load; None: off
+    # RoCEv2: DCQCN's ratios to the base RTT (DcqcnConfig.for_path's cnp_rtts, timer_rtts);
+    # empty: its defaults
+    dcqcn: dict[str, float] = field(default_factory=dict)
 
     def dump(self, path: Path) -> None:
         path.write_text(json.dumps(asdict(self), indent=1))

@@ -80,6 +80,7 @@ class RunResults:
         self.meta = {
             "run_id": name, "scenario": scenario_name, "transport": transport,
             "variant": scenario.variant(transport) if transport else None, "seed": seed,
+            "dcqcn": scenario.dcqcn.model_dump() if transport == "rocev2" else None,
             "status": "running",
             "started": datetime.now(timezone.utc).isoformat(), "ended": None,
             "scenario_sha256": hashlib.sha256(scenario_text.encode()).hexdigest(),

@@ -87,7 +87,8 @@ def agent_configs(plan: FabricPlan, scenario: Scenario, transport: str,
             scenario.seed,
             str(out / "start"), str(out / host), timeout=deadline_for(scenario), gso=q.gso,
             nic=nic_limits(scenario), ev_sample_period=ev_sample_period(
-                scenario, transport, sum(len(p.evs) for p in peers)))
+                scenario, transport, sum(len(p.evs) for p in peers)),
+            dcqcn=scenario.dcqcn.model_dump() if transport == "rocev2" else {})
     return configs
 
 

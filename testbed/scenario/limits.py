@@ -44,6 +44,11 @@ MAX_TIME = 86_400  # s: when a fault or flow may start, how long it may last
 MIN_MSS = 64  # payload bytes of a packet: smaller makes headers most of every packet
 MAX_WINDOW = 64 * 2**20  # bytes in flight per QP
 MAX_DERIVED_TIMER = 10.0  # s: the ACK timeout and target_delay, given or derived from the buffers
+# DCQCN's CNP spacing and timers in base RTTs (dcqcn.py): from a quarter of NVIDIA's shortest
+# (min_time_between_cnps, 0.4 RTT) to past its longest (rpg_time_reset, 30 RTTs) and the few
+# hundred RTTs a run lasts; shorter timers only make the agent step them more often per wake-up.
+MIN_DCQCN_RTTS = 0.1
+MAX_DCQCN_RTTS = 100.0
 
 # `rate: auto` (testbed/fabric/budget.py) picks the highest of these link rates, bit/s, that
 # this machine's measured packet budget carries: a 1-2-5 series, as instruments' ranges are,

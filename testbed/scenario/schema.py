@@ -29,6 +29,7 @@ from hostagent.protocol.constants import (
     PROBE_INTERVAL,
     PROBE_SUCCESSES,
 )
+from hostagent.protocol.dcqcn import CONSTANTS as DCQCN
 from hostagent.protocol.qp import (
     MAX_EXP_CNT,
     MAX_LINEAR_CNT,
@@ -381,6 +382,22 @@ class MrcSettings(StrictModel):
                                           "deny them), for every pair of hosts")
 
 
+DcqcnRatio = Annotated[float, Field(ge=limits.MIN_DCQCN_RTTS, le=limits.MAX_DCQCN_RTTS)]
+
+
+class DcqcnSettings(StrictModel):
+    """RoCEv2's DCQCN (hostagent/protocol/dcqcn.py): its CNP spacing and timers as ratios to
+    the path's base RTT, since the paper's microsecond values suit a 10 us fabric RTT and the
+    emulated RTTs are milliseconds. MRC runs ignore them."""
+
+    cnp_rtts: DcqcnRatio = Field(
+        DCQCN["cnp_rtts"].value, description="base RTTs between two CNPs of a QP at most (the "
+        "notification point's spacing); default: the paper's 50 us over a 10 us RTT")
+    timer_rtts: DcqcnRatio = Field(
+        DCQCN["timer_rtts"].value, description="base RTTs of the alpha-decay and "
+        "rate-increase timers; default: the paper's 55 us over a 10 us RTT")
+
+
 class Telemetry(StrictModel):
     """Sampling of every port's counters during the workload (links.parquet)."""
 
@@ -422,6 +439,7 @@ class Scenario(StrictModel):
     workload: Workload = Field(default_factory=Workload)
     qp: QPSettings = Field(default_factory=QPSettings)
     mrc: MrcSettings = Field(default_factory=MrcSettings)
+    dcqcn: DcqcnSettings = Field(default_factory=DcqcnSettings)
     telemetry: Telemetry = Field(default_factory=Telemetry)
     faults: list[Fault] = Field(default_factory=list, max_length=limits.MAX_FAULTS,
                                 description="what breaks and when, s after the workload starts")

@@ -209,6 +209,35 @@ def test_a_run_on_an_other_checkout_uses_its_interpreter_and_folder(tmp_path: Pa
         fair.Checkout(tmp_path / "nowhere").check()
 
 
+def test_overrides_merge_into_the_copy_and_the_label_names_its_files(tmp_path: Path,
+                                                                      monkeypatch):
+    text = SCENARIO + "dcqcn: {cnp_rtts: 3}\n"
+    overrides = {"dcqcn": {"timer_rtts": 7.0}, "switch": {"ecn": True}}
+    name, copy = variant_text(text, "rocev2-lossless", 2, overrides)
+    data = yaml.safe_load(copy)
+    assert data["dcqcn"] == {"cnp_rtts": 3, "timer_rtts": 7.0}, "merged key by key"
+    assert data["switch"] == {"ecn": True, "lossless": True}
+    assert data["fabric"] == yaml.safe_load(SCENARIO)["fabric"] and name == "base-s2-lossless"
+    assert parse(copy, "copy").dcqcn.timer_rtts == 7.0
+    assert overrides == {"dcqcn": {"timer_rtts": 7.0}, "switch": {"ecn": True}}, "not mutated"
+    seen = {}
+
+    class Done:
+        def __init__(self, argv, cwd, **_):
+            seen.update(argv=argv)
+
+        def communicate(self, timeout=None):
+            return "", "no run"
+
+    monkeypatch.setattr(fair.subprocess, "Popen", Done)
+    file = tmp_path / "s.yaml"
+    file.write_text(text)
+    fair.run_variant(file, "rocev2", 1, tmp_path / "out", overrides=overrides, label="-t7")
+    spec = tmp_path / "out" / "specs" / "base-s1-rocev2-t7.yaml"
+    assert seen["argv"][4] == str(spec) and "timer_rtts: 7.0" in spec.read_text()
+    assert seen["argv"][-1] == str(tmp_path / "out" / "runs" / "base-s1-rocev2-t7")
+
+
 @pytest.mark.parametrize("which", list(paper.SETS))
 def test_every_experiment_of_a_set_has_its_files_and_valid_variants(which: str):
     folder, experiments = paper.SETS[which]
