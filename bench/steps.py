@@ -47,7 +47,8 @@ from hostagent.workloads.training import TrainingSpec, training_job  # noqa: E40
 RANKS = 16
 NODES = 30  # compute nodes per rank
 # s, each node's, uniform. The event loop's timers wake up to 1 ms late (epoll waits whole
-# milliseconds): a chain of k nodes may run k ms over, so nodes are tens of ms long.
+# milliseconds); the executor sleeps to deadlines from planned ends, so a chain runs about one
+# wake-up over, where plain back-to-back sleeps (`bare_chains`) run one per node over.
 DURATION = (0.010, 0.050)
 RATE = 100e6  # bit/s each rank sends at in the data-parallel step
 # A ring step of 1 MiB / 4 = 256 KiB takes 21 ms at RATE: a timer's 1 ms is a few % of it.
