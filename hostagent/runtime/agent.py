@@ -29,6 +29,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any, TypeVar
 
+from hostagent import compiled
 from hostagent.protocol.evs import EVPolicy, EVSet
 from hostagent.protocol.mrc import MrcQP
 from hostagent.protocol.nic import Nic
@@ -201,7 +202,7 @@ async def run(cfg: AgentConfig, out: Path, ns: str | None = None) -> dict[str, A
     records: list[IterationRecord] = ProgressRecords(out / PROGRESS_FILE)
     ev_load: list[dict[str, Any]] = []
     sampler: asyncio.Task[None] | None = None
-    cpu_at_start = None
+    cpu_at_start: tuple[float, float] | None = None
     window: LagWindow | None = None  # this host's share of the process's loop-lag monitor
     status, error = "ok", None
     ran_to_end = False  # every iteration ran (verified or not): peers may still need our ACKs
@@ -227,7 +228,7 @@ async def run(cfg: AgentConfig, out: Path, ns: str | None = None) -> dict[str, A
         await wait_for_start(cfg, out)
         if executor is not None:  # straggler windows count from the common start, as faults do
             executor.origin = float(Path(cfg.start_file).read_text())
-        cpu_at_start = _cpu_seconds()
+        cpu_at_start = _cpu_times()
         window = PROCESS_LAG.start()  # from the common start: the workload's lag and CPU
         if cfg.ev_sample_period:
             sampler = asyncio.create_task(sample_ev_load(peers, cfg.ev_sample_period,
@@ -272,7 +273,10 @@ async def run(cfg: AgentConfig, out: Path, ns: str | None = None) -> dict[str, A
         "status": status, "error": error, "host": cfg.host, "rank": cfg.rank,
         "transport": cfg.transport, "iterations": len(records),
         "verified": bool(records) and all(r.verified for r in records),
-        "cpu_start_s": cpu_at_start, "loop_lag": window.summary() if window else {}}
+        "cpu_start_s": None if cpu_at_start is None else sum(cpu_at_start),
+        "cpu_start": None if cpu_at_start is None else {"user_s": cpu_at_start[0],
+                                                          "system_s": cpu_at_start[1]},
+        "loop_lag": window.summary() if window else {}}
     if executor is not None and not ran_to_end:  # a step that never ended: what it waited in
         result["waiting"] = waits = executor.waiting()
         for wait in waits:
@@ -291,18 +295,21 @@ async def host_main(cfg: AgentConfig, ns: str | None = None) -> dict[str, Any]:
         log.exception("agent failed")
         result = {"status": "failed", "error": f"{type(exc).__name__}: {exc}",
                   "host": cfg.host, "rank": cfg.rank, "transport": cfg.transport}
-    result["cpu_s"], result["pid"] = _cpu_seconds(), os.getpid()  # pooled: one pid, many hosts
+    user, system = _cpu_times()  # pooled: one pid, many hosts
+    result |= {"cpu_s": user + system, "cpu": {"user_s": user, "system_s": system},
+               "pid": os.getpid(), "protocol": compiled.BUILD}  # the build this process runs
     result["io"] = driver.io_stats()  # the process's, as well
     (out / "result.json").write_text(json.dumps(result))
     log.info("%s%s", result["status"], f": {result['error']}" if result.get("error") else "")
     return result
 
 
-def _cpu_seconds() -> float:
-    """CPU time of this whole process so far (user + system): with many hosts in one process,
-    theirs together."""
+def _cpu_times() -> tuple[float, float]:
+    """User and system CPU time of this whole process so far: with many hosts in one process,
+    theirs together. Apart, since the user part is the agent's own code and the system part the
+    kernel carrying its packets (bench/scale.py compares them)."""
     t = os.times()
-    return t.user + t.system
+    return t.user, t.system
 
 
 async def stop_on_signal(work: Awaitable[T]) -> T:
