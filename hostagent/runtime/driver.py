@@ -194,8 +194,14 @@ class _Timers:
                 del drv._armed[entry[2]]
                 due.append((drv, drv._by_qpn[entry[2]][1]))
         for drv, qp in due:
-            qp.on_timer(now)
-            drv._kick(qp)
+            try:
+                qp.on_timer(now)
+                drv._kick(qp)
+            except Exception as exc:  # noqa: BLE001 (logged as the loop logs a callback's:
+                # a QP that raised stops no other host's timers)
+                self.loop.call_exception_handler({
+                    "message": f"QP {qp.qpn} of rank {drv.rank}: its timer raised",
+                    "exception": exc})
         while heap and self._current(heap[0]) is None:
             heapq.heappop(heap)  # stale entries on top: drop them before choosing the wake
         if heap and heap[0][0] < self._wake_at:  # a kick above may have armed a later wake

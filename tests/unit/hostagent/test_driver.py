@@ -185,6 +185,36 @@ def test_the_hosts_of_one_process_share_one_timer_and_each_qp_fires_on_time():
     assert 0.02 <= a1 < 0.06 <= b1 < 0.12 <= a2 < 0.2
 
 
+def test_a_qp_whose_timer_raises_stops_no_other_hosts_timers():
+    """The process's one timer serves every host: an exception in one QP's on_timer (logged
+    by the loop) must leave the other hosts' deadlines to fire."""
+    class Raising(_ScriptedQP):
+        def on_timer(self, now: float) -> None:
+            raise RuntimeError("a QP's timer failed")
+
+    async def main() -> tuple[float, _ScriptedQP]:
+        loop = asyncio.get_running_loop()
+        loop.set_exception_handler(lambda loop, context: None)  # the loop logs it; quiet here
+        t0 = loop.time()
+        qps = [Raising(1, [t0 + 0.01]), _ScriptedQP(1, [t0 + 0.01, t0 + 0.05])]
+        socks = [(_listen(), socket.socket(socket.AF_INET6, socket.SOCK_DGRAM)) for _ in qps]
+        drivers = [driver.Driver(rank, 3, listen, {2: [(qp, driver.Route(
+            sock, {0: ("::1", 9)}, {0: 0}))]}) for rank, (qp, (listen, sock)) in
+            enumerate(zip(qps, socks, strict=True))]
+        for d, qp in zip(drivers, qps, strict=True):
+            d._kick(qp)
+        await asyncio.sleep(0.15)
+        for d in drivers:
+            d.close()
+        for listen, sock in socks:
+            listen.close()
+            sock.close()
+        return t0, qps[1]
+
+    t0, other = asyncio.run(main())
+    assert len(other.fired) == 2 and other.fired[1] - t0 >= 0.05, "its later deadline fired too"
+
+
 def test_a_receive_that_raises_still_kicks_the_qps_its_batch_reached():
     """The extension delivers a whole batch, then raises the first error of a QP's receive
     (hostagent/_fastio.c): the QPs that got datagrams must still answer and send."""
