@@ -13,6 +13,8 @@ from pathlib import Path
 import pandas as pd
 from matplotlib.figure import Figure
 
+from hostagent import compiled
+
 from . import figures, metrics
 from .load import Run
 
@@ -314,7 +316,7 @@ def intro_html(runs: list[Run], title: str) -> str:
     items = []
     for r in runs:
         line = (f"<b>{e(r.facts.baseline)}</b> <code>{e(r.name)}</code>: status "
-                f"<b>{e(r.status)}</b>")
+                f"<b>{e(r.status)}</b>; protocol {e(compiled.line(r.meta.get('protocol')))}")
         if not r.complete:
             line += (f" (ended in phase {e(str(r.meta.get('ended_in_phase')))}: "
                      f"{e(str(r.meta.get('error')))}). <b>This run is incomplete: read its "

@@ -6,6 +6,8 @@ import math
 
 import pandas as pd
 
+from hostagent import compiled
+
 from . import metrics, step_report
 from .report import FRACTION, PRE_WINDOW, RunView
 
@@ -160,6 +162,13 @@ def fidelity(views: list[RunView]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def protocol(views: list[RunView]) -> str:
+    """One line per run: the protocol build its agents ran (meta.json `protocol`: compiled or
+    the sources, and why), so that CPU-bound numbers of two runs are not compared unawares."""
+    return "".join(f"# protocol {v.label}: {compiled.line(v.run.meta.get('protocol'))}\n"
+                   for v in views)
+
+
 def _duration(seconds: float) -> str:
     """A short time in the unit that suits it (scaled times run from ns to s)."""
     if math.isnan(seconds):
@@ -197,4 +206,5 @@ def dilation(views: list[RunView]) -> str:
 def text(views: list[RunView]) -> str:
     head = step_report.table(views) if all(map(step_report.is_step_run, views)) \
         else table(views) + dilation(views)
-    return head + fidelity(views) + writes(views) + recoveries(views) + fault_timing(views)
+    return (head + fidelity(views) + protocol(views) + writes(views) + recoveries(views)
+            + fault_timing(views))

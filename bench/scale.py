@@ -19,16 +19,27 @@ Printed per run:
   spent in the kernel (mostly sendmmsg carrying each packet through the emulated hops in the
   sender's system call); `softirq`: the machine's softirq time per data packet delivered, over
   the iterations (the fidelity monitor's share of all cores, times the cores and the time from
-  the first iteration's start to the last one's end: machine-wide, so others' work adds to it).
+  the first iteration's start to the last one's end: machine-wide, so others' work adds to it);
+- user-space and kernel apart, per data packet delivered (sent less resent), from the workload's
+  start to the agents' end (each process's own user and system time, result.json): `user`
+  (the agents' code: protocol, driver, collectives), `system` (their system calls), `softirq`
+  as above, and `u/k` = user / (system + softirq): above 1, the agents' own code costs more
+  than the kernel carrying its packets, and a faster protocol build moves the limit;
+- `build`: the protocol the agents ran (hostagent/compiled.py; "mixed" if they disagreed).
+`--build compiled,pure` runs every row once per build, side by side in the same sitting: the
+compiled protocol (`make fast`; without it one error says so) and its sources
+(MRC_TESTBED_PURE=1 in the agents' environment). Default: whatever is installed.
 
     sudo .venv/bin/python bench/scale.py [--hosts 8 16 32 64] [--modes pooled per_host]
-                                         [--transport mrc] [--rate 10Mbit|auto] [--size 1MiB]
+                                         [--transport mrc,rocev2] [--build compiled,pure]
+                                         [--rate 10Mbit|auto] [--size 1MiB]
                                          [--mss 4096] [--mtu 4200] [--results DIR]
 """
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import sys
 import tempfile
@@ -40,6 +51,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from bench import cpu  # noqa: E402
+from hostagent import compiled  # noqa: E402
 from testbed import scenario as scenario_mod  # noqa: E402
 from testbed.emulation.calibration import agents_cpu  # noqa: E402
 from testbed.errors import TestbedError  # noqa: E402
@@ -66,6 +78,56 @@ def scenario(hosts: int, mode: str, transport: str, rate: str, size: str, mss: i
     return scenario_mod.parse(text, "bench"), text
 
 
+BUILDS = {"compiled": "0", "pure": "1"}  # --build: MRC_TESTBED_PURE in the agents' environment
+
+
+def delivered_packets(qps: pd.DataFrame) -> float:
+    """Data packets delivered: every QP's data packets sent, less those it sent again."""
+    return float(qps["data_sent"].sum() - qps["retransmits"].sum())
+
+
+def agents_cpu_split(results: list[dict]) -> tuple[float, float]:
+    """(user, system) CPU seconds the agents' processes spent from the workload's start to
+    their end: per process and kind, its last report minus its earliest start (a pooled process
+    reports once per host, each time its whole CPU so far)."""
+    reported = [r for r in results
+                if r.get("cpu_start") is not None and r.get("cpu") and r.get("pid") is not None]
+    totals = []
+    for kind in ("user_s", "system_s"):
+        end: dict[int, float] = {}
+        start: dict[int, float] = {}
+        for r in reported:
+            pid = r["pid"]
+            end[pid] = max(end.get(pid, 0.0), r["cpu"][kind])
+            start[pid] = min(start.get(pid, r["cpu_start"][kind]), r["cpu_start"][kind])
+        totals.append(sum(end[p] - start[p] for p in end))
+    return totals[0], totals[1]
+
+
+def per_packet(user_s: float, system_s: float, softirq_s: float | None,
+               delivered: float) -> dict[str, float | None]:
+    """Microseconds per delivered data packet of the agents' user and system time and the
+    machine's softirq, and user / (system + softirq): how much of the packet's CPU the agents'
+    own code is, against the kernel's carrying it (None where not measured)."""
+    if delivered <= 0:
+        return {"user_us": None, "system_us": None, "softirq_pkt_us": None, "user_kernel": None}
+    kernel = system_s + (softirq_s or 0.0)
+    return {"user_us": user_s / delivered * 1e6, "system_us": system_s / delivered * 1e6,
+            "softirq_pkt_us": None if softirq_s is None else softirq_s / delivered * 1e6,
+            "user_kernel": user_s / kernel if softirq_s is not None and kernel > 0 else None}
+
+
+def use_build(build: str | None) -> None:
+    """The agents started from now run `build` (None: the environment as it is: whatever is
+    installed); the compiled one must exist."""
+    if build is None:
+        return
+    if build == "compiled" and not compiled.choose(environ={})[0]:
+        raise SystemExit(f"--build compiled: no usable compiled protocol here "
+                         f"({compiled.choose(environ={})[1]}); `make fast` builds it")
+    os.environ[compiled.PURE] = BUILDS[build]
+
+
 def run_one(sc, text: str, base: Path) -> dict:
     """One whole run (as `mrc-testbed run --no-report`); what its results folder says."""
     error = None
@@ -82,7 +144,8 @@ def run_one(sc, text: str, base: Path) -> dict:
     d = new[-1]
     meta = json.loads((d / "meta.json").read_text())
     out: dict = {"dir": d, "error": error, "kernel": kernel,
-                 "rate": meta["facts"]["link_rates"]["host"] if meta.get("facts") else None}
+                 "rate": meta["facts"]["link_rates"]["host"] if meta.get("facts") else None,
+                 "build": (meta.get("protocol") or {}).get("build", "-")}
     f = meta.get("fidelity") or {}
     out |= {"verdict": f.get("verdict", "none"), "reasons": f.get("reasons", []),
             "run_cpu": (f.get("cpu") or {}).get("run_total"),
@@ -101,12 +164,15 @@ def run_one(sc, text: str, base: Path) -> dict:
                                 .sum())
     if (d / "qps.parquet").exists():
         qps = pd.read_parquet(d / "qps.parquet")
-        delivered = float(qps["data_sent"].sum() - qps["retransmits"].sum())
+        delivered = delivered_packets(qps)
         results = [json.loads(p.read_text()) for p in (d / "agents").glob("*/result.json")]
         out["agent_us"] = agents_cpu(results) / delivered * 1e6 if delivered else None
         cpu_seen = f.get("cpu") or {}
+        softirq = None
         if delivered and cpu_seen.get("softirq") is not None and "iterations" in out:
-            out["softirq_us"] = cpu_seen["softirq"] * cpu_seen["cores"] * span / delivered * 1e6
+            softirq = cpu_seen["softirq"] * cpu_seen["cores"] * span
+            out["softirq_us"] = softirq / delivered * 1e6
+        out |= per_packet(*agents_cpu_split(results), softirq, delivered)
         out["retransmits"] = int(qps["retransmits"].sum())
     return out
 
@@ -119,7 +185,9 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--hosts", type=int, nargs="+", default=[8, 16, 32, 64])
     ap.add_argument("--modes", nargs="+", default=["pooled", "per_host"])
-    ap.add_argument("--transport", default="mrc")
+    ap.add_argument("--transport", default="mrc", help="comma-separated: mrc,rocev2")
+    ap.add_argument("--build", default=None, help="comma-separated: compiled,pure (default: "
+                    "whatever is installed); each row once per build")
     ap.add_argument("--rate", default="10Mbit", help="link rate, or auto")
     ap.add_argument("--size", default="1MiB")
     ap.add_argument("--processes", type=int, default=None, help="pooled: processes (default: "
@@ -129,34 +197,57 @@ def main() -> None:
     ap.add_argument("--results", type=Path, default=None,
                     help="keep the runs' folders here (default: a temporary folder)")
     args = ap.parse_args()
-    print(f"ring all-reduce {args.size} over {args.transport}, 4 planes x 4 spines, "
+    transports = args.transport.split(",")
+    builds: list[str | None] = args.build.split(",") if args.build else [None]
+    for b in builds:
+        if b is not None and b not in BUILDS:
+            raise SystemExit(f"--build {b}: one of {', '.join(BUILDS)}")
+    environ = os.environ.get(compiled.PURE)
+    if "compiled" in builds:
+        use_build("compiled")  # missing: said before the first fabric is built
+    print(f"ring all-reduce {args.size} over {', '.join(transports)}, 4 planes x 4 spines, "
           f"links {args.rate}, {args.mss} B packets")
-    print(f"{'hosts':>5} {'agents':>9} {'rate':>9} {'of ideal':>9} {'verdict':>13} "
-          f"{'run CPU':>8} {'gap(ms)':>8} {'agent us/pkt':>13} {'(sys)':>6} {'softirq':>8} "
-          f"{'retx':>5} "
+    print(f"{'hosts':>5} {'agents':>9} {'transport':>9} {'build':>27} {'rate':>9} "
+          f"{'of ideal':>9} {'verdict':>13} {'run CPU':>8} {'gap(ms)':>8} {'agent us/pkt':>13} "
+          f"{'(sys)':>6} {'softirq':>8} {'user':>6} {'system':>7} {'u/k':>5} {'retx':>5} "
           f"{'lag p99':>9}  reasons")
-    with tempfile.TemporaryDirectory() as tmp:
-        base = args.results or Path(tmp)
-        base.mkdir(parents=True, exist_ok=True)
-        for hosts in args.hosts:
-            for mode in args.modes:
-                sc, text = scenario(hosts, mode, args.transport, args.rate, args.size, args.mss,
-                                    args.mtu, args.processes)
-                r = run_one(sc, text, base)
-                if "verdict" not in r:
-                    print(f"{hosts:>5} {mode:>9}  {r['error']}", flush=True)
-                    continue
-                rate = f"{r['rate'] / 1e6:g}M" if r["rate"] else "-"
-                why = "; ".join(r["reasons"]) if r["verdict"] != "faithful" else ""
-                if r["error"]:
-                    why = f"RUN FAILED after {r.get('iterations', 0)} iterations: " \
-                          f"{r['error'][:200]}" + (f" | {why}" if why else "")
-                print(f"{hosts:>5} {mode:>9} {rate:>9} {_num(r['share'], '.0%', 9)} "
-                      f"{r['verdict']:>13} {_num(r['run_cpu'], '.0%', 8)} "
-                      f"{_num(r.get('gap_ms'), '.0f', 8)} {_num(r.get('agent_us'), '.1f', 13)} "
-                      f"{r['kernel']:>6.0%} {_num(r.get('softirq_us'), '.1f', 8)} "
-                      f"{_num(r.get('retransmits'), 'd', 5)} {r['lag_p99_ms']:>6.1f} ms  {why}",
-                      flush=True)
+    try:
+        with tempfile.TemporaryDirectory() as tmp:
+            base = args.results or Path(tmp)
+            base.mkdir(parents=True, exist_ok=True)
+            for hosts in args.hosts:
+                for mode in args.modes:
+                    for transport in transports:
+                        for build in builds:
+                            use_build(build)
+                            _row(hosts, mode, transport, args, base)
+    finally:  # this process's environment as it was
+        if environ is None:
+            os.environ.pop(compiled.PURE, None)
+        else:
+            os.environ[compiled.PURE] = environ
+
+
+def _row(hosts: int, mode: str, transport: str, args: argparse.Namespace, base: Path) -> None:
+    sc, text = scenario(hosts, mode, transport, args.rate, args.size, args.mss, args.mtu,
+                        args.processes)
+    r = run_one(sc, text, base)
+    head = f"{hosts:>5} {mode:>9} {transport:>9}"
+    if "verdict" not in r:
+        print(f"{head}  {r['error']}", flush=True)
+        return
+    rate = f"{r['rate'] / 1e6:g}M" if r["rate"] else "-"
+    why = "; ".join(r["reasons"]) if r["verdict"] != "faithful" else ""
+    if r["error"]:
+        why = f"RUN FAILED after {r.get('iterations', 0)} iterations: " \
+              f"{r['error'][:200]}" + (f" | {why}" if why else "")
+    print(f"{head} {r['build']:>27} {rate:>9} {_num(r['share'], '.0%', 9)} "
+          f"{r['verdict']:>13} {_num(r['run_cpu'], '.0%', 8)} "
+          f"{_num(r.get('gap_ms'), '.0f', 8)} {_num(r.get('agent_us'), '.1f', 13)} "
+          f"{r['kernel']:>6.0%} {_num(r.get('softirq_us'), '.1f', 8)} "
+          f"{_num(r.get('user_us'), '.1f', 6)} {_num(r.get('system_us'), '.1f', 7)} "
+          f"{_num(r.get('user_kernel'), '.2f', 5)} "
+          f"{_num(r.get('retransmits'), 'd', 5)} {r['lag_p99_ms']:>6.1f} ms  {why}", flush=True)
 
 
 if __name__ == "__main__":

@@ -8,19 +8,23 @@ import from source, with a warning, since a build that no longer matches its sou
 code nobody reads. It is all or nothing: an interpreted class cannot subclass a compiled one
 (MrcQP and RoceQP subclass QueuePair). `make pure` deletes the build.
 
-hostagent/__init__.py imports this before any protocol module; `ACTIVE` says which runs.
+hostagent/__init__.py imports this before any protocol module; `ACTIVE` says which runs, `BUILD`
+names it and why (every agent reports it, every run records it).
 """
 from __future__ import annotations
 
+import hashlib
 import importlib.abc
 import importlib.machinery
 import importlib.util
 import os
 import sys
 import warnings
-from collections.abc import Sequence
+from collections import Counter
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 PACKAGE = "hostagent.protocol"
 SOURCES = Path(__file__).resolve().parent / "protocol"
@@ -61,19 +65,57 @@ class SourceFinder(importlib.abc.MetaPathFinder):
         return importlib.util.spec_from_file_location(fullname, SOURCES / f"{name}.py")
 
 
-def _choose() -> bool:
-    if not built():
-        return False
-    if os.environ.get(PURE) != "1":
+def build_id(directory: Path = SOURCES) -> str:
+    """The build's identity: the first 12 hex digits of the SHA-256 of its shared library
+    (every compiled module's code is in it), so two runs name the same build alike."""
+    library = directory / f"{LIBRARY}{SUFFIX}"
+    return hashlib.sha256(library.read_bytes()).hexdigest()[:12]
+
+
+def choose(directory: Path = SOURCES, environ: Mapping[str, str] = os.environ) -> tuple[bool, str]:
+    """Whether the build in `directory` runs, and which protocol build that is, with why:
+    "compiled: <build id>" or "sources: <reason>" (what every run records, meta.json)."""
+    if not built(directory):
+        return False, "sources: no build"
+    if environ.get(PURE) == "1":
+        return False, f"sources: {PURE}=1"
+    old = outdated(directory)
+    if old:
+        return False, f"sources: the build is older than {old[0]}.py"
+    return True, f"compiled: {build_id(directory)}"
+
+
+def agreement(builds: Mapping[str, str | None]) -> dict[str, Any]:
+    """What a run's agents reported (host -> its process's `BUILD`, None: no report): the one
+    build they all ran, or "mixed" when they disagree, and how many agents ran each."""
+    counts = Counter("not reported" if b is None else b for b in builds.values())
+    only = next(iter(counts)) if len(counts) == 1 else "mixed"
+    return {"build": only, "agents": dict(counts.most_common())}
+
+
+def line(record: Mapping[str, Any] | None) -> str:
+    """A run's protocol build in one line, from its meta.json `protocol` (None: the run did not
+    record it); agents that disagree are said loudly, with each build's count."""
+    if not record:
+        return "not recorded"
+    agents = record.get("agents") or {}
+    if record.get("build") != "mixed":
+        total = sum(agents.values())
+        return f"{record.get('build')} (all {total} agents)" if total else str(record["build"])
+    return "AGENTS DISAGREE: " + ", ".join(f"{b} on {n}" for b, n in agents.items())
+
+
+def _choose() -> tuple[bool, str]:
+    active, build = choose()
+    if not active and build.startswith("sources: the build is older"):
         old = outdated()
-        if not old:
-            return True
         warnings.warn(f"the compiled protocol is older than hostagent/protocol/{old[0]}.py"
                       f"{f' and {len(old) - 1} more' if len(old) > 1 else ''}: running the "
                       "sources; `make fast` rebuilds it, `make pure` removes it",
                       RuntimeWarning, stacklevel=2)
-    sys.meta_path.insert(0, SourceFinder())
-    return False
+    if not active and built():
+        sys.meta_path.insert(0, SourceFinder())
+    return active, build
 
 
-ACTIVE = _choose()
+ACTIVE, BUILD = _choose()  # BUILD: which build this process imported, and why (choose)

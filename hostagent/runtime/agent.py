@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import functools
+import itertools
 import json
 import logging
 import os
@@ -29,6 +30,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any, TypeVar
 
+from hostagent import compiled
 from hostagent.protocol.evs import EVPolicy, EVSet
 from hostagent.protocol.mrc import MrcQP
 from hostagent.protocol.nic import Nic
@@ -36,6 +38,7 @@ from hostagent.protocol.qp import QPConfig, QueuePair
 from hostagent.protocol.rocev2 import RoceQP, dcqcn
 from hostagent.runtime import driver, netns
 from hostagent.runtime.config import AgentConfig
+from hostagent.runtime.file_wait import FILES
 from hostagent.runtime.loop_lag import PROCESS_LAG, LagWindow
 from hostagent.workloads.collectives import DTYPE, Communicator
 from hostagent.workloads.graph import RankPlan
@@ -133,28 +136,64 @@ async def wait_for_start(cfg: AgentConfig, out: Path) -> None:
     that sends before another agent listens would lose packets and condemn healthy EVs."""
     (out / "ready").touch()
     start_file = Path(cfg.start_file)
-    deadline = time.time() + cfg.timeout
-    while not start_file.exists():
-        if time.time() > deadline:
-            raise TimeoutError(f"no start time in {start_file} after {cfg.timeout:.0f} s")
-        await asyncio.sleep(0.01)
+    if not await FILES.until([start_file], cfg.timeout):
+        raise TimeoutError(f"no start time in {start_file} after {cfg.timeout:.0f} s")
     await asyncio.sleep(max(0.0, float(start_file.read_text()) - time.time()))
 
 
-async def sample_ev_load(peers: QPsByPeer, period: float, wall_offset: float,
-                         rows: list[dict[str, Any]]) -> None:
+_Sampled = tuple[list[tuple[int, QueuePair, Any]], float, list[dict[str, Any]]]  # a host's
+# (peer, QP, EV) triples, its wall-clock offset and the rows it fills
+
+
+class EvLoadSampler:
     """Every `period`, each MRC EV's packets sent so far, its smoothed RTT, packets in flight
-    and whether it is in the active set: the per-EV load and delay over time
-    (ev_load.parquet). Cancelled when the workload ends."""
-    loop = asyncio.get_running_loop()
-    evs = [(peer, qp, ev) for peer, entries in peers.items() for qp, _ in entries
-           for ev in getattr(getattr(qp, "evset", None), "evs", ())]
-    while True:
-        now = loop.time() + wall_offset
+    and whether it is in the active set: the per-EV load and delay over time (ev_load.parquet),
+    for every host of this process on one timer per period (a task per host woke a pooled
+    process once per host each period). A host's first sample is taken when it starts."""
+
+    def __init__(self) -> None:
+        self._hosts: dict[float, dict[int, _Sampled]] = {}  # period -> key -> its host
+        self._handles: dict[float, asyncio.TimerHandle] = {}
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._keys = itertools.count()
+
+    def start(self, peers: QPsByPeer, period: float, wall_offset: float,
+              rows: list[dict[str, Any]]) -> int:
+        """Sample this host's EVs into `rows` until `stop` with the key returned."""
+        loop = asyncio.get_running_loop()
+        if loop is not self._loop:  # a loop of its own (a process runs one; tests run many)
+            self._loop, self._hosts, self._handles = loop, {}, {}
+        evs = [(peer, qp, ev) for peer, entries in peers.items() for qp, _ in entries
+               for ev in getattr(getattr(qp, "evset", None), "evs", ())]
+        key = next(self._keys)
+        self._hosts.setdefault(period, {})[key] = (evs, wall_offset, rows)
+        self._sample(evs, loop.time() + wall_offset, rows)
+        if period not in self._handles:
+            self._handles[period] = loop.call_later(period, self._tick, period)
+        return key
+
+    def stop(self, key: int) -> None:
+        for period, hosts in list(self._hosts.items()):
+            if hosts.pop(key, None) is not None and not hosts:
+                del self._hosts[period]
+                self._handles.pop(period).cancel()
+
+    @staticmethod
+    def _sample(evs: list[tuple[int, QueuePair, Any]], now: float,
+                rows: list[dict[str, Any]]) -> None:
         rows += [{"time": now, "peer": peer, "qpn": qp.qpn, "ev": ev.index, "plane": ev.plane,
                   "sent": ev.sent, "srtt": ev.srtt, "inflight": ev.inflight,
                   "active": ev.active} for peer, qp, ev in evs]
-        await asyncio.sleep(period)
+
+    def _tick(self, period: float) -> None:
+        assert self._loop is not None  # set by start
+        now = self._loop.time()
+        for evs, wall_offset, rows in self._hosts[period].values():
+            self._sample(evs, now + wall_offset, rows)
+        self._handles[period] = self._loop.call_later(period, self._tick, period)
+
+
+EV_LOAD = EvLoadSampler()  # the process's
 
 
 PROGRESS_FILE = "progress"  # how many iterations this host has completed, for the runner
@@ -184,10 +223,8 @@ async def linger_until_peers_done(cfg: AgentConfig, out: Path) -> None:
     whose last ACK from it was lost: the peer resends into a closed socket until its retry
     budget fails the QP (seen at 1% loss)."""
     (out / "done").touch()
-    others = [out.parent / peer.host / "done" for peer in cfg.peers]
-    deadline = time.time() + min(LINGER_MAX, cfg.timeout)
-    while not all(f.exists() for f in others) and time.time() < deadline:
-        await asyncio.sleep(0.01)
+    await FILES.until([out.parent / peer.host / "done" for peer in cfg.peers],
+                      min(LINGER_MAX, cfg.timeout))
 
 
 async def run(cfg: AgentConfig, out: Path, ns: str | None = None) -> dict[str, Any]:
@@ -200,8 +237,8 @@ async def run(cfg: AgentConfig, out: Path, ns: str | None = None) -> dict[str, A
     # filled as iterations complete: a timeout keeps those that did
     records: list[IterationRecord] = ProgressRecords(out / PROGRESS_FILE)
     ev_load: list[dict[str, Any]] = []
-    sampler: asyncio.Task[None] | None = None
-    cpu_at_start = None
+    sampler: int | None = None  # this host's key in EV_LOAD
+    cpu_at_start: tuple[float, float] | None = None
     window: LagWindow | None = None  # this host's share of the process's loop-lag monitor
     status, error = "ok", None
     ran_to_end = False  # every iteration ran (verified or not): peers may still need our ACKs
@@ -227,11 +264,10 @@ async def run(cfg: AgentConfig, out: Path, ns: str | None = None) -> dict[str, A
         await wait_for_start(cfg, out)
         if executor is not None:  # straggler windows count from the common start, as faults do
             executor.origin = float(Path(cfg.start_file).read_text())
-        cpu_at_start = _cpu_seconds()
+        cpu_at_start = _cpu_times()
         window = PROCESS_LAG.start()  # from the common start: the workload's lag and CPU
         if cfg.ev_sample_period:
-            sampler = asyncio.create_task(sample_ev_load(peers, cfg.ev_sample_period,
-                                                         drv.wall_offset, ev_load))
+            sampler = EV_LOAD.start(peers, cfg.ev_sample_period, drv.wall_offset, ev_load)
         await asyncio.wait_for(workload(), cfg.timeout)
         ran_to_end = True
         wrong = [r for r in records if not r.verified]
@@ -246,7 +282,7 @@ async def run(cfg: AgentConfig, out: Path, ns: str | None = None) -> dict[str, A
         status, error = "stopped", "stopped by the runner (SIGTERM)"
     finally:
         if sampler is not None:
-            sampler.cancel()
+            EV_LOAD.stop(sampler)
         if window is not None:
             window.close()
         # Only a host that ran every iteration waits for its peers. One whose collective failed
@@ -272,7 +308,10 @@ async def run(cfg: AgentConfig, out: Path, ns: str | None = None) -> dict[str, A
         "status": status, "error": error, "host": cfg.host, "rank": cfg.rank,
         "transport": cfg.transport, "iterations": len(records),
         "verified": bool(records) and all(r.verified for r in records),
-        "cpu_start_s": cpu_at_start, "loop_lag": window.summary() if window else {}}
+        "cpu_start_s": None if cpu_at_start is None else sum(cpu_at_start),
+        "cpu_start": None if cpu_at_start is None else {"user_s": cpu_at_start[0],
+                                                          "system_s": cpu_at_start[1]},
+        "loop_lag": window.summary() if window else {}}
     if executor is not None and not ran_to_end:  # a step that never ended: what it waited in
         result["waiting"] = waits = executor.waiting()
         for wait in waits:
@@ -291,18 +330,21 @@ async def host_main(cfg: AgentConfig, ns: str | None = None) -> dict[str, Any]:
         log.exception("agent failed")
         result = {"status": "failed", "error": f"{type(exc).__name__}: {exc}",
                   "host": cfg.host, "rank": cfg.rank, "transport": cfg.transport}
-    result["cpu_s"], result["pid"] = _cpu_seconds(), os.getpid()  # pooled: one pid, many hosts
+    user, system = _cpu_times()  # pooled: one pid, many hosts
+    result |= {"cpu_s": user + system, "cpu": {"user_s": user, "system_s": system},
+               "pid": os.getpid(), "protocol": compiled.BUILD}  # the build this process runs
     result["io"] = driver.io_stats()  # the process's, as well
     (out / "result.json").write_text(json.dumps(result))
     log.info("%s%s", result["status"], f": {result['error']}" if result.get("error") else "")
     return result
 
 
-def _cpu_seconds() -> float:
-    """CPU time of this whole process so far (user + system): with many hosts in one process,
-    theirs together."""
+def _cpu_times() -> tuple[float, float]:
+    """User and system CPU time of this whole process so far: with many hosts in one process,
+    theirs together. Apart, since the user part is the agent's own code and the system part the
+    kernel carrying its packets (bench/scale.py compares them)."""
     t = os.times()
-    return t.user + t.system
+    return t.user, t.system
 
 
 async def stop_on_signal(work: Awaitable[T]) -> T:

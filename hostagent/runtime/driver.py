@@ -1,8 +1,9 @@
 """The IO side of the transports: UDP sockets, the event loop, and the `Endpoint` collectives use.
 
 One asyncio loop per agent, no busy spinning: sockets wake it (`add_reader`); the QPs' next
-deadlines wait in one heap per host, behind one loop timer for the earliest. Every QP is
-sans-IO; this module only moves bytes and time in and out:
+deadlines wait in one heap per process (every host a pooled process serves), behind one loop
+timer for the earliest. Nothing polls: an idle QP has no deadline, an idle process sleeps.
+Every QP is sans-IO; this module only moves bytes and time in and out:
 - MRC: one socket sends every packet to the uSID address of the EV the QP chose; the fabric
   steers it, nothing else picks the path;
 - RoCEv2: each QP has its own socket bound to its UDP source port (its ECMP entropy) on the
@@ -32,6 +33,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import heapq
+import itertools
 import os
 import socket
 import time
@@ -135,6 +137,89 @@ def listen_socket() -> socket.socket:
     return sock
 
 
+class _Timers:
+    """The QPs' deadlines of every Driver on one event loop: one heap of (deadline, driver,
+    qpn) behind one loop timer for the earliest. Each Driver's `_armed` says which of its
+    entries is current (a QP whose deadline moved leaves its old entry behind, skipped when
+    popped). Re-arming a QP is a tuple push, not a TimerHandle made and cancelled; QPs due
+    together, of any host, run in one wake-up and their sends leave in one flush."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.loop = loop
+        self.heap: list[tuple[float, int, int]] = []
+        self.drivers: dict[int, Driver] = {}
+        self._ids = itertools.count()
+        self._wake: asyncio.TimerHandle | None = None
+        self._wake_at = float("inf")
+
+    def add(self, drv: Driver) -> int:
+        key = next(self._ids)
+        self.drivers[key] = drv
+        return key
+
+    def remove(self, key: int) -> None:
+        """A closed Driver: its entries are skipped, and the timer stops with the last one."""
+        del self.drivers[key]
+        if not self.drivers and self._wake is not None:
+            self._wake.cancel()
+            self._wake, self._wake_at = None, float("inf")
+            self.heap.clear()
+
+    def push(self, deadline: float, key: int, qpn: int) -> None:
+        heapq.heappush(self.heap, (deadline, key, qpn))
+        if deadline < self._wake_at:
+            self._schedule(deadline)
+
+    def _schedule(self, at: float) -> None:
+        if self._wake is not None:
+            self._wake.cancel()
+        self._wake_at = at
+        self._wake = self.loop.call_at(at, self._fire)
+
+    def _current(self, entry: tuple[float, int, int]) -> Driver | None:
+        deadline, key, qpn = entry
+        drv = self.drivers.get(key)
+        return drv if drv is not None and drv._armed.get(qpn) == deadline else None
+
+    def _fire(self) -> None:
+        """Every QP whose deadline has come: its timers, then what it has to send."""
+        self._wake, self._wake_at = None, float("inf")
+        heap = self.heap
+        now = self.loop.time()
+        due: list[tuple[Driver, QueuePair]] = []
+        while heap and heap[0][0] <= now:
+            entry = heapq.heappop(heap)
+            drv = self._current(entry)
+            if drv is not None:  # else superseded by a later re-arm, or its Driver closed
+                del drv._armed[entry[2]]
+                due.append((drv, drv._by_qpn[entry[2]][1]))
+        for drv, qp in due:
+            try:
+                qp.on_timer(now)
+                drv._kick(qp)
+            except Exception as exc:  # noqa: BLE001 (logged as the loop logs a callback's:
+                # a QP that raised stops no other host's timers)
+                self.loop.call_exception_handler({
+                    "message": f"QP {qp.qpn} of rank {drv.rank}: its timer raised",
+                    "exception": exc})
+        while heap and self._current(heap[0]) is None:
+            heapq.heappop(heap)  # stale entries on top: drop them before choosing the wake
+        if heap and heap[0][0] < self._wake_at:  # a kick above may have armed a later wake
+            self._schedule(heap[0][0])
+        _batch_io()[1].flush()
+
+
+_timers: dict[asyncio.AbstractEventLoop, _Timers] = {}  # the process's, per loop (tests run many)
+
+
+def _timers_of(loop: asyncio.AbstractEventLoop) -> _Timers:
+    for old in [other for other in _timers if other.is_closed()]:
+        del _timers[old]
+    if loop not in _timers:
+        _timers[loop] = _Timers(loop)
+    return _timers[loop]
+
+
 class Driver:
     """The `Endpoint` of one rank over real sockets."""
 
@@ -153,15 +238,10 @@ class Driver:
         for peer, entries in qps.items():
             for qp, route in entries:
                 self._by_qpn[qp.qpn] = (peer, qp, route)
-        # One loop timer per Driver, not one per QP: the QPs' deadlines wait in a heap of
-        # (deadline, qpn) and `_armed` says which entry is current (a QP whose deadline moved
-        # leaves its old entry behind, skipped when popped). Re-arming a QP is a tuple push,
-        # not a TimerHandle made and cancelled; QPs due together run in one wake-up and their
-        # sends leave in one flush.
+        # One loop timer per process, not one per QP nor per host (_Timers)
         self._armed: dict[int, float] = {}  # qpn -> its current deadline
-        self._deadlines: list[tuple[float, int]] = []
-        self._wake: asyncio.TimerHandle | None = None
-        self._wake_at = float("inf")
+        self._timers = _timers_of(self.loop)
+        self._timer_key: int | None = self._timers.add(self)
         self._writes: dict[tuple[int, int], _Pending] = {}  # (qpn, msg_id) -> pending
         self._write_parts: dict[int, _Pending] = {}  # write id -> pending
         self._next_write = 0
@@ -179,11 +259,10 @@ class Driver:
     def close(self) -> None:
         self._flush()
         self.loop.remove_reader(self._listen.fileno())
-        if self._wake is not None:
-            self._wake.cancel()
-            self._wake = None
+        if self._timer_key is not None:
+            self._timers.remove(self._timer_key)
+            self._timer_key = None
         self._armed.clear()
-        self._deadlines.clear()
 
     def register(self, buffer: memoryview) -> None:
         for _, qp, _ in self._by_qpn.values():
@@ -252,38 +331,10 @@ class Driver:
         if deadline is None:
             self._armed.pop(qpn, None)
             return
-        if self._armed.get(qpn) == deadline:
+        if self._armed.get(qpn) == deadline or self._timer_key is None:
             return
         self._armed[qpn] = deadline
-        heapq.heappush(self._deadlines, (deadline, qpn))
-        if deadline < self._wake_at:
-            if self._wake is not None:
-                self._wake.cancel()
-            self._wake_at = deadline
-            self._wake = self.loop.call_at(deadline, self._on_timers)
-
-    def _on_timers(self) -> None:
-        """Every QP whose deadline has come: its timers, then what it has to send."""
-        self._wake, self._wake_at = None, float("inf")
-        heap, armed, by_qpn = self._deadlines, self._armed, self._by_qpn
-        now = self.loop.time()
-        due = []
-        while heap and heap[0][0] <= now:
-            deadline, qpn = heapq.heappop(heap)
-            if armed.get(qpn) == deadline:  # else superseded by a later re-arm
-                del armed[qpn]
-                due.append(by_qpn[qpn][1])
-        for qp in due:
-            qp.on_timer(now)
-            self._kick(qp)
-        while heap and armed.get(heap[0][1]) != heap[0][0]:
-            heapq.heappop(heap)  # stale entries on top: drop them before choosing the wake
-        if heap and heap[0][0] < self._wake_at:  # a kick above may have armed a later wake
-            if self._wake is not None:
-                self._wake.cancel()
-            self._wake_at = heap[0][0]
-            self._wake = self.loop.call_at(self._wake_at, self._on_timers)
-        self._flush()
+        self._timers.push(deadline, self._timer_key, qpn)
 
     def _kick(self, qp: QueuePair) -> None:
         """Send what the QP has to send, deliver its events, re-arm its timer."""

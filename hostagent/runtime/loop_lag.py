@@ -36,32 +36,39 @@ def _schedstat() -> tuple[float, float] | None:
 class LoopLag:
     """The process's monitor: its hosts share one event loop (hostagent/runtime/pooled.py serves
     many), so one timer measures the loop for all of them; a timer per host would itself load a
-    pooled process. It runs while any host's workload does."""
+    pooled process. It runs while any host's workload does. The timer is a plain loop callback,
+    as the driver's QP timers are: it measures how late such a callback runs, at one loop turn
+    per sample (a sleeping task took two, and a future and a task step each time)."""
 
     def __init__(self) -> None:
         self.samples: list[tuple[float, float]] = []  # (woke at, wall clock; late by, s)
-        self._task: asyncio.Task[None] | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._handle: asyncio.TimerHandle | None = None
+        self._asked = 0.0
         self._users = 0
 
     def start(self) -> LagWindow:
-        """A host's workload starts: its window on the samples, and the task if not running."""
+        """A host's workload starts: its window on the samples, and the timer if not running."""
         self._users += 1
-        if self._task is None or self._task.done():
-            self._task = asyncio.get_running_loop().create_task(self._run())
+        loop = asyncio.get_running_loop()
+        if self._handle is None or self._loop is not loop:
+            self._loop = loop
+            self._asked = loop.time() + PERIOD
+            self._handle = loop.call_at(self._asked, self._tick)
         return LagWindow(self)
 
     def release(self) -> None:
         self._users -= 1
-        if self._users <= 0 and self._task is not None:
-            self._task.cancel()
+        if self._users <= 0 and self._handle is not None:
+            self._handle.cancel()
+            self._handle = None
 
-    async def _run(self) -> None:
-        loop = asyncio.get_running_loop()
-        while True:
-            asked = loop.time() + PERIOD
-            await asyncio.sleep(PERIOD)
-            late = max(0.0, loop.time() - asked)
-            self.samples.append((round(time.time(), 5), round(late, 6)))
+    def _tick(self) -> None:
+        assert self._loop is not None  # set by start
+        now = self._loop.time()
+        self.samples.append((round(time.time(), 5), round(max(0.0, now - self._asked), 6)))
+        self._asked = now + PERIOD
+        self._handle = self._loop.call_at(self._asked, self._tick)
 
 
 class LagWindow:

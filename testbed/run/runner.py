@@ -15,6 +15,7 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from hostagent import compiled
 from hostagent.workloads import nccl
 from hostagent.workloads.iterations import IterationRecord
 from runcontract import CPU_COLUMNS, LINK_GAP_COLUMNS, BackgroundWindow, table_file
@@ -370,6 +371,8 @@ def _run_workload(network: Network, results: RunResults, progress: Progress,
         table, iterations = collect(out, results.dir, outcomes, scenario, transport,
                                     sampler.rows, injector.rows)
         results.meta["faults"] = {"actions": len(injector.actions), "error": injector.error}
+        results.meta["protocol"] = compiled.agreement({o.host: o.result.get("protocol")
+                                                       for o in outcomes})
         results.meta["background"] = background.summary()
         if background.flows and results.meta.get("facts") and "workload_start" in results.meta:
             scheduled = [BackgroundWindow(**w) for w in results.meta["facts"]["background"]]
@@ -387,7 +390,8 @@ def _run_workload(network: Network, results: RunResults, progress: Progress,
                          results.meta.get("workload_start"))
         results.meta["fidelity"] = verdict.to_json()
         write_fidelity_tables(results.dir, monitor)
-        table += verdict.line() + "\n" + _dilation_line(scenario, iterations)
+        table += (verdict.line() + "\n" + _dilation_line(scenario, iterations)
+                  + f"# Protocol build       : {compiled.line(results.meta['protocol'])}\n")
         results.save()
         results.write_text("summary.txt", table + "\n")
         info["done"] = ("iterations, messages, paths, ev_states, qps, links .parquet; "

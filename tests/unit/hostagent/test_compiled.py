@@ -229,5 +229,56 @@ def test_a_build_is_used_only_while_newer_than_every_source(tmp_path):
     assert compiled.outdated(tmp_path) == list(compiled.MODULES), "the shared library is gone"
 
 
+def _build(directory: Path, library: bytes = b"the library") -> None:
+    for m in compiled.MODULES:
+        (directory / f"{m}.py").write_text("")
+    for m in compiled.MODULES:
+        os.utime(directory / f"{m}.py", (1.0, 1.0))  # every source older than its build
+        (directory / f"{m}{compiled.SUFFIX}").write_bytes(b"")
+    (directory / f"{compiled.LIBRARY}{compiled.SUFFIX}").write_bytes(library)
+
+
+def test_a_process_names_the_build_it_runs_and_why(tmp_path):
+    """What every agent reports and every run records: compiled (with the build's identity,
+    the shared library's SHA-256) or the sources, with the reason."""
+    assert compiled.choose(tmp_path, {}) == (False, "sources: no build")
+    _build(tmp_path)
+    want = hashlib.sha256(b"the library").hexdigest()[:12]
+    assert compiled.choose(tmp_path, {}) == (True, f"compiled: {want}")
+    assert compiled.choose(tmp_path, {compiled.PURE: "0"}) == (True, f"compiled: {want}")
+    assert compiled.choose(tmp_path, {compiled.PURE: "1"}) == (False,
+                                                              "sources: MRC_TESTBED_PURE=1")
+    (tmp_path / f"{compiled.LIBRARY}{compiled.SUFFIX}").write_bytes(b"another build")
+    os.utime(tmp_path / f"{compiled.LIBRARY}{compiled.SUFFIX}", (2.0, 2.0))
+    for m in compiled.MODULES:
+        os.utime(tmp_path / f"{m}{compiled.SUFFIX}", (2.0, 2.0))
+    other = compiled.choose(tmp_path, {})[1]
+    assert other.startswith("compiled: ") and other != f"compiled: {want}", "builds told apart"
+    os.utime(tmp_path / "nscc.py", (3.0, 3.0))
+    assert compiled.choose(tmp_path, {}) == (False, "sources: the build is older than nscc.py")
+
+
+def test_a_process_reports_what_it_imported():
+    """MRC_TESTBED_PURE=1 in a process: its BUILD says the sources, and why."""
+    code = "import hostagent; print(hostagent.compiled.BUILD)"
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True,
+                         text=True, check=True, env={**os.environ, compiled.PURE: "1"})
+    assert out.stdout.strip() == ("sources: MRC_TESTBED_PURE=1" if compiled.built()
+                                  else "sources: no build")
+    assert compiled.BUILD.startswith("compiled: ") == compiled.ACTIVE
+
+
+def test_agents_that_disagree_are_said_in_the_line():
+    same = compiled.agreement({"h0": "compiled: abc", "h1": "compiled: abc", "h2": "compiled: abc"})
+    assert same == {"build": "compiled: abc", "agents": {"compiled: abc": 3}}
+    assert compiled.line(same) == "compiled: abc (all 3 agents)"
+    mixed = compiled.agreement({"h0": "compiled: abc", "h1": "sources: no build",
+                                "h2": "compiled: abc", "h3": None})
+    assert mixed["build"] == "mixed"
+    assert compiled.line(mixed) == ("AGENTS DISAGREE: compiled: abc on 2, sources: no build "
+                                    "on 1, not reported on 1")
+    assert compiled.line(None) == "not recorded"
+
+
 if __name__ == "__main__":
     json.dump(fingerprints(), sys.stdout)

@@ -148,6 +148,73 @@ def test_every_qps_deadline_fires_on_time_when_another_qp_re_arms_later():
     asyncio.run(main())
 
 
+def test_the_hosts_of_one_process_share_one_timer_and_each_qp_fires_on_time():
+    """Two hosts' Drivers on one loop (a pooled process): one loop timer for both, and each
+    QP still fires at its own deadline, not at the other host's; a closed host's entries are
+    skipped and the timer stops with the last host."""
+    async def main():
+        loop = asyncio.get_running_loop()
+        t0 = loop.time()
+        qps = [_ScriptedQP(1, [t0 + 0.02, t0 + 0.12]), _ScriptedQP(1, [t0 + 0.06])]
+        socks = [(_listen(), socket.socket(socket.AF_INET6, socket.SOCK_DGRAM)) for _ in qps]
+        drivers = [driver.Driver(rank, 3, listen, {2: [(qp, driver.Route(
+            sock, {0: ("::1", 9)}, {0: 0}))]}) for rank, (qp, (listen, sock)) in
+            enumerate(zip(qps, socks, strict=True))]
+        for d, qp in zip(drivers, qps, strict=True):
+            d._kick(qp)
+        timers = [h for h in loop._scheduled if not h.cancelled()
+                  and getattr(h._callback, "__func__", None) is driver._Timers._fire]
+        await asyncio.sleep(0.2)
+        drivers[0].close()
+        left = [h for h in loop._scheduled if not h.cancelled()
+                and getattr(h._callback, "__func__", None) is driver._Timers._fire]
+        drivers[1].close()
+        stopped = [h for h in loop._scheduled if not h.cancelled()
+                   and getattr(h._callback, "__func__", None) is driver._Timers._fire]
+        for listen, sock in socks:
+            listen.close()
+            sock.close()
+        return t0, qps, len(timers), len(left), len(stopped)
+
+    t0, qps, timers, left, stopped = asyncio.run(main())
+    assert timers == 1, "one loop timer for both hosts' QPs"
+    assert (left, stopped) == (0, 0), "nothing left to time: no timer"
+    (a1, a2), (b1,) = ([t - t0 for t in qp.fired] for qp in qps)
+    # never early, and each before the next deadline of either host (a loaded machine may
+    # make them late, but a timer that waited for another host's deadline would be later)
+    assert 0.02 <= a1 < 0.06 <= b1 < 0.12 <= a2 < 0.2
+
+
+def test_a_qp_whose_timer_raises_stops_no_other_hosts_timers():
+    """The process's one timer serves every host: an exception in one QP's on_timer (logged
+    by the loop) must leave the other hosts' deadlines to fire."""
+    class Raising(_ScriptedQP):
+        def on_timer(self, now: float) -> None:
+            raise RuntimeError("a QP's timer failed")
+
+    async def main() -> tuple[float, _ScriptedQP]:
+        loop = asyncio.get_running_loop()
+        loop.set_exception_handler(lambda loop, context: None)  # the loop logs it; quiet here
+        t0 = loop.time()
+        qps = [Raising(1, [t0 + 0.01]), _ScriptedQP(1, [t0 + 0.01, t0 + 0.05])]
+        socks = [(_listen(), socket.socket(socket.AF_INET6, socket.SOCK_DGRAM)) for _ in qps]
+        drivers = [driver.Driver(rank, 3, listen, {2: [(qp, driver.Route(
+            sock, {0: ("::1", 9)}, {0: 0}))]}) for rank, (qp, (listen, sock)) in
+            enumerate(zip(qps, socks, strict=True))]
+        for d, qp in zip(drivers, qps, strict=True):
+            d._kick(qp)
+        await asyncio.sleep(0.15)
+        for d in drivers:
+            d.close()
+        for listen, sock in socks:
+            listen.close()
+            sock.close()
+        return t0, qps[1]
+
+    t0, other = asyncio.run(main())
+    assert len(other.fired) == 2 and other.fired[1] - t0 >= 0.05, "its later deadline fired too"
+
+
 def test_a_receive_that_raises_still_kicks_the_qps_its_batch_reached():
     """The extension delivers a whole batch, then raises the first error of a QP's receive
     (hostagent/_fastio.c): the QPs that got datagrams must still answer and send."""

@@ -20,6 +20,7 @@ import socket
 import time
 from pathlib import Path
 
+from hostagent import compiled
 from hostagent.protocol.qp import QPConfig
 from hostagent.protocol.rocev2 import RoceQP
 from hostagent.runtime import agent, driver
@@ -98,3 +99,8 @@ def test_a_host_whose_qp_failed_says_so_at_once_and_sigterm_stops_the_rest(tmp_p
     assert h0["status"] == "failed" and "transport failed" in h0["error"]
     assert h1["status"] == "stopped", "h1 waited for h0 until the runner stopped it"
     assert [r["status"] for r in results] == ["failed", "stopped"], "serve returns every host"
+    for r in (h0, h1):  # what the runner records of the process, however its hosts ended
+        assert r["protocol"] == compiled.BUILD, "the build this process imported"
+        assert r["cpu"]["user_s"] + r["cpu"]["system_s"] == r["cpu_s"]
+        now = os.times()
+        assert 0 < r["cpu"]["user_s"] <= now.user and 0 <= r["cpu"]["system_s"] <= now.system
