@@ -27,7 +27,7 @@ def _view(label: str, record: dict | None, folder: Path) -> SimpleNamespace:
     run = SimpleNamespace(steps=steps, tables={"steps": steps}, world=2,
                           meta={"protocol": record}, dir=folder, transport="mrc",
                           messages=pd.DataFrame(), events=pd.DataFrame(),
-                          facts=SimpleNamespace(scenario="s"))
+                          facts=SimpleNamespace(scenario="s"), scenario={"name": "s"})
     return SimpleNamespace(label=label, run=run, recoveries=pd.DataFrame())
 
 
