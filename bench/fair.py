@@ -8,6 +8,7 @@ Variants: `mrc`, `rocev2` (lossy: Go-Back-N over a fabric that drops) and `rocev
 """
 from __future__ import annotations
 
+import functools
 import shlex
 import signal
 import statistics
@@ -107,6 +108,33 @@ def checkouts(against: Path | None) -> list[Checkout]:
     other = Checkout(against.resolve())
     other.check()
     return [other, THIS]
+
+
+@functools.cache
+def _knows_lossless(python: str, path: Path) -> bool:
+    """Whether the code at `path` has the lossless switch mode (older commits do not)."""
+    done = subprocess.run([python, "-c", "from testbed.scenario.schema import Switch; "
+                           "raise SystemExit(0 if 'lossless' in Switch.model_fields else 1)"],
+                          cwd=path, capture_output=True)
+    return done.returncode == 0
+
+
+def supports(checkout: Checkout, variant: str) -> bool:
+    """Whether `checkout`'s code can run `variant` (the lossless one needs the switch mode)."""
+    return not VARIANTS[variant][1] or checkout == THIS or \
+        _knows_lossless(checkout.python, checkout.path)
+
+
+def pairs(variants: Sequence[str], runs_on: Sequence[Checkout]) -> list[tuple[str, Checkout]]:
+    """Each variant on each checkout that can run it, in the order a seed runs them."""
+    return [(v, c) for v in variants for c in runs_on if supports(c, v)]
+
+
+def left_out(variants: Sequence[str], runs_on: Sequence[Checkout]) -> str:
+    """The report's line for the variants a checkout cannot run, empty if none."""
+    out = [key(v, c) for v in variants for c in runs_on if not supports(c, v)]
+    return f"- not run: {', '.join(out)} (that code has no lossless switch mode)\n" \
+        if out else ""
 
 
 def key(variant: str, checkout: Checkout) -> str:

@@ -35,6 +35,8 @@ from bench.fair import (  # noqa: E402
     counted,
     header,
     key,
+    left_out,
+    pairs,
     parse_seeds,
     parse_variants,
     run_variant,
@@ -140,7 +142,8 @@ def main() -> int:
         runs_on = checkouts(args.against)
     except ValueError as exc:
         ap.error(str(exc))
-    keys = [key(v, c) for v in variants for c in runs_on]
+    plan = pairs(variants, runs_on)
+    keys = [key(v, c) for v, c in plan]
     top = header("bench/faults.py", sys.argv)
     files = [Path(f) for f in args.scenarios] or \
         [ROOT / "scenarios" / f"{n}.yaml" for n in DEFAULT]
@@ -154,24 +157,23 @@ def main() -> int:
         runs: dict[tuple[str, int], dict] = {}
         reason = ""
         for seed in seeds:  # variants (and checkouts) side by side on each seed
-            for v in variants:
-                for checkout in runs_on:
-                    k = key(v, checkout)
-                    d, err = run_variant(file.resolve(), v, seed, out / file.stem,
-                                         checkout=checkout)
-                    try:
-                        if d is not None:
-                            runs[(k, seed)] = measure(d)
-                            m = runs[(k, seed)]
-                            print(f"{file.stem} {k} s{seed}: {m['share']:.0%} of ideal, "
-                                  f"{m['fidelity']}", file=sys.stderr, flush=True)
-                            continue
-                    except RunError as exc:
-                        err = str(exc)
-                    reason = why(err)
-                    missing.append([file.stem, k, seed, reason])
-                    print(f"{file.stem} {k} s{seed}: no result ({reason})", file=sys.stderr,
-                          flush=True)
+            for v, checkout in plan:
+                k = key(v, checkout)
+                d, err = run_variant(file.resolve(), v, seed, out / file.stem,
+                                     checkout=checkout)
+                try:
+                    if d is not None:
+                        runs[(k, seed)] = measure(d)
+                        m = runs[(k, seed)]
+                        print(f"{file.stem} {k} s{seed}: {m['share']:.0%} of ideal, "
+                              f"{m['fidelity']}", file=sys.stderr, flush=True)
+                        continue
+                except RunError as exc:
+                    err = str(exc)
+                reason = why(err)
+                missing.append([file.stem, k, seed, reason])
+                print(f"{file.stem} {k} s{seed}: no result ({reason})", file=sys.stderr,
+                      flush=True)
             if not runs:  # the first seed made nothing (netem missing, ...): skip the rest
                 break
         if runs:
@@ -179,7 +181,8 @@ def main() -> int:
         else:
             missing = [row for row in missing if row[0] != file.stem]
             skipped.append(f"- {file.stem}: skipped: {reason}")
-    print(top + f"- results: {out}\n- seeds: {', '.join(map(str, seeds))}\n")
+    print(top + f"- results: {out}\n- seeds: {', '.join(map(str, seeds))}\n"
+          + left_out(variants, runs_on))
     print(report(results, keys, seeds, missing), end="")
     if skipped:
         print("\n" + "\n".join(skipped))

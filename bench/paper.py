@@ -45,6 +45,8 @@ from bench.fair import (  # noqa: E402
     counted,
     header,
     key,
+    left_out,
+    pairs,
     parse_seeds,
     parse_variants,
     run_variant,
@@ -280,7 +282,8 @@ def main() -> int:
         runs_on = checkouts(args.against)
     except ValueError as exc:
         ap.error(str(exc))
-    keys = [key(v, c) for v in variants for c in runs_on]
+    plan = pairs(variants, runs_on)
+    keys = [key(v, c) for v, c in plan]
     top = header(f"bench/paper.py, {args.which} set", sys.argv)
     out = args.results or \
         ROOT / "results" / f"paper-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}"
@@ -292,7 +295,7 @@ def main() -> int:
     for name in experiments:
         fault, control = table_of[name]
         for seed in seeds:  # seeds outermost within an experiment: variants side by side
-            for variant, checkout in ((v, c) for v in variants for c in runs_on):
+            for variant, checkout in plan:
                 k = key(variant, checkout)
                 base = None
                 if control is not None:
@@ -323,7 +326,8 @@ def main() -> int:
                     f"{_ratio(m['ratio_window'])} after {_ratio(m['ratio_after'])}, fidelity "
                     f"{'/'.join(verdicts(m))}{'' if counted(verdicts(m)) else ' (excluded)'}")
                 (out / "paper.json").write_text(json.dumps(rows, indent=1, default=str))
-    print(top + f"- results: {out}\n- seeds: {', '.join(map(str, seeds))}\n")
+    print(top + f"- results: {out}\n- seeds: {', '.join(map(str, seeds))}\n"
+          + left_out(variants, runs_on))
     print(report(rows, experiments, keys, seeds, missing), end="")
     return 0
 

@@ -305,3 +305,23 @@ def test_paper_against_runs_each_variant_on_both_checkouts_with_its_own_control(
     out = capsys.readouterr().out
     assert re.search(r"\| gray-loss \| rocev2@abc1234 \| 1 of 1 \| 0\.25/0\.25/0\.25 ", out)
     assert re.search(r"\| gray-loss \| rocev2 \| 1 of 1 \| 0\.50/0\.50/0\.50 ", out)
+
+
+def test_an_older_checkout_without_lossless_mode_runs_no_lossless_variant(tmp_path: Path):
+    """A checkout whose schema has no `switch.lossless` is asked once and left out of the
+    lossless variant's runs, said in the report's header; the other variants still run."""
+    old = tmp_path / "old"
+    (old / ".venv" / "bin").mkdir(parents=True)
+    python = old / ".venv" / "bin" / "python"
+    python.write_text("#!/bin/sh\nexit 1\n")  # its schema check fails: no lossless mode
+    python.chmod(0o755)
+    other = fair.Checkout(old)
+    plan = fair.pairs(["mrc", "rocev2-lossless"], [other, fair.THIS])
+    assert plan == [("mrc", other), ("mrc", fair.THIS), ("rocev2-lossless", fair.THIS)]
+    assert "rocev2-lossless@" in fair.left_out(["mrc", "rocev2-lossless"], [other, fair.THIS])
+    assert fair.left_out(["mrc", "rocev2-lossless"], [fair.THIS]) == ""
+    python.write_text("#!/bin/sh\nexit 0\n")  # a checkout that has it
+    newer = fair.Checkout(tmp_path / "new")
+    (newer.path / ".venv" / "bin").mkdir(parents=True)
+    (newer.path / ".venv" / "bin" / "python").symlink_to(python)
+    assert fair.supports(newer, "rocev2-lossless")
