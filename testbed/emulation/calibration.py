@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 import hostagent
+from hostagent import compiled
 from testbed.emulation.cpu import PROC_STAT
 from testbed.fabric.budget import PacketCost
 from testbed.lifecycle.files import write_json
@@ -67,7 +68,7 @@ class Calibration:
     measured: str  # ISO date, UTC
     machine: str
     kernel: str
-    agent_code: str  # digest of hostagent/*.py
+    agent_code: str  # agent_code(): the agents' sources and protocol build
     method: str = METHOD
 
     def cost(self) -> PacketCost:
@@ -86,12 +87,15 @@ def machine_id() -> str:
         return platform.node()
 
 
-def agent_code() -> str:
-    """A digest of the agents' sources: their per-packet cost is what the numbers measure."""
-    h = hashlib.sha256()
-    root = Path(hostagent.__file__).parent
-    for path in sorted(root.glob("*.py")):
-        h.update(path.name.encode() + b"\0" + path.read_bytes())
+def agent_code(root: Path = Path(hostagent.__file__).parent,
+               build: str | None = None) -> str:
+    """A digest of the agents' code, their per-packet cost being what the numbers measure:
+    every source under `root` (hostagent/ and its subpackages) and the protocol build the
+    agents started now would run (`compiled.choose`: compiled, with its library's hash, or
+    the sources), which changes that cost about twofold."""
+    h = hashlib.sha256((build if build is not None else compiled.choose()[1]).encode())
+    for path in sorted(root.rglob("*.py")):
+        h.update(str(path.relative_to(root)).encode() + b"\0" + path.read_bytes())
     return h.hexdigest()[:16]
 
 

@@ -49,3 +49,17 @@ def test_agents_cpu_counts_a_pooled_process_once():
                {"pid": 2, "cpu_start_s": 0.5, "cpu_s": 1.5}]
     assert calibration.agents_cpu(results) == pytest.approx((4.0 - 1.0) + (1.5 - 0.5))
     assert asdict(calibration.from_measurement(1, 0, 1, 1, 1))["agent_code"]
+
+
+def test_the_agent_code_digest_covers_subpackages_and_the_protocol_build(tmp_path: Path):
+    """A calibration measured with other protocol code, or with the compiled build instead of
+    the sources, is stale: the agents' per-packet cost is what it measured."""
+    (tmp_path / "protocol").mkdir()
+    (tmp_path / "__init__.py").write_text("")
+    (tmp_path / "protocol" / "mrc.py").write_text("WINDOW = 1\n")
+    first = calibration.agent_code(tmp_path, "sources: no build")
+    assert calibration.agent_code(tmp_path, "sources: no build") == first
+    (tmp_path / "protocol" / "mrc.py").write_text("WINDOW = 2\n")
+    assert calibration.agent_code(tmp_path, "sources: no build") != first
+    (tmp_path / "protocol" / "mrc.py").write_text("WINDOW = 1\n")
+    assert calibration.agent_code(tmp_path, "compiled: 0123456789ab") != first
