@@ -11,7 +11,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from . import objectives
-from .load import RunError, load_run
+from .load import Run, RunError, load_run
 from .objectives import Verdict
 
 
@@ -24,7 +24,7 @@ class DrillResult:
     controls: list[str] = field(default_factory=list)
     source: str = ""  # where the objectives come from
     errors: list[str] = field(default_factory=list)
-
+    paired: bool = False  # each repetition judged against its own control (controls[k])
     contrast: bool = False  # measured against another transport's objectives, not judged
 
     @property
@@ -36,25 +36,36 @@ class DrillResult:
 
 def judge(drill: str, transport: str, runs: Sequence[Path], controls: Sequence[Path],
           spec: dict | None, source: str = "", errors: Sequence[str] = (),
-          contrast: dict | None = None, report: Sequence[str] = ()) -> DrillResult:
+          contrast: dict | None = None, report: Sequence[str] = (),
+          paired: bool = False) -> DrillResult:
     """Load a drill's runs of one transport and judge them against `spec` (its objectives).
-    A transport without objectives of its own is measured against `contrast` (another
-    transport's), shown beside it and not judged. The objectives named in `report` are
-    measured without a limit and shown as reported rows, which no verdict counts."""
+    Paired, `controls[k]` is `runs[k]`'s own control and a pair with either run unreadable
+    is left out (and fails "every run has data"). A transport without objectives of its own
+    is measured against `contrast` (another transport's), shown beside it and not judged.
+    The objectives named in `report` are measured without a limit and shown as reported
+    rows, which no verdict counts."""
     unreadable: list[str] = []
 
-    def load(paths: Sequence[Path]) -> list:
-        out = []
+    def load(paths: Sequence[Path]) -> list[Run | None]:
+        out: list[Run | None] = []
         for p in paths:
             try:
                 out.append(load_run(p))
             except RunError as exc:  # a run with nothing to judge (e.g. every agent failed)
                 unreadable.append(str(exc))
+                out.append(None)
         return out
 
     loaded, loaded_controls = load(runs), load(controls)
+    if paired:
+        pairs = [(r, c) for r, c in zip(loaded, loaded_controls, strict=True)
+                 if r is not None and c is not None]
+        reps, steady = [r for r, _ in pairs], [c for _, c in pairs]
+    else:
+        reps = [r for r in loaded if r is not None]
+        steady = [c for c in loaded_controls if c is not None]
     used = spec or contrast
-    verdicts = objectives.evaluate(loaded, loaded_controls, used) if used and loaded else []
+    verdicts = objectives.evaluate(reps, steady, used, paired) if used and reps else []
     if unreadable:
         verdicts.insert(0, objectives.Verdict(
             "every run has data", f"{len(unreadable)} of {len(runs) + len(controls)} runs "
@@ -62,12 +73,12 @@ def judge(drill: str, transport: str, runs: Sequence[Path], controls: Sequence[P
     if spec is None:
         verdicts = [objectives.Verdict(v.objective, v.measured, v.limit, "contrast", v.note,
                                        v.value) for v in verdicts]
-    if report and loaded:
+    if report and reps:
         verdicts += [objectives.Verdict(v.objective, v.measured, "-", objectives.REPORTED,
                                         v.note, v.value) for v in objectives.evaluate(
-                         loaded, loaded_controls, dict.fromkeys(report, math.inf))]
+                         reps, steady, dict.fromkeys(report, math.inf), paired)]
     return DrillResult(drill, transport, verdicts, [str(p) for p in runs],
-                       [str(p) for p in controls], source, list(errors), spec is None)
+                       [str(p) for p in controls], source, list(errors), paired, spec is None)
 
 
 def table(results: Sequence[DrillResult]) -> str:

@@ -9,8 +9,10 @@ objective failed (a failure on a run not judged faithful says so, since it may b
 testbed's own).
 
 Definitions (times in s since each run's workload start):
-- steady state: the control runs (the scenario without faults), or, without a control, each
-  repetition before its first fault;
+- steady state: the control runs (the scenario without faults): paired, each repetition's own
+  control on its seed (the ratios of a repetition are to its control's level, the pooled
+  percentiles to the p50 of all the controls); unpaired, every control for every repetition;
+  without a control, each repetition before its first fault;
 - fault window: from the first disturbance's start (a fault, a straggler as scheduled, or
   background traffic) to the last one's end (or the workload's end);
 - goodput: bytes of verified writes delivered per second (metrics.deliveries, each write's
@@ -132,9 +134,17 @@ def _percentile_verdict(name: str, samples: np.ndarray, steady: np.ndarray,
     return Verdict(name, measured, limit, "pass" if value <= ratio else "fail", "", value)
 
 
-def evaluate(runs: Sequence[Run], controls: Sequence[Run], spec: dict) -> list[Verdict]:
+def evaluate(runs: Sequence[Run], controls: Sequence[Run], spec: dict,
+             paired: bool = False) -> list[Verdict]:
     """Every objective `spec` states (Objectives.model_dump()), judged over the repetitions
-    `runs` against the steady state of `controls`."""
+    `runs` against the steady state of `controls`; `paired`: `controls[k]` is `runs[k]`'s
+    own."""
+    if paired and len(controls) != len(runs):
+        raise ValueError(f"{len(runs)} repetitions paired with {len(controls)} controls")
+    # the controls each repetition is compared with
+    steady_of = ([[c] for c in controls] if paired else [list(controls)] * len(runs))
+    n = f"{len(controls)} run{'s' if len(controls) != 1 else ''}"
+    basis = f"against its seed's control, {n}" if paired else f"control, {n}"
     out: list[Verdict] = []
     n_runs = len(runs)
     if spec.get("verified"):
@@ -152,7 +162,7 @@ def evaluate(runs: Sequence[Run], controls: Sequence[Run], spec: dict) -> list[V
                            "pass" if failed == 0 else "fail", "", float(failed)))
     windows = [fault_window(r) for r in runs]
     if spec.get("goodput_ratio") is not None:
-        out.append(_goodput(runs, controls, windows, float(spec["goodput_ratio"])))
+        out.append(_goodput(runs, steady_of, basis, windows, float(spec["goodput_ratio"])))
     if spec.get("cct_p99_ratio") is not None:
         samples = np.concatenate([metrics.cct(r.iterations, r.t0).query("~warmup")["cct"]
                                   .to_numpy(dtype=float) for r in runs])
@@ -177,10 +187,10 @@ def evaluate(runs: Sequence[Run], controls: Sequence[Run], spec: dict) -> list[V
                            f"<= {limit * 1e3:g} ms", "pass" if worst <= limit else "fail",
                            "", worst * 1e3))
     if spec.get("step_slowdown") is not None:
-        out.append(_step_verdict(runs, controls, windows, float(spec["step_slowdown"]),
+        out.append(_step_verdict(runs, steady_of, basis, windows, float(spec["step_slowdown"]),
                                  "time"))
     if spec.get("exposed_ratio") is not None:
-        out.append(_step_verdict(runs, controls, windows, float(spec["exposed_ratio"]),
+        out.append(_step_verdict(runs, steady_of, basis, windows, float(spec["exposed_ratio"]),
                                  "exposed"))
     if spec.get("faithful"):
         verdicts = [((r.meta.get("fidelity") or {}).get("verdict")) for r in
@@ -236,47 +246,49 @@ def _group_exposed(run: Run, iterations: pd.Series) -> pd.Series:
     return g.groupby("group")["exposed_mean"].mean() if len(g) else pd.Series(dtype=float)
 
 
-def _step_verdict(runs: Sequence[Run], controls: Sequence[Run], windows: list, ratio: float,
-                  metric: str) -> Verdict:
+def _step_verdict(runs: Sequence[Run], steady_of: list[list[Run]], basis: str,
+                  windows: list, ratio: float, metric: str) -> Verdict:
     """Step time (`metric` "time") or exposed communication per rank ("exposed") of the
-    fault-window iterations, mean over them, as a multiple of the steady state's mean; the
-    worst repetition is judged. Exposed communication also names the group whose exposure
-    grew the most."""
+    fault-window iterations, mean over them, as a multiple of the mean of the steady state
+    each repetition is compared with (`steady_of[k]`: its controls); the worst repetition is
+    judged. Exposed communication also names the group whose exposure grew the most."""
     name = {"time": "step time in the fault window",
             "exposed": "exposed communication in the fault window"}[metric]
     limit = f"<= {ratio:g} x steady"
     tables = [step_table(r) for r in runs]
     if all(t.empty for t in tables):
         return Verdict(name, "-", limit, "inconclusive", "no training-step iterations")
-    if controls:
-        steady_runs = [(c, step_table(c)) for c in controls]
-        basis = f"control, {len(controls)} run{'s' if len(controls) > 1 else ''}"
+    if any(steady_of):
+        steady_sets = [[(c, step_table(c)) for c in cs] for cs in steady_of]
     else:
-        steady_runs = [(r, t[t["end"] <= w[0]]) for r, t, w in zip(runs, tables, windows,
-                                                                   strict=True) if w]
+        pooled = [(r, t[t["end"] <= w[0]]) for r, t, w in zip(runs, tables, windows,
+                                                              strict=True) if w]
+        steady_sets = [pooled] * len(runs)
         basis = "steps before the first fault"
-    steady_rows = pd.concat([t for _, t in steady_runs]) if steady_runs else pd.DataFrame()
-    steady = float(steady_rows[metric].mean()) if len(steady_rows) else math.nan
-    inside = [(r, t[(t["start"] < w[1]) & (t["end"] > w[0])])
-              for r, t, w in zip(runs, tables, windows, strict=True) if w is not None]
-    inside = [(r, t) for r, t in inside if len(t)]
-    if not inside or math.isnan(steady) or steady <= 0:
+    # per repetition with a fault window: its steps in the window, its steady steps
+    overlap = [(r, t[(t["start"] < w[1]) & (t["end"] > w[0])], ss)
+               for r, t, w, ss in zip(runs, tables, windows, steady_sets, strict=True)
+               if w is not None]
+    inside = [(r, t, ss, _steady_mean(ss, metric)) for r, t, ss in overlap if len(t)]
+    steadies = [m for *_, m in inside]
+    if not inside or any(math.isnan(m) or m <= 0 for m in steadies):
         why = ("no fault was applied" if not any(windows) else
                "no timed step overlaps the fault window" if not inside else
-               "no steady-state steps" if math.isnan(steady) else
+               "no steady-state steps" if any(math.isnan(m) for m in steadies) else
                "the steady state exposes no communication")
         return Verdict(name, "-", limit, "inconclusive", why)
-    shares = [float(t[metric].mean()) / steady for _, t in inside]
-    n = sum(len(t) for _, t in inside)
+    shares = [float(t[metric].mean()) / m for _, t, _, m in inside]
+    n = sum(len(t) for _, t, _, _ in inside)
     worst_group = ("", math.nan)
     if metric == "exposed":
-        base = pd.concat([_group_exposed(c, ct["iteration"]) for c, ct in steady_runs])
-        base = base.groupby(level=0).mean()
-        for r, t in inside:
+        for r, t, ss, _ in inside:
+            base = pd.concat([_group_exposed(c, ct["iteration"]) for c, ct in ss])
+            base = base.groupby(level=0).mean()
             grew = (_group_exposed(r, t["iteration"]) / base[base > 0]).dropna()
             if len(grew) and not grew.max() <= worst_group[1]:
                 worst_group = (str(grew.idxmax()), float(grew.max()))
-    worst = max(shares)
+    k = int(np.argmax(shares))
+    worst, steady = shares[k], steadies[k]
     measured = (f"{worst:.2f} x (worst of {len(shares)}; {n} steps in the window; steady "
                 f"{steady * 1e3:.1f} ms per {'step' if metric == 'time' else 'rank'}, {basis})")
     if worst_group[0]:
@@ -284,29 +296,36 @@ def _step_verdict(runs: Sequence[Run], controls: Sequence[Run], windows: list, r
     return Verdict(name, measured, limit, "pass" if worst <= ratio else "fail", "", worst)
 
 
-def _goodput(runs: Sequence[Run], controls: Sequence[Run], windows: list,
+def _steady_mean(steady: list[tuple[Run, pd.DataFrame]], metric: str) -> float:
+    """The mean of `metric` over the steady steps of these runs (nan without any)."""
+    rows = pd.concat([t for _, t in steady]) if steady else pd.DataFrame()
+    return float(rows[metric].mean()) if len(rows) else math.nan
+
+
+def _goodput(runs: Sequence[Run], steady_of: list[list[Run]], basis: str, windows: list,
              ratio: float) -> Verdict:
+    """Goodput in each repetition's fault window as a share of the steady goodput it is
+    compared with (`steady_of[k]`: the mean of its controls'); the worst is judged."""
     name, limit = "goodput in the fault window", f">= {ratio:.0%} of steady"
-    if controls:
-        steady = float(np.mean([goodput_between(c, *timed_span(c)) for c in controls]))
-        basis = f"control, {len(controls)} run{'s' if len(controls) > 1 else ''}"
+    if any(steady_of):
+        levels = {id(c): goodput_between(c, *timed_span(c)) for cs in steady_of for c in cs}
+        steady = [float(np.mean([levels[id(c)] for c in cs])) for cs in steady_of]
     else:
         pre = [goodput_between(r, timed_span(r)[0], w[0]) for r, w in zip(runs, windows,
                                                                           strict=True) if w]
         pre = [p for p in pre if not math.isnan(p)]
-        steady = float(np.mean(pre)) if pre else math.nan
+        steady = [float(np.mean(pre)) if pre else math.nan] * len(runs)
         basis = "before the first fault"
-    shares = [goodput_between(r, *w) / steady for r, w in zip(runs, windows, strict=True)
-              if w is not None]
-    if not shares or math.isnan(steady) or steady <= 0:
-        why = "no fault was applied" if not shares else "no steady-state goodput"
+    judged = [(goodput_between(r, *w) / s, s) for r, w, s in zip(runs, windows, steady,
+                                                                strict=True) if w is not None]
+    if not judged or any(math.isnan(s) or s <= 0 for _, s in judged):
+        why = "no fault was applied" if not judged else "no steady-state goodput"
         return Verdict(name, "-", limit, "inconclusive", why)
-    worst = min(shares)
+    worst, its_steady = min(judged)
     # one decimal where whole percent would round onto the limit (94.6% is no "95%" that fails)
     shown = f"{worst:.1%}" if round(worst, 2) == round(ratio, 2) else f"{worst:.0%}"
-    measured = (f"{shown} (worst of {len(shares)}; steady {steady * 8e-6:.1f} Mbit/s summed "
-                f"over receivers, "
-                f"{basis})")
+    measured = (f"{shown} (worst of {len(judged)}; steady {its_steady * 8e-6:.1f} Mbit/s summed "
+                f"over receivers, {basis})")
     return Verdict(name, measured, limit, "pass" if worst >= ratio else "fail", "", worst)
 
 

@@ -294,12 +294,14 @@ def _cmd_drill(args) -> int:
     drills = [load_drill(f) for f in drill_files(args.drills)]
     check(drills)
     if args.validate:
+        controls = {"every_seed": " + a control per seed", "first_seed": " + a control on the "
+                    "first seed", "none": ""}
         for d in drills:
             seeds = d.drill.run_seeds(d.scenario)
             print(f"ok: {d.source}: {d.drill.name}: {', '.join(d.transports)} x "
                   f"{d.drill.repetitions} (seed{'s' if len(seeds) > 1 else ''} "
                   f"{', '.join(map(str, seeds))})"
-                  f"{' + control' if d.drill.control else ''}; "
+                  f"{controls[d.drill.control]}; "
                   f"{scenario.describe(d.scenario)}")
         return 0
     from analysis import drill_report  # pandas: only when judging
@@ -321,7 +323,7 @@ def _cmd_drill(args) -> int:
             t.drill.drill.name, t.transport, t.repetitions, t.controls,
             spec.model_dump() if spec is not None else None, t.drill.drill.source, t.errors,
             contrast=other.model_dump() if other is not None else None,
-            report=t.drill.drill.report))
+            report=t.drill.drill.report, paired=t.paired))
     files = drill_report.write(verdicts, base)
     print(drill_report.table(verdicts), end="")
     for f in files:

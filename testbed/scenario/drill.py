@@ -6,9 +6,10 @@ per objective. Its scenario is named by path (relative to the drill file) or emb
 repetition runs the scenario with its own seed, and every transport runs the same seeds, so
 that a difference between transports is not a difference between draws (which spine a RoCEv2
 QP hashes onto, which EVs MRC keeps active). A control run (the same scenario without its
-faults and background traffic, on the first seed) measures the steady state the objectives
-compare with. The
-objectives themselves are evaluated from the runs' tables by `analysis/objectives.py`, which
+faults and background traffic) measures the steady state the objectives compare with; by
+default one per seed, run just before that seed's repetition, since the seed moves the steady
+state too and a control measured minutes apart carries the machine's drift. The objectives
+themselves are evaluated from the runs' tables by `analysis/objectives.py`, which
 reads the plain dict `Objectives.model_dump()` gives (analysis never imports the testbed).
 """
 from __future__ import annotations
@@ -37,6 +38,8 @@ STEP_OBJECTIVES = ("step_slowdown", "exposed_ratio")  # need a training-step wor
 DrillTransport = Literal["mrc", "rocev2", "rocev2-lossless"]
 VARIANTS: dict[str, tuple[Transport, bool]] = {
     "mrc": ("mrc", False), "rocev2": ("rocev2", False), "rocev2-lossless": ("rocev2", True)}
+# which control runs a drill makes (Drill.control)
+ControlMode = Literal["every_seed", "first_seed", "none"]
 # objectives a drill can measure without a limit (`report`): upper bounds, none is met by inf
 Reported = Literal["step_slowdown", "exposed_ratio", "cct_p99_ratio", "message_p99_ratio",
                    "max_stall_ms"]
@@ -96,10 +99,12 @@ class Drill(StrictModel):
     seeds: list[Annotated[int, Field(ge=0, le=2**32 - 1)]] | None = Field(
         None, description="one per repetition, the same for every transport; default the "
                           "scenario's seed + 0, 1, 2, ...")
-    control: bool = Field(True, description="run the scenario without its faults and "
-                                            "background traffic once per transport, on the "
-                                            "first seed: the steady state objectives compare "
-                                            "with")
+    control: ControlMode = Field(
+        "every_seed", description="the scenario without its faults and background traffic, "
+        "the steady state objectives compare with: `every_seed` runs one per repetition, just "
+        "before it on its seed, and judges each repetition against its own; `first_seed` one "
+        "per transport, on the first seed, for every repetition; `none` compares with each "
+        "repetition before its first fault")
     objectives: dict[DrillTransport, Objectives] = Field(
         description="per transport; a transport run without objectives is shown, not judged")
     report: list[Reported] = Field(
@@ -131,8 +136,7 @@ class Drill(StrictModel):
         return self
 
     def run_seeds(self, scenario: Scenario) -> list[int]:
-        """The seed of each repetition, the same for every transport; the control runs on
-        the first."""
+        """The seed of each repetition, the same for every transport (and its control's)."""
         if self.seeds is not None:
             return list(self.seeds)
         return [scenario.seed + r for r in range(self.repetitions)]

@@ -17,7 +17,7 @@ from .helpers import CLI, ROOT
 def test_smoke_drill_judges_a_real_run(tmp_path: Path):
     res = subprocess.run([*CLI, "drill", str(ROOT / "drills" / "smoke.yaml"), "--results",
                           str(tmp_path)], capture_output=True, text=True, timeout=300)
-    assert "drill 1/1 smoke: mrc control (no faults, no background), seed 1  [run 1/2" \
+    assert "drill 1/1 smoke: mrc control 1/1 (no faults, no background), seed 1  [run 1/2" \
         in res.stderr
     assert "repetition 1/1, seed 1  [run 2/2" in res.stderr and "left]" in res.stderr
     (base,) = tmp_path.glob("*-drills")
@@ -25,7 +25,7 @@ def test_smoke_drill_judges_a_real_run(tmp_path: Path):
     (judged,) = json.loads((base / "drills.json").read_text())
     statuses = {v["objective"]: v["status"] for v in judged["verdicts"]}
     assert statuses["every collective verified"] == "pass"
-    runs = [next((base / "smoke" / "mrc" / name).iterdir()) for name in ("rep1", "control")]
+    runs = [next((base / "smoke" / "mrc" / name).iterdir()) for name in ("rep1", "control1")]
     faithful = all(json.loads((r / "meta.json").read_text())["fidelity"]["verdict"] == "faithful"
                    for r in runs)
     # a run the monitor did not call faithful makes the objective inconclusive, never a pass
@@ -39,7 +39,7 @@ def test_smoke_drill_judges_a_real_run(tmp_path: Path):
     assert suite.get("skipped") == str(inconclusive), "inconclusive objectives show as skipped"
 
     rep = next((base / "smoke" / "mrc" / "rep1").iterdir())
-    control = next((base / "smoke" / "mrc" / "control").iterdir())
+    control = next((base / "smoke" / "mrc" / "control1").iterdir())
     assert json.loads((rep / "meta.json").read_text())["seed"] == 1
     assert not json.loads((control / "meta.json").read_text()).get("faults", {}).get("actions")
     for run in (rep, control):  # what the fidelity monitor writes when it judges a run
@@ -48,10 +48,10 @@ def test_smoke_drill_judges_a_real_run(tmp_path: Path):
         (run / "meta.json").write_text(json.dumps(meta))
     lenient = {"verified": True, "no_failed_qp": True, "goodput_ratio": 0.3,
                "max_stall_ms": 2000, "faithful": True}
-    ok = drill_report.judge("smoke", "mrc", [rep], [control], lenient)
+    ok = drill_report.judge("smoke", "mrc", [rep], [control], lenient, paired=True)
     assert ok.status == "pass", drill_report.table([ok])
     window = next(v for v in ok.verdicts if v.objective == "goodput in the fault window")
     assert 0.3 < window.value < 1.2, window  # a share of the control's goodput
     impossible = {**lenient, "goodput_ratio": 1.5}  # more than the fabric carries without it
-    bad = drill_report.judge("smoke", "mrc", [rep], [control], impossible)
+    bad = drill_report.judge("smoke", "mrc", [rep], [control], impossible, paired=True)
     assert bad.status == "fail" and drill_report.exit_status([ok, bad]) == 5

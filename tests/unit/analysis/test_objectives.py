@@ -11,7 +11,7 @@ import pytest
 
 from analysis import drill_report
 from analysis import objectives as O
-from analysis.load import Run
+from analysis.load import Run, RunError
 
 T0 = 1000.0
 B = 100_000  # bytes each rank writes per iteration
@@ -343,3 +343,74 @@ def test_a_control_that_exposes_nothing_gives_no_exposure_ratio():
     (v,) = O.evaluate([step_run(SLOW_STEPS, WINDOW)], [step_run([0.0] * 10)],
                       {"exposed_ratio": 2})
     assert (v.status, v.note) == ("inconclusive", "the steady state exposes no communication")
+
+
+# ---- each repetition against its own seed's control ----
+# Seed 1's healthy step takes 1.0 s, seed 2's 1.3 s (its QPs share a spine, say). Repetition 1
+# (seed 1) slows to 1.05 s in the window (steps 4 and 5, 4.0-5.05 and 5.05-6.1 s, overlap
+# 4.2-5.5 s); repetition 2 (seed 2) runs at its seed's healthy 1.3 s throughout (steps 3 and
+# 4, 3.9-5.2 and 5.2-6.5 s, overlap the window). Against its own control: 1.05 and 1.0, worst
+# 1.05; against seed 1's control alone: 1.05 and 1.3, worst 1.3.
+SEED_CONTROLS = (HEALTHY_STEPS, [0.5] * 10)
+SEED_REPS = ([0.2] * 4 + [0.25, 0.25] + [0.2] * 4, [0.5] * 10)
+
+
+def test_each_repetition_is_judged_against_its_own_seeds_control():
+    controls = [step_run(c, name=f"control{k}") for k, c in enumerate(SEED_CONTROLS, 1)]
+    reps = [step_run(r, WINDOW, name=f"rep{k}") for k, r in enumerate(SEED_REPS, 1)]
+    spec = {"step_slowdown": 1.1}
+    (own,) = O.evaluate(reps, controls, spec, paired=True)
+    assert own.value == pytest.approx(1.05) and own.status == "pass"
+    assert "against its seed's control, 2 runs" in own.measured
+    assert "steady 1000.0 ms per step" in own.measured, "the worst repetition's control"
+    (first,) = O.evaluate(reps, controls[:1], spec)  # first_seed: seed 1's control for both
+    assert first.value == pytest.approx(1.3) and first.status == "fail"
+    assert "control, 1 run)" in first.measured
+    # the pairs are by position: swapped, rep1 / control2 = 1.05 / 1.3, rep2 / control1 = 1.3
+    (swapped,) = O.evaluate(reps, controls[::-1], spec, paired=True)
+    assert swapped.value == pytest.approx(1.3) and swapped.status == "fail"
+    with pytest.raises(ValueError, match="2 repetitions paired with 1 controls"):
+        O.evaluate(reps, controls[:1], spec, paired=True)
+
+
+def test_goodput_of_each_repetition_is_a_share_of_its_own_seeds_control():
+    """Seed 2's control runs 0.2 s iterations, half seed 1's goodput; its repetition runs the
+    same through the fault window: 100% of its own control, 50% of seed 1's."""
+    controls = [run(STEADY), run([0.2] * 120)]
+    reps = [run(STEADY, fault=(4.0, 5.0)), run([0.2] * 120, fault=(4.0, 5.0))]
+    (own,) = O.evaluate(reps, controls, {"goodput_ratio": 0.95}, paired=True)
+    assert own.value == pytest.approx(1.0, abs=0.01) and own.status == "pass"
+    assert "against its seed's control, 2 runs" in own.measured
+    (first,) = O.evaluate(reps, controls[:1], {"goodput_ratio": 0.95})
+    assert first.value == pytest.approx(0.5, abs=0.01) and first.status == "fail"
+
+
+def test_the_judge_pairs_repetition_k_with_control_k_and_fails_a_pair_without_data(
+        monkeypatch):
+    """Paths in, verdicts out: the pairs are kept by position; a pair whose control left no
+    run is left out of the ratios and fails "every run has data"."""
+    made = {Path(f"control{k}"): step_run(c) for k, c in enumerate(SEED_CONTROLS, 1)}
+    made |= {Path(f"rep{k}"): step_run(r, WINDOW) for k, r in enumerate(SEED_REPS, 1)}
+    made[Path("rep3")] = step_run([0.2] * 4 + [0.6, 0.6] + [0.2] * 4, WINDOW)  # no control3
+
+    def load(path: Path) -> Run:
+        if path not in made:
+            raise RunError(f"{path}: no such run folder")
+        return made[path]
+
+    monkeypatch.setattr(drill_report, "load_run", load)
+    spec = {"step_slowdown": 1.1}
+    reps, controls = [Path("rep1"), Path("rep2")], [Path("control1"), Path("control2")]
+    paired = drill_report.judge("d", "mrc", reps, controls, spec, paired=True)
+    assert paired.status == "pass" and paired.paired
+    assert paired.verdicts[0].value == pytest.approx(1.05)
+    first = drill_report.judge("d", "mrc", reps, controls[:1], spec)
+    assert first.status == "fail" and first.verdicts[0].value == pytest.approx(1.3)
+    lost = drill_report.judge("d", "mrc", [*reps, Path("rep3")],
+                              [*controls, Path("control3")], spec, paired=True)
+    rows = by_name(lost.verdicts)
+    data, slow = rows["every run has data"], rows["step time in the fault window"]
+    assert data.status == "fail" and data.measured == "1 of 6 runs have none"
+    assert "control3" in data.note
+    assert "worst of 2" in slow.measured and slow.value == pytest.approx(1.05), \
+        "rep3 (1.4 s steps) is not judged against another seed's control"
