@@ -22,11 +22,14 @@ from pathlib import Path
 
 import pandas as pd
 from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 from matplotlib.ticker import MaxNLocator
 
 from . import figures, metrics, steps
 from .report import RunView
+
+FAULT_RING = "#c0392b"  # the ring around a step that overlaps a fault window
 
 TRACE = "trace.json"
 _LANE_STYLE = {  # compute solid dark, communication light and hatched, waiting crossed gray
@@ -102,10 +105,22 @@ def timeline_figure(view: RunView) -> Figure:
     return fig
 
 
+def in_fault(times: pd.DataFrame, spans: pd.DataFrame, t0: float) -> pd.Series:
+    """Which iterations (`iteration_times` rows, absolute times) overlap a fault's window
+    (`windows`, s since the workload's start `t0`; an open end runs on)."""
+    start, end = times["start"] - t0, times["end"] - t0
+    hit = pd.Series(False, index=times.index)
+    for s, e in zip(spans["start"], spans["end"].fillna(float("inf"))):
+        hit |= (start < e) & (end > s)
+    return hit
+
+
 def step_times_figure(views: list[RunView]) -> Figure:
-    """Each iteration's step time (first start to last end over every rank), per run."""
+    """Each iteration's step time (first start to last end over every rank), per run; the
+    iterations that overlap one of the run's fault windows ringed."""
     fig = Figure(figsize=(7, 3.2))
     ax = fig.add_subplot()
+    ringed = False
     for i, v in enumerate(views):
         t = steps.iteration_times(v.run.steps)
         st = figures.style(i)
@@ -113,11 +128,21 @@ def step_times_figure(views: list[RunView]) -> Figure:
         ax.plot(timed["iteration"], timed["time"] * 1e3, color=st["color"],
                 linestyle=st["linestyle"], marker=st["marker"],
                 label=f"{v.label} (n={len(timed)})")
+        hit = in_fault(timed, windows(v), v.run.t0)
+        if hit.any():
+            ringed = True
+            ax.scatter(timed["iteration"][hit], timed["time"][hit] * 1e3, s=150,
+                       facecolors="none", edgecolors=FAULT_RING, linewidths=1.4, zorder=3)
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set_xlabel("iteration (warmup left out)")
     ax.set_ylabel("step time (ms)")
     ax.set_ylim(bottom=0)
-    ax.legend()
+    handles, _ = ax.get_legend_handles_labels()
+    if ringed:
+        handles.append(Line2D([], [], linestyle="none", marker="o", markersize=11,
+                              markerfacecolor="none", markeredgecolor=FAULT_RING,
+                              label="overlaps a fault window"))
+    ax.legend(handles=handles)
     ax.set_title(f"Step time per iteration: {views[0].run.facts.scenario}")
     return fig
 
