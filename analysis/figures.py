@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 import textwrap
 from pathlib import Path
-from typing import TypedDict
+from typing import Any, TypedDict
 
 import matplotlib.pyplot as plt
 import numpy as np
@@ -79,23 +79,35 @@ def save(fig: Figure, out_dir: Path, name: str) -> list[Path]:
     return paths
 
 
+def same_window(disturbances: pd.DataFrame, t_max: float) -> list[list[Any]]:
+    """The disturbances (rows) grouped by kind and window, to the 10 ms a label shows, in the
+    order they first appear: faults applied together (a blackhole on every leaf of a spine) get
+    one shaded span and one label, not a stack of boxes over the plot."""
+    groups: dict[tuple[object, ...], list[Any]] = {}
+    for d in disturbances.itertuples():
+        end = d.end if pd.notna(d.end) else t_max
+        groups.setdefault((d.source, d.kind, round(d.start, 2), round(end, 2)), []).append(d)
+    return list(groups.values())
+
+
 def _mark_disturbances(ax, disturbances: pd.DataFrame, reroutes: pd.Series | None,
                        t_max: float, labels: bool = True) -> list[Artist]:
     """Shade each fault or background pattern (hatched span, its label at the top) and draw
     the baseline's reroutes as dotted lines; return legend handles for them."""
     handles: list[Artist] = []
-    for i, d in enumerate(disturbances.itertuples()):
-        end = d.end if pd.notna(d.end) else t_max
+    for i, group in enumerate(same_window(disturbances, t_max)):
+        d, end = group[0], group[0].end if pd.notna(group[0].end) else t_max
         fault = d.source == "fault"
         ax.axvspan(d.start, end, facecolor="#999999" if fault else "#cccccc", alpha=0.25,
                    hatch="\\\\" if fault else "++", edgecolor="#666666", linewidth=0, zorder=0)
         ax.axvline(d.start, color="black", linewidth=0.8, zorder=1)
         if labels:
-            ax.annotate(f"{d.label}\n{d.start:.2f}–{end:.2f} s", xy=(d.start, 1), xycoords=(
-                "data", "axes fraction"), xytext=(3, -3 - 22 * (i % 2)),
-                textcoords="offset points", va="top", fontsize=7,
-                bbox={"boxstyle": "round,pad=0.2", "fc": "white", "ec": "#888888",
-                      "alpha": 0.85})
+            more = f" and {len(group) - 1} more" if len(group) > 1 else ""
+            ax.annotate(f"{d.label}{more}\n{d.start:.2f}–{end:.2f} s", xy=(d.start, 1),
+                        xycoords=("data", "axes fraction"), xytext=(3, -3 - 22 * (i % 2)),
+                        textcoords="offset points", va="top", fontsize=7,
+                        bbox={"boxstyle": "round,pad=0.2", "fc": "white", "ec": "#888888",
+                              "alpha": 0.85})
     if len(disturbances):
         kinds = set(disturbances["source"])
         if "fault" in kinds:
