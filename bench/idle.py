@@ -30,9 +30,9 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
 import json
 import resource
-import socket
 import sys
 import tempfile
 import time
@@ -47,15 +47,6 @@ from hostagent.runtime import agent, driver, pooled  # noqa: E402
 from hostagent.runtime.config import AgentConfig, PeerConfig  # noqa: E402
 
 PLANES, SPINES = 4, 4  # ref-64: 16 EVs toward a peer on another leaf
-
-
-def _listen() -> socket.socket:
-    """The driver's listening socket, on loopback at a port of the kernel's choice."""
-    sock = socket.socket(socket.AF_INET6, socket.SOCK_DGRAM)
-    sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_RECVTCLASS, 1)
-    sock.bind(("::1", 0))
-    sock.setblocking(False)
-    return sock
 
 
 def configs(tmp: Path, hosts: int, world: int, transport: str, seconds: float,
@@ -164,7 +155,8 @@ def main() -> None:
         await asyncio.sleep(seconds)
     agent.run_iterations = idle_workload  # type: ignore[assignment]
     agent.roce_ports = lambda seed, rank, count: [0] * count  # type: ignore[assignment]
-    driver.listen_socket = _listen  # type: ignore[assignment]
+    loopback = functools.partial(driver.listen_socket, ("::1", 0))
+    driver.listen_socket = loopback  # type: ignore[assignment]
     with tempfile.TemporaryDirectory() as tmp:
         cfgs = configs(Path(tmp), args.hosts, args.world, args.transport, seconds,
                        args.ev_sample_period)

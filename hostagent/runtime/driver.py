@@ -128,11 +128,13 @@ def ecn_socket(sock: socket.socket) -> socket.socket:
     return sock
 
 
-def listen_socket() -> socket.socket:
+def listen_socket(address: tuple[str, int] = ("::", PORT)) -> socket.socket:
+    """The socket a host receives on (its ECN marks read too); `address` other than the
+    agent's own for benches and tests on loopback (`("::1", 0)`: a port of the kernel's)."""
     sock = socket.socket(socket.AF_INET6, socket.SOCK_DGRAM)
     _big_buffer(sock, _SO_RCVBUFFORCE, socket.SO_RCVBUF)
     sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_RECVTCLASS, 1)
-    sock.bind(("::", PORT))
+    sock.bind(address)
     sock.setblocking(False)
     return sock
 

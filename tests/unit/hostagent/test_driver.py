@@ -23,11 +23,7 @@ CFG = QPConfig(mss=512, init_cwnd=8 * 1024, max_cwnd=32 * 1024, timeout=0.005, l
 
 
 def _listen() -> socket.socket:
-    s = socket.socket(socket.AF_INET6, socket.SOCK_DGRAM)
-    s.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_RECVTCLASS, 1)
-    s.bind(("::1", 0))
-    s.setblocking(False)
-    return s
+    return driver.listen_socket(("::1", 0))
 
 
 def _dead_port() -> int:
@@ -148,6 +144,24 @@ def test_every_qps_deadline_fires_on_time_when_another_qp_re_arms_later():
     asyncio.run(main())
 
 
+def _hosts(qps: list[_ScriptedQP]) -> tuple[list[driver.Driver], list[tuple]]:
+    """One Driver per QP, as the hosts of one pooled process, each QP kicked once (armed);
+    the Drivers and their sockets, for the test to close."""
+    socks = [(_listen(), socket.socket(socket.AF_INET6, socket.SOCK_DGRAM)) for _ in qps]
+    drivers = [driver.Driver(rank, 3, listen, {2: [(qp, driver.Route(
+        sock, {0: ("::1", 9)}, {0: 0}))]}) for rank, (qp, (listen, sock)) in
+        enumerate(zip(qps, socks, strict=True))]
+    for d, qp in zip(drivers, qps, strict=True):
+        d._kick(qp)
+    return drivers, socks
+
+
+def _process_timers(loop: asyncio.AbstractEventLoop) -> list[asyncio.TimerHandle]:
+    """The loop's pending timers that are the process's QP timer (`_Timers._fire`)."""
+    return [h for h in loop._scheduled if not h.cancelled()  # type: ignore[attr-defined]
+            and getattr(h._callback, "__func__", None) is driver._Timers._fire]
+
+
 def test_the_hosts_of_one_process_share_one_timer_and_each_qp_fires_on_time():
     """Two hosts' Drivers on one loop (a pooled process): one loop timer for both, and each
     QP still fires at its own deadline, not at the other host's; a closed host's entries are
@@ -156,21 +170,13 @@ def test_the_hosts_of_one_process_share_one_timer_and_each_qp_fires_on_time():
         loop = asyncio.get_running_loop()
         t0 = loop.time()
         qps = [_ScriptedQP(1, [t0 + 0.02, t0 + 0.12]), _ScriptedQP(1, [t0 + 0.06])]
-        socks = [(_listen(), socket.socket(socket.AF_INET6, socket.SOCK_DGRAM)) for _ in qps]
-        drivers = [driver.Driver(rank, 3, listen, {2: [(qp, driver.Route(
-            sock, {0: ("::1", 9)}, {0: 0}))]}) for rank, (qp, (listen, sock)) in
-            enumerate(zip(qps, socks, strict=True))]
-        for d, qp in zip(drivers, qps, strict=True):
-            d._kick(qp)
-        timers = [h for h in loop._scheduled if not h.cancelled()
-                  and getattr(h._callback, "__func__", None) is driver._Timers._fire]
+        drivers, socks = _hosts(qps)
+        timers = _process_timers(loop)
         await asyncio.sleep(0.2)
         drivers[0].close()
-        left = [h for h in loop._scheduled if not h.cancelled()
-                and getattr(h._callback, "__func__", None) is driver._Timers._fire]
+        left = _process_timers(loop)
         drivers[1].close()
-        stopped = [h for h in loop._scheduled if not h.cancelled()
-                   and getattr(h._callback, "__func__", None) is driver._Timers._fire]
+        stopped = _process_timers(loop)
         for listen, sock in socks:
             listen.close()
             sock.close()
@@ -197,12 +203,7 @@ def test_a_qp_whose_timer_raises_stops_no_other_hosts_timers():
         loop.set_exception_handler(lambda loop, context: None)  # the loop logs it; quiet here
         t0 = loop.time()
         qps = [Raising(1, [t0 + 0.01]), _ScriptedQP(1, [t0 + 0.01, t0 + 0.05])]
-        socks = [(_listen(), socket.socket(socket.AF_INET6, socket.SOCK_DGRAM)) for _ in qps]
-        drivers = [driver.Driver(rank, 3, listen, {2: [(qp, driver.Route(
-            sock, {0: ("::1", 9)}, {0: 0}))]}) for rank, (qp, (listen, sock)) in
-            enumerate(zip(qps, socks, strict=True))]
-        for d, qp in zip(drivers, qps, strict=True):
-            d._kick(qp)
+        drivers, socks = _hosts(qps)
         await asyncio.sleep(0.15)
         for d in drivers:
             d.close()
