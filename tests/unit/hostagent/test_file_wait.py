@@ -53,3 +53,29 @@ def test_a_wait_whose_time_runs_out_says_so_and_stops_polling(tmp_path):
 
     at_once, late, polls = asyncio.run(main())
     assert at_once is True and late is False and polls >= 2
+
+
+def test_a_done_host_lingers_until_every_peer_is_done(tmp_path: Path):
+    """An agent stays to answer its peers' ACKs and resends until each has written `done`
+    (agent.linger_until_peers_done): it returns only after the last peer's file appears."""
+    from types import SimpleNamespace
+
+    from hostagent.runtime import agent
+
+    out = tmp_path / "h0"
+    for host in ("h0", "h1", "h2"):
+        (tmp_path / host).mkdir()
+    cfg = SimpleNamespace(peers=[SimpleNamespace(host="h1"), SimpleNamespace(host="h2")],
+                          timeout=5.0)
+
+    async def main() -> float:
+        loop = asyncio.get_running_loop()
+        start = loop.time()
+        loop.call_later(0.02, (tmp_path / "h1" / "done").touch)
+        loop.call_later(0.08, (tmp_path / "h2" / "done").touch)
+        await agent.linger_until_peers_done(cfg, out)  # type: ignore[arg-type]
+        return loop.time() - start
+
+    waited = asyncio.run(main())
+    assert (out / "done").exists(), "it says it is done first"
+    assert 0.08 <= waited < 1.0, f"returned after {waited:.3f} s, before h2 was done"
