@@ -47,6 +47,14 @@ _STEP_BITS = 16  # imm = call tag (high 16 bits) | step (low 16 bits)
 MAX_WORLD = 2**(_STEP_BITS - 1)  # all-reduce has 2 x (world - 1) steps
 
 
+def registered_region(elements: int) -> np.ndarray:
+    """A float32 region as registering it for RDMA leaves it: every page present (ibv_reg_mr
+    pins them), so the first collectives into it pay no page faults while they are timed."""
+    region = np.zeros(elements, dtype=DTYPE)
+    region.fill(0)  # np.zeros maps untouched pages; writing them brings them in now
+    return region
+
+
 def block_bounds(count: int, world: int) -> list[int]:
     """Element offsets where each of the `world` blocks starts, plus `count` at the end."""
     base, extra = divmod(count, world)
@@ -78,7 +86,7 @@ class Communicator:
         self.block = -(-capacity // endpoint.world)
         self.half = (2 * endpoint.world - 1) * self.block  # elements
         if region is None:
-            self._region = np.zeros(2 * self.half, dtype=DTYPE)
+            self._region = registered_region(2 * self.half)
             # numpy's stubs declare the buffer protocol for Python 3.12+ only (mypy checks 3.11)
             endpoint.register(memoryview(cast("Buffer", self._region)).cast("B"))
         else:
@@ -102,33 +110,54 @@ class Communicator:
         bounds = block_bounds(count, self.endpoint.world)
         return bounds[self.endpoint.rank + 1] - bounds[self.endpoint.rank]
 
-    async def run(self, kind: Kind, send: np.ndarray, count: int) -> np.ndarray:
+    def output_size(self, kind: Kind, count: int) -> int:
+        """Elements this rank gets back: its own block for reduce-scatter, a block from every
+        rank for all-to-all, the whole array otherwise."""
+        if kind in ("all_reduce", "all_gather"):
+            return count
+        bounds = block_bounds(count, self.endpoint.world)
+        mine = bounds[self.endpoint.rank + 1] - bounds[self.endpoint.rank]
+        return mine if kind == "reduce_scatter" else self.endpoint.world * mine
+
+    async def run(self, kind: Kind, send: np.ndarray, count: int,
+                  out: np.ndarray | None = None) -> np.ndarray:
         """Run one collective over a `count`-element array; returns a fresh array (this rank's
-        block for reduce-scatter, its n blocks from all ranks for all-to-all, else all `count`).
+        block for reduce-scatter, its n blocks from all ranks for all-to-all, else all `count`),
+        or fills `out` (float32[output_size]) and returns it: a loop of calls reuses one.
         Every rank must make the same calls in the same order."""
         if kind not in _ALGORITHMS:
             raise ValueError(f"unknown collective {kind!r}; known: {', '.join(KINDS)}")
         if not 0 <= count <= self.capacity:
             raise ValueError(f"count {count} is outside 0..{self.capacity} (the capacity)")
-        size = self.input_size(kind, count)
-        if send.dtype != DTYPE or send.shape != (size,):
-            raise ValueError(f"{kind} of {count} elements on rank {self.endpoint.rank} takes "
-                             f"float32[{size}], not {send.dtype}{list(send.shape)}")
+        _check_shape(f"{kind} of {count} elements on rank {self.endpoint.rank} takes", send,
+                     self.input_size(kind, count))
+        if out is not None:
+            _check_shape(f"{kind} of {count} elements on rank {self.endpoint.rank} returns", out,
+                         self.output_size(kind, count))
         if self._running:
             raise RuntimeError("one collective at a time: every rank must run them in order")
         call = _Call(self, count)
         self._calls += 1
         self._running = True
         try:
-            return await _ALGORITHMS[kind](call, np.ascontiguousarray(send))
+            result = await _ALGORITHMS[kind](call, np.ascontiguousarray(send))
         finally:
             call.abandon()
             self._running = False
+        if out is None:  # the region's half is written again two calls later
+            return result.copy()
+        np.copyto(out, result)
+        return out
 
     def take_messages(self) -> list[MessageStats]:
         """The stats of every write since the last take, so a driver can tag them per call."""
         messages, self._messages = self._messages, []
         return messages
+
+
+def _check_shape(what: str, array: np.ndarray, size: int) -> None:
+    if array.dtype != DTYPE or array.shape != (size,):
+        raise ValueError(f"{what} float32[{size}], not {array.dtype}{list(array.shape)}")
 
 
 class _Call:
@@ -216,21 +245,21 @@ async def _all_reduce(call: _Call, send: np.ndarray) -> np.ndarray:
     await _ring_reduce_scatter(call)
     await _ring_all_gather(call, first_step=call.world - 1)
     await call.drain()
-    return call.data[:call.count].copy()
+    return call.data[:call.count]
 
 
 async def _reduce_scatter(call: _Call, send: np.ndarray) -> np.ndarray:
     call.data[:call.count] = send
     await _ring_reduce_scatter(call)
     await call.drain()
-    return call.data[call.block(call.rank)].copy()
+    return call.data[call.block(call.rank)]
 
 
 async def _all_gather(call: _Call, send: np.ndarray) -> np.ndarray:
     call.data[call.block(call.rank)] = send
     await _ring_all_gather(call, first_step=0)
     await call.drain()
-    return call.data[:call.count].copy()
+    return call.data[:call.count]
 
 
 async def _all_to_all(call: _Call, send: np.ndarray) -> np.ndarray:
@@ -243,9 +272,10 @@ async def _all_to_all(call: _Call, send: np.ndarray) -> np.ndarray:
         *(call.write(p, send[call.block(p)], call.data_at + call.rank * call.block_size(p), 0)
           for p in peers),
         *(call.endpoint.wait_imm(p, call.imm(0)) for p in peers))
-    return call.data[:call.world * mine].copy()
+    return call.data[:call.world * mine]
 
 
+# Each returns its result as a view of the region, which `run` copies out.
 _ALGORITHMS: dict[str, Callable[[_Call, np.ndarray], Awaitable[np.ndarray]]] = {
     "all_reduce": _all_reduce,
     "all_gather": _all_gather,

@@ -47,9 +47,10 @@ def _values(seed: int, iteration: int, rank: int, start: int, stop: int) -> np.n
     first, last = start // _DRAW_BYTES, (stop - 1) // _DRAW_BYTES
     gen.advance(first // _DRAWS_PER_BLOCK)  # counter steps; the first few draws are skipped
     skip = first % _DRAWS_PER_BLOCK
-    draws = gen.random_raw(skip + last - first + 1)[skip:]
+    draws = gen.random_raw(skip + last - first + 1)[skip:].astype("<u8", copy=False)
     lo = start - first * _DRAW_BYTES
-    return draws.astype("<u8").view(np.int8)[lo:lo + stop - start] >> 1
+    values = draws.view(np.int8)[lo:lo + stop - start]
+    return np.right_shift(values, 1, out=values)  # in the draws' own bytes: no copy
 
 
 def _bounds(count: int, world: int) -> list[int]:
@@ -63,12 +64,22 @@ def _bounds(count: int, world: int) -> list[int]:
 
 
 def inputs(kind: Kind, seed: int, iteration: int, rank: int, world: int,
-           count: int) -> np.ndarray:
-    """What rank `rank` passes in: its block for all-gather, its whole array otherwise."""
+           count: int, out: np.ndarray | None = None) -> np.ndarray:
+    """What rank `rank` passes in: its block for all-gather, its whole array otherwise; into
+    `out` (float32, that size) when given, which a loop of calls reuses (a fresh array of
+    megabytes costs its page faults again at every call)."""
     if kind == "all_gather":
         bounds = _bounds(count, world)
-        return _values(seed, iteration, rank, bounds[rank], bounds[rank + 1]).astype(DTYPE)
-    return _values(seed, iteration, rank, 0, count).astype(DTYPE)
+        values = _values(seed, iteration, rank, bounds[rank], bounds[rank + 1])
+    else:
+        values = _values(seed, iteration, rank, 0, count)
+    if out is None:
+        return values.astype(DTYPE)
+    if out.dtype != DTYPE or out.shape != values.shape:
+        raise ValueError(f"{kind} inputs of rank {rank} are float32[{values.size}], not "
+                         f"{out.dtype}{list(out.shape)}")
+    np.copyto(out, values)
+    return out
 
 
 def expected(kind: Kind, seed: int, iteration: int, rank: int, world: int,
@@ -204,12 +215,16 @@ async def run_iterations(endpoint: Endpoint, kind: Kind, nbytes: int, iterations
         raise ValueError("comm was built on another endpoint")
     rank, world = endpoint.rank, endpoint.world
     records = [] if records is None else records
+    # One input and one result array for every call: fresh arrays of megabytes would bring in
+    # their pages again at each call (numpy asks for huge pages, which the kernel compacts for).
+    send = np.empty(comm.input_size(kind, count), dtype=DTYPE)
+    result = np.empty(comm.output_size(kind, count), dtype=DTYPE)
     for iteration in range(warmup + iterations):
         if iteration and compute_gap_s > 0:
             await asyncio.sleep(compute_gap_s)
-        send = inputs(kind, seed, iteration, rank, world, count)
+        inputs(kind, seed, iteration, rank, world, count, out=send)
         start = clock()
-        result = await comm.run(kind, send, count)
+        await comm.run(kind, send, count, out=result)
         end = clock()
         want = expected(kind, seed, iteration, rank, world, count)
         ok, bad = verify(kind, result, want)

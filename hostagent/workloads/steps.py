@@ -49,7 +49,7 @@ from typing import TYPE_CHECKING, Any, cast
 import numpy as np
 
 from hostagent.protocol.endpoint import Endpoint, MessageStats
-from hostagent.workloads.collectives import DTYPE, Communicator, Kind
+from hostagent.workloads.collectives import DTYPE, Communicator, Kind, registered_region
 from hostagent.workloads.graph import Node, RankPlan, stream
 from hostagent.workloads.iterations import (
     IterationRecord,
@@ -199,7 +199,7 @@ class StepExecutor:
         self.order = plan.graph.order()
         self._before = plan.graph.predecessors()
         self.layout = Layout.of(plan)
-        self._region = np.zeros(max(1, self.layout.size[self.rank]), dtype=DTYPE)
+        self._region = registered_region(max(1, self.layout.size[self.rank]))
         endpoint.register(memoryview(cast("Buffer", self._region)).cast("B"))
         self._comms: dict[str, Communicator] = {}
         for gid, name in enumerate(sorted(plan.groups), start=1):

@@ -18,7 +18,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from hostagent.workloads.collectives import KINDS, Communicator, block_bounds
+from hostagent.workloads.collectives import KINDS, Communicator, block_bounds, registered_region
 from hostagent.workloads.iterations import IterationRecord, expected, inputs, run_iterations
 from hostagent.workloads.loopback import Flip, LoopbackEndpoint, LoopbackFabric
 
@@ -107,10 +107,42 @@ def test_result_shapes():
 
     async def rank_main(ep):
         comm = Communicator(ep, count)
-        return [len(await comm.run(k, inputs(k, 0, 0, ep.rank, world, count), count))
-                for k in KINDS]
+        sizes = [len(await comm.run(k, inputs(k, 0, 0, ep.rank, world, count), count))
+                 for k in KINDS]
+        assert sizes == [comm.output_size(k, count) for k in KINDS]
+        return sizes
 
     assert run_ranks(world, rank_main) == [[10, 10, 4, 12], [10, 10, 3, 9], [10, 10, 3, 9]]
+
+
+def test_result_into_a_given_array():
+    """`out` gets what a fresh result would hold, for every kind, and is what `run` returns;
+    one `out` serves calls whose region halves alternate."""
+    world, count = 3, 10
+
+    async def rank_main(ep):
+        comm = Communicator(ep, count)
+        for call, kind in enumerate(KINDS * 2):
+            out = np.full(comm.output_size(kind, count), np.nan, np.float32)
+            got = await comm.run(kind, inputs(kind, 4, call, ep.rank, world, count), count, out)
+            assert got is out
+            np.testing.assert_array_equal(out, expected(kind, 4, call, ep.rank, world, count))
+
+    run_ranks(world, rank_main)
+
+
+def test_registered_region_has_its_pages():
+    """Writing a fresh region faults in no page (a plain np.zeros of the same size does)."""
+    import resource
+
+    def faults_writing(array: np.ndarray) -> int:
+        before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+        array[:] = 1
+        return resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before
+
+    elements = 10 << 20  # 40 MiB: above glibc's largest mmap threshold, so mapped afresh
+    assert faults_writing(np.zeros(elements, np.float32)) > 4
+    assert faults_writing(registered_region(elements)) <= 1
 
 
 def test_block_bounds_match_array_split():
@@ -158,6 +190,9 @@ def test_communicator_rejects_bad_calls():
             await comm.run("all_gather", np.zeros(8, np.float32), 8)
         with pytest.raises(ValueError, match="unknown collective"):
             await comm.run("broadcast", np.zeros(8, np.float32), 8)
+        with pytest.raises(ValueError, match=r"returns float32\[4\], not float32\[8\]"):
+            await comm.run("reduce_scatter", np.zeros(8, np.float32), 8,
+                           np.zeros(8, np.float32))
 
     run_ranks(2, rank_main)
 

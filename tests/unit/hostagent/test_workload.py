@@ -35,6 +35,15 @@ def test_inputs_are_deterministic_small_integers():
         assert np.mean(a != inputs("all_reduce", *other, 4, 10_000)) > 0.9
 
 
+def test_inputs_into_a_given_array():
+    out = np.full(3, np.nan, np.float32)
+    assert inputs("all_gather", 1, 0, 2, 3, 11, out=out) is out
+    assert np.array_equal(out, inputs("all_gather", 1, 0, 2, 3, 11))
+    with pytest.raises(ValueError, match=r"all_reduce inputs of rank 2 are float32\[11\], "
+                                         r"not float32\[3\]"):
+        inputs("all_reduce", 1, 0, 2, 3, 11, out=out)
+
+
 def test_input_does_not_depend_on_the_collective_or_count():
     """A rank's element i is the same value whatever it is cut into; all-gather gets a block."""
     whole = inputs("all_reduce", 1, 0, 2, 3, 11)
