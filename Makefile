@@ -38,12 +38,15 @@ ext: $(EXT)
 $(EXT): hostagent/_fastio.c setup.py | $(BIN)/python
 	$(BIN)/python setup.py -q build_ext --inplace
 
-# Optional: the sans-IO protocol (hostagent/protocol) compiled by mypyc from its own sources,
-# used while it is newer than every source (hostagent/compiled.py); MRC_TESTBED_PURE=1 runs the
-# sources anyway, `make pure` deletes it. setup.py reads the module list from hostagent/compiled.py,
-# with MRC_TESTBED_PURE=1 so that the build being replaced is not loaded meanwhile. The touch dates
-# the build after its sources even where mypyc left a generated C file, and so its module, as it was.
-fast: dev
+# The sans-IO protocol (hostagent/protocol) compiled by mypyc from its own sources: part of
+# `install`, so what `make demo` and `make test` run. It is used while it is newer than every
+# source (hostagent/compiled.py); MRC_TESTBED_PURE=1 runs the sources anyway, `make pure` deletes
+# it. setup.py reads the module list from hostagent/compiled.py, with MRC_TESTBED_PURE=1 so that
+# the build being replaced is not loaded meanwhile. The touch dates the build after its sources
+# even where mypyc left a generated C file, and so its module, as it was.
+PROTOCOL_BUILD := hostagent/protocol/compiled__mypyc$(EXT_SUFFIX)
+fast: dev $(PROTOCOL_BUILD)
+$(PROTOCOL_BUILD): $(wildcard hostagent/protocol/*.py) hostagent/compiled.py setup.py | $(VENV)/.dev
 	MRC_TESTBED_PURE=1 MRC_TESTBED_COMPILE=1 $(BIN)/python setup.py -q build_ext --inplace
 	touch hostagent/protocol/*$(EXT_SUFFIX)
 pure:

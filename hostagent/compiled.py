@@ -1,7 +1,7 @@
 """Which protocol runs: the modules mypyc compiled from hostagent/protocol, or their sources.
 
-`make fast` compiles the sans-IO protocol (`MODULES`) with mypyc from the same .py files into
-extension modules beside them (setup.py), which Python imports before the sources. The .py
+`make install` (its `make fast`) compiles the sans-IO protocol (`MODULES`) with mypyc from the
+same .py files into extension modules beside them (setup.py), which Python imports first. The .py
 files stay the one definition of the protocol and run instead whenever the build is absent,
 turned off (MRC_TESTBED_PURE=1) or stale: a module edited since the build makes every module
 import from source, with a warning, since a build that no longer matches its source would run
