@@ -16,7 +16,6 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import functools
-import itertools
 import json
 import logging
 import os
@@ -38,6 +37,7 @@ from hostagent.protocol.qp import QPConfig, QueuePair
 from hostagent.protocol.rocev2 import RoceQP, dcqcn
 from hostagent.runtime import driver, netns
 from hostagent.runtime.config import AgentConfig
+from hostagent.runtime.ev_load import EV_LOAD, EvLoadRow, ev_load_document
 from hostagent.runtime.file_wait import FILES
 from hostagent.runtime.loop_lag import PROCESS_LAG, LagWindow
 from hostagent.workloads.collectives import DTYPE, Communicator
@@ -141,59 +141,6 @@ async def wait_for_start(cfg: AgentConfig, out: Path) -> None:
     await asyncio.sleep(max(0.0, float(start_file.read_text()) - time.time()))
 
 
-_Sampled = tuple[list[tuple[int, QueuePair, Any]], float, list[dict[str, Any]]]  # a host's
-# (peer, QP, EV) triples, its wall-clock offset and the rows it fills
-
-
-class EvLoadSampler:
-    """Every `period`, each MRC EV's packets sent so far, its smoothed RTT, packets in flight
-    and whether it is in the active set: the per-EV load and delay over time (ev_load.parquet),
-    for every host of this process on one timer per period (a task per host woke a pooled
-    process once per host each period). A host's first sample is taken when it starts."""
-
-    def __init__(self) -> None:
-        self._hosts: dict[float, dict[int, _Sampled]] = {}  # period -> key -> its host
-        self._handles: dict[float, asyncio.TimerHandle] = {}
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._keys = itertools.count()
-
-    def start(self, peers: QPsByPeer, period: float, wall_offset: float,
-              rows: list[dict[str, Any]]) -> int:
-        """Sample this host's EVs into `rows` until `stop` with the key returned."""
-        loop = asyncio.get_running_loop()
-        if loop is not self._loop:  # a loop of its own (a process runs one; tests run many)
-            self._loop, self._hosts, self._handles = loop, {}, {}
-        evs = [(peer, qp, ev) for peer, entries in peers.items() for qp, _ in entries
-               for ev in getattr(getattr(qp, "evset", None), "evs", ())]
-        key = next(self._keys)
-        self._hosts.setdefault(period, {})[key] = (evs, wall_offset, rows)
-        self._sample(evs, loop.time() + wall_offset, rows)
-        if period not in self._handles:
-            self._handles[period] = loop.call_later(period, self._tick, period)
-        return key
-
-    def stop(self, key: int) -> None:
-        for period, hosts in list(self._hosts.items()):
-            if hosts.pop(key, None) is not None and not hosts:
-                del self._hosts[period]
-                self._handles.pop(period).cancel()
-
-    @staticmethod
-    def _sample(evs: list[tuple[int, QueuePair, Any]], now: float,
-                rows: list[dict[str, Any]]) -> None:
-        rows += [{"time": now, "peer": peer, "qpn": qp.qpn, "ev": ev.index, "plane": ev.plane,
-                  "sent": ev.sent, "srtt": ev.srtt, "inflight": ev.inflight,
-                  "active": ev.active} for peer, qp, ev in evs]
-
-    def _tick(self, period: float) -> None:
-        assert self._loop is not None  # set by start
-        now = self._loop.time()
-        for evs, wall_offset, rows in self._hosts[period].values():
-            self._sample(evs, now + wall_offset, rows)
-        self._handles[period] = self._loop.call_later(period, self._tick, period)
-
-
-EV_LOAD = EvLoadSampler()  # the process's
 
 
 PROGRESS_FILE = "progress"  # how many iterations this host has completed, for the runner
@@ -236,7 +183,7 @@ async def run(cfg: AgentConfig, out: Path, ns: str | None = None) -> dict[str, A
     messages: list[MessageRecord] = []
     # filled as iterations complete: a timeout keeps those that did
     records: list[IterationRecord] = ProgressRecords(out / PROGRESS_FILE)
-    ev_load: list[dict[str, Any]] = []
+    ev_load: list[EvLoadRow] = []
     sampler: int | None = None  # this host's key in EV_LOAD
     cpu_at_start: tuple[float, float] | None = None
     window: LagWindow | None = None  # this host's share of the process's loop-lag monitor
@@ -299,7 +246,7 @@ async def run(cfg: AgentConfig, out: Path, ns: str | None = None) -> dict[str, A
     if "steps" in w:
         (out / "steps.json").write_text(json.dumps([asdict(r) for r in nodes]))
     if cfg.ev_sample_period:
-        (out / "ev_load.json").write_text(json.dumps(ev_load))
+        (out / "ev_load.json").write_text(json.dumps(ev_load_document(ev_load)))
     (out / "messages.json").write_text(json.dumps([asdict(m) for m in messages]))
     (out / "loop_lag.json").write_text(json.dumps(window.samples() if window else []))
     report = path_report(peers, drv.wall_offset)

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from hostagent.runtime.ev_load import ev_load_records
 from hostagent.workloads import nccl
 from hostagent.workloads.iterations import IterationRecord
 from runcontract import EVENT_COLUMNS, ITERATION_COLUMNS, STEP_COLUMNS, table_file
@@ -101,7 +102,8 @@ def collect(out: Path, results_dir: Path, outcomes: list[AgentOutcome], scenario
         evs += [{**common, **e} for e in report.get("evs", [])]
         transitions += [{**common, **t} for t in report.get("transitions", [])]
         qps += [{**common, **q} for q in report.get("qps", [])]
-        ev_load += [{**common, **r} for r in _read(out, o.host, "ev_load.json")]
+        sampled = _read(out, o.host, "ev_load.json")
+        ev_load += [{**common, **r} for r in (ev_load_records(sampled) if sampled else [])]
         steps += [{**common, **r} for r in _read(out, o.host, "steps.json")]
     frames = {
         "iterations": pd.DataFrame(iterations + missing, columns=list(ITERATION_COLUMNS)),

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 from types import SimpleNamespace
 
-from hostagent.runtime.agent import EvLoadSampler
+from hostagent.runtime.ev_load import EvLoadSampler, ev_load_document, ev_load_records
 
 PERIOD = 0.02
 
@@ -39,6 +39,7 @@ def test_hosts_share_one_timer_and_each_samples_from_its_start_until_it_stops():
         return a, b, timers
 
     a, b, timers = asyncio.run(main())
+    a, b = (ev_load_records(ev_load_document(rows)) for rows in (a, b))  # as ev_load.json
     assert timers == 1, "one timer for both hosts"
     assert {r["qpn"] for r in a} == {7} and {r["qpn"] for r in b} == {8}
     assert all(r["time"] > 1000 for r in a) and all(r["time"] > 2000 for r in b)
@@ -47,3 +48,9 @@ def test_hosts_share_one_timer_and_each_samples_from_its_start_until_it_stops():
         assert len(rows) == 2 * len(times), "every EV at every sample"
         assert min(y - x for x, y in zip(times[1:], times[2:])) >= 0.9 * PERIOD
     assert len({r["time"] for r in a}) >= 5  # its start, then about 5 periods
+
+
+def test_rows_name_their_columns():
+    rows = ev_load_records(ev_load_document([(1.5, 2, 3, 4, 1, 99, 0.01, 5, False)]))
+    assert rows == [{"time": 1.5, "peer": 2, "qpn": 3, "ev": 4, "plane": 1, "sent": 99,
+                     "srtt": 0.01, "inflight": 5, "active": False}]
