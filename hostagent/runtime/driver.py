@@ -54,6 +54,7 @@ BATCH = batchio.BATCH if os.environ.get("HOSTAGENT_BATCH", "1") != "0" else 1  #
 READ_BATCHES = int(os.environ.get("HOSTAGENT_READ_BATCHES", "1"))  # of batchio.BATCH per wake-up
 _READS = max(1, READ_BATCHES * batchio.BATCH // BATCH)  # recvmmsg calls per wake-up at most
 _io: tuple[batchio.Receiver, batchio.Sender] | None = None
+NIC_ROOM = -1  # a Driver's wake for NIC room, in the timer heap beside its QPs' (QPNs are >= 0)
 
 
 def io_stats() -> dict[str, int]:
@@ -140,11 +141,12 @@ def listen_socket(address: tuple[str, int] = ("::", PORT)) -> socket.socket:
 
 
 class _Timers:
-    """The QPs' deadlines of every Driver on one event loop: one heap of (deadline, driver,
-    qpn) behind one loop timer for the earliest. Each Driver's `_armed` says which of its
-    entries is current (a QP whose deadline moved leaves its old entry behind, skipped when
-    popped). Re-arming a QP is a tuple push, not a TimerHandle made and cancelled; QPs due
-    together, of any host, run in one wake-up and their sends leave in one flush."""
+    """The QPs' deadlines of every Driver on one event loop, and each Driver's wake for NIC
+    room (`NIC_ROOM`): one heap of (deadline, driver, qpn) behind one loop timer for the
+    earliest. Each Driver's `_armed` says which of its entries is current (a QP whose deadline
+    moved leaves its old entry behind, skipped when popped). Re-arming is a tuple push, not a
+    TimerHandle made and cancelled; whatever is due together, of any host, runs in one wake-up
+    and its sends leave in one flush."""
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         self.loop = loop
@@ -188,22 +190,26 @@ class _Timers:
         self._wake, self._wake_at = None, float("inf")
         heap = self.heap
         now = self.loop.time()
-        due: list[tuple[Driver, QueuePair]] = []
+        due: list[tuple[Driver, int]] = []
         while heap and heap[0][0] <= now:
             entry = heapq.heappop(heap)
             drv = self._current(entry)
             if drv is not None:  # else superseded by a later re-arm, or its Driver closed
                 del drv._armed[entry[2]]
-                due.append((drv, drv._by_qpn[entry[2]][1]))
-        for drv, qp in due:
+                due.append((drv, entry[2]))
+        for drv, qpn in due:
             try:
-                qp.on_timer(now)
-                drv._kick(qp)
+                if qpn == NIC_ROOM:
+                    drv._on_nic_room()
+                else:
+                    qp = drv._by_qpn[qpn][1]
+                    qp.on_timer(now)
+                    drv._kick(qp)
             except Exception as exc:  # noqa: BLE001 (logged as the loop logs a callback's:
                 # a QP that raised stops no other host's timers)
+                what = "its NIC wake" if qpn == NIC_ROOM else f"QP {qpn}: its timer"
                 self.loop.call_exception_handler({
-                    "message": f"QP {qp.qpn} of rank {drv.rank}: its timer raised",
-                    "exception": exc})
+                    "message": f"rank {drv.rank}, {what} raised", "exception": exc})
         while heap and self._current(heap[0]) is None:
             heapq.heappop(heap)  # stale entries on top: drop them before choosing the wake
         if heap and heap[0][0] < self._wake_at:  # a kick above may have armed a later wake
@@ -232,7 +238,6 @@ class Driver:
         self.gso = gso  # consecutive data packets to one destination in one system call
         self.nic = nic  # QPs send only what the ports can take (None: as fast as the kernel)
         self._nic_waiting: deque[QueuePair] = deque()  # blocked on the NIC, served in turn
-        self._nic_wake: asyncio.TimerHandle | None = None
         self.loop = asyncio.get_running_loop()
         self._listen = listen
         self._peers = qps  # peer rank -> its QPs and routes
@@ -241,7 +246,7 @@ class Driver:
             for qp, route in entries:
                 self._by_qpn[qp.qpn] = (peer, qp, route)
         # One loop timer per process, not one per QP nor per host (_Timers)
-        self._armed: dict[int, float] = {}  # qpn -> its current deadline
+        self._armed: dict[int, float] = {}  # qpn (or NIC_ROOM) -> its current deadline
         self._timers = _timers_of(self.loop)
         self._timer_key: int | None = self._timers.add(self)
         self._writes: dict[tuple[int, int], _Pending] = {}  # (qpn, msg_id) -> pending
@@ -329,7 +334,7 @@ class Driver:
         self._tx.flush()
 
     def _arm(self, qpn: int, deadline: float | None) -> None:
-        """The QP's next deadline (None: nothing to time)."""
+        """The QP's next deadline, or the NIC wake's (None: nothing to time)."""
         if deadline is None:
             self._armed.pop(qpn, None)
             return
@@ -358,25 +363,24 @@ class Driver:
         self._arm(qp.qpn, None if qp.failed else qp.next_deadline())
 
     def _wake_on_nic_room(self) -> None:
-        """One timer, for when the first blocked QP's ports can take a packet again."""
-        if self._nic_wake is None and self.nic is not None and self._nic_waiting:
+        """One wake, for when the first blocked QP's ports can take a packet again."""
+        if NIC_ROOM not in self._armed and self.nic is not None and self._nic_waiting:
             now = self.loop.time()
             delay = min(self.nic.wait(self._by_qpn[qp.qpn][2].plane_set,
                                       qp.cfg.mss + wire.HEADER_SIZE, now)
                         for qp in self._nic_waiting)
-            self._nic_wake = self.loop.call_later(delay, self._on_nic_room)
+            self._arm(NIC_ROOM, now + delay)
 
     def _on_nic_room(self) -> None:
         """Kick every blocked QP once (one still blocked queues again); then the line turns,
-        so that QPs sharing a port take turns at being first."""
-        self._nic_wake = None
+        so that QPs sharing a port take turns at being first. Run by _Timers._fire, whose
+        flush sends what the QPs have to send."""
         waiting = list(self._nic_waiting)
         self._nic_waiting.clear()
         for qp in waiting:
             self._kick(qp)
         self._nic_waiting.rotate(-1)
         self._wake_on_nic_room()
-        self._flush()
 
     def _deliver(self, qp: QueuePair) -> None:
         peer = self._by_qpn[qp.qpn][0]

@@ -34,7 +34,8 @@ def _dead_port() -> int:
     return port
 
 
-async def _pair(nic: bool) -> tuple[list[driver.Driver], list[bytearray], list[MrcQP]]:
+async def _pair(nic: bool, rate: int = 200_000_000, limit: int = 64 * 1024,
+                ) -> tuple[list[driver.Driver], list[bytearray], list[MrcQP]]:
     listens = [_listen(), _listen()]
     dead = _dead_port()
     bufs = [bytearray(64 * 1024), bytearray(64 * 1024)]
@@ -48,7 +49,7 @@ async def _pair(nic: bool) -> tuple[list[driver.Driver], list[bytearray], list[M
         to_peer = ("::1", listens[peer].getsockname()[1])
         sock = driver.ecn_socket(socket.socket(socket.AF_INET6, socket.SOCK_DGRAM))
         route = driver.Route(sock, {0: to_peer, 1: ("::1", dead), 2: to_peer}, {0: 0, 1: 0, 2: 1})
-        port = Nic(2, 200_000_000, 64 * 1024) if nic else None
+        port = Nic(2, rate, limit) if nic else None
         drivers.append(driver.Driver(rank, 2, listens[rank], {peer: [(qp, route)]}, nic=port))
         qps.append(qp)
     for d, buf in zip(drivers, bufs):
@@ -117,6 +118,44 @@ class _ScriptedQP:
         if self._deadlines and now >= self._deadlines[0]:
             self.fired.append(now)
             self._deadlines.pop(0)
+
+
+def test_a_slow_nic_paces_writes_and_waits_on_the_process_timer():
+    """Ports at 2 Mbit/s holding two packets: 16 KiB take about their line time and land whole,
+    and the Drivers wait for NIC room on the process's one timer (_Timers), with no loop
+    timer of their own."""
+    rate, packet, size = 2_000_000, CFG.mss + 100, 16 * 1024
+
+    async def main() -> tuple[float, bool, int]:
+        drivers, bufs, _ = await _pair(True, rate=rate, limit=2 * packet)
+        loop = asyncio.get_running_loop()
+        data = random.Random(5).randbytes(size)
+        own_timers: list[int] = []
+
+        async def watch() -> None:
+            while True:
+                own_timers.append(sum(
+                    1 for h in loop._scheduled  # type: ignore[attr-defined]
+                    if not h.cancelled() and getattr(h._callback, "__self__", None) in drivers))
+                await asyncio.sleep(0.002)
+
+        watcher = asyncio.ensure_future(watch())
+        t0 = loop.time()
+        try:
+            await asyncio.wait_for(asyncio.gather(drivers[0].write(1, memoryview(data), 0, 1),
+                                                  drivers[1].wait_imm(0, 1)), 20)
+            elapsed = loop.time() - t0
+        finally:
+            watcher.cancel()
+            for d in drivers:
+                d.close()
+        return elapsed, bytes(bufs[1][:len(data)]) == data, max(own_timers)
+
+    elapsed, landed, own_timers = asyncio.run(main())
+    assert landed
+    line_time = size * 8 / (2 * rate)  # two planes; the ports start empty (4 packets)
+    assert elapsed >= 0.8 * (line_time - 4 * packet * 8 / rate)
+    assert own_timers == 0, "NIC waits are entries of the process's timer heap"
 
 
 def test_every_qps_deadline_fires_on_time_when_another_qp_re_arms_later():
