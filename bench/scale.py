@@ -53,7 +53,7 @@ sys.path.insert(0, str(ROOT))
 from bench import cpu  # noqa: E402
 from hostagent import compiled  # noqa: E402
 from testbed import scenario as scenario_mod  # noqa: E402
-from testbed.emulation.calibration import agents_cpu  # noqa: E402
+from testbed.emulation.calibration import agents_cpu, agents_cpu_split  # noqa: E402
 from testbed.errors import TestbedError  # noqa: E402
 from testbed.lifecycle.progress import Progress  # noqa: E402
 from testbed.run.runner import RunOptions, run  # noqa: E402
@@ -84,24 +84,6 @@ BUILDS = {"compiled": "0", "pure": "1"}  # --build: MRC_TESTBED_PURE in the agen
 def delivered_packets(qps: pd.DataFrame) -> float:
     """Data packets delivered: every QP's data packets sent, less those it sent again."""
     return float(qps["data_sent"].sum() - qps["retransmits"].sum())
-
-
-def agents_cpu_split(results: list[dict]) -> tuple[float, float]:
-    """(user, system) CPU seconds the agents' processes spent from the workload's start to
-    their end: per process and kind, its last report minus its earliest start (a pooled process
-    reports once per host, each time its whole CPU so far)."""
-    reported = [r for r in results
-                if r.get("cpu_start") is not None and r.get("cpu") and r.get("pid") is not None]
-    totals = []
-    for kind in ("user_s", "system_s"):
-        end: dict[int, float] = {}
-        start: dict[int, float] = {}
-        for r in reported:
-            pid = r["pid"]
-            end[pid] = max(end.get(pid, 0.0), r["cpu"][kind])
-            start[pid] = min(start.get(pid, r["cpu_start"][kind]), r["cpu_start"][kind])
-        totals.append(sum(end[p] - start[p] for p in end))
-    return totals[0], totals[1]
 
 
 def per_packet(user_s: float, system_s: float, softirq_s: float | None,

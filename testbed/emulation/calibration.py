@@ -9,8 +9,9 @@ agent code is stale and measured again (the agents' per-packet cost is what chan
 
 How the numbers are taken, over the agents' workload only (from their common start to the
 last one's end):
-- agents: their processes' own CPU (schedstat, in each result.json: `cpu_s - cpu_start_s`,
-  once per process) divided by the data packets delivered (sent minus retransmitted);
+- agents: their processes' own CPU (user and system time, in each result.json: `cpu` less
+  `cpu_start`, once per process) divided by the data packets delivered (sent minus
+  retransmitted), and of it the user time apart (their own code; the rest is the kernel's);
 - kernel: the machine's softirq time (/proc/stat; the fabric forwards in softirq) divided by
   the data packets delivered and by the mean links a packet crossed. /proc/stat is machine-wide,
   so other work adds to it, and without CONFIG_IRQ_TIME_ACCOUNTING softirq done in an agent's
@@ -70,12 +71,15 @@ class Calibration:
     kernel: str
     agent_code: str  # agent_code(): the agents' sources and protocol build
     method: str = METHOD
+    agent_user_s: float | None = None  # of agent_s, the agents' own code (the rest: the kernel)
 
     def cost(self) -> PacketCost:
         return PacketCost(self.agent_s, self.kernel_s_per_link, self.cores)
 
     def line(self) -> str:
-        return (f"agents {self.agent_s * 1e6:.1f} us + kernel {self.kernel_s_per_link * 1e6:.1f}"
+        user = "" if self.agent_user_s is None else f" ({self.agent_user_s * 1e6:.1f} us user)"
+        return (f"agents {self.agent_s * 1e6:.1f} us{user} + kernel "
+                f"{self.kernel_s_per_link * 1e6:.1f}"
                 f" us per link, per delivered packet ({self.packets:,} packets in "
                 f"{self.seconds:.1f} s, {self.cores} cores, measured {self.measured})")
 
@@ -132,22 +136,33 @@ def machine_cpu() -> tuple[float, float]:
     return (fields[5] + fields[6]) / _TICK, sum(fields[:8]) / _TICK
 
 
+def agents_cpu_split(results: list[dict[str, Any]]) -> tuple[float, float]:
+    """(user, system) CPU seconds the agents' processes spent from the workload's start to
+    their end: per process and kind, its last report minus its earliest start (a pooled process
+    reports once per host it served, each time its whole CPU so far)."""
+    reported = [r for r in results
+                if r.get("cpu_start") is not None and r.get("cpu") and r.get("pid") is not None]
+    totals = []
+    for kind in ("user_s", "system_s"):
+        end: dict[int, float] = {}
+        start: dict[int, float] = {}
+        for r in reported:
+            pid = r["pid"]
+            end[pid] = max(end.get(pid, 0.0), r["cpu"][kind])
+            start[pid] = min(start.get(pid, r["cpu_start"][kind]), r["cpu_start"][kind])
+        totals.append(sum(end[p] - start[p] for p in end))
+    return totals[0], totals[1]
+
+
 def agents_cpu(results: list[dict[str, Any]]) -> float:
-    """CPU seconds the agents' processes spent from the workload's start to their end: per
-    process, its last report minus its earliest start (a pooled process reports once per host
-    it served, each time its whole CPU so far)."""
-    end: dict[int, float] = {}
-    start: dict[int, float] = {}
-    for r in results:
-        if r.get("cpu_start_s") is not None and r.get("pid") is not None:
-            end[r["pid"]] = max(end.get(r["pid"], 0.0), r["cpu_s"])
-            start[r["pid"]] = min(start.get(r["pid"], r["cpu_start_s"]), r["cpu_start_s"])
-    return sum(end[p] - start[p] for p in end)
+    """The agents' user and system CPU seconds together (agents_cpu_split)."""
+    return sum(agents_cpu_split(results))
 
 
 def from_measurement(agent_cpu_s: float, softirq_s: float, packets: int, seconds: float,
-                     links: float) -> Calibration:
-    """The numbers of one measurement (raises ValueError when nothing was delivered)."""
+                     links: float, agent_user_s: float | None = None) -> Calibration:
+    """The numbers of one measurement (raises ValueError when nothing was delivered);
+    `agent_user_s`: the user part of `agent_cpu_s`."""
     if packets <= 0 or agent_cpu_s <= 0:
         raise ValueError(f"the calibration delivered {packets} packets with {agent_cpu_s:.3f} s "
                          f"of agent CPU: nothing to measure")
@@ -156,4 +171,5 @@ def from_measurement(agent_cpu_s: float, softirq_s: float, packets: int, seconds
         cores=os.cpu_count() or 1, packets=packets, seconds=round(seconds, 3),
         links_per_packet=links,
         measured=datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        machine=machine_id(), kernel=platform.release(), agent_code=agent_code())
+        machine=machine_id(), kernel=platform.release(), agent_code=agent_code(),
+        agent_user_s=None if agent_user_s is None else agent_user_s / packets)

@@ -11,6 +11,7 @@ import pytest
 
 from bench import scale
 from hostagent import compiled
+from testbed.emulation import calibration
 
 
 # Two processes: a pooled one serving two hosts (each reports the process's CPU so far) and one
@@ -31,7 +32,8 @@ QPS = pd.DataFrame({"data_sent": [6000, 4500], "retransmits": [400, 100]})
 
 
 def test_user_and_system_time_per_delivered_packet():
-    assert scale.agents_cpu_split(RESULTS) == pytest.approx((5.0, 1.0))
+    assert calibration.agents_cpu_split(RESULTS) == pytest.approx((5.0, 1.0))
+    assert calibration.agents_cpu(RESULTS) == pytest.approx(6.0)
     assert scale.delivered_packets(QPS) == 10_000
     got = scale.per_packet(5.0, 1.0, 1.5, 10_000)
     assert got == pytest.approx({"user_us": 500.0, "system_us": 100.0, "softirq_pkt_us": 150.0,

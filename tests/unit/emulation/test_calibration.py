@@ -43,12 +43,24 @@ def test_cache_round_trip_and_staleness(cache: Path, monkeypatch):
     assert broken is None and "unreadable" in why
 
 
+def _cpu(user: float, system: float) -> dict[str, float]:
+    return {"user_s": user, "system_s": system}
+
+
 def test_agents_cpu_counts_a_pooled_process_once():
-    results = [{"pid": 1, "cpu_start_s": 1.0, "cpu_s": 3.0},   # pooled process 1, host a
-               {"pid": 1, "cpu_start_s": 1.5, "cpu_s": 4.0},   # the same process, host b
-               {"pid": 2, "cpu_start_s": 0.5, "cpu_s": 1.5}]
+    results = [{"pid": 1, "cpu_start": _cpu(1.0, 0.0), "cpu": _cpu(2.0, 1.0)},  # pooled, host a
+               {"pid": 1, "cpu_start": _cpu(1.5, 0.0), "cpu": _cpu(3.0, 1.0)},  # same, host b
+               {"pid": 2, "cpu_start": _cpu(0.5, 0.0), "cpu": _cpu(1.0, 0.5)}]
     assert calibration.agents_cpu(results) == pytest.approx((4.0 - 1.0) + (1.5 - 0.5))
+    assert calibration.agents_cpu_split(results) == pytest.approx((2.0 + 0.5, 1.0 + 0.5))
     assert asdict(calibration.from_measurement(1, 0, 1, 1, 1))["agent_code"]
+
+
+def test_the_user_part_is_kept_and_said():
+    c = calibration.from_measurement(2.0, 0.3, 20_000, 5.0, 3.0, agent_user_s=1.2)
+    assert c.agent_user_s == pytest.approx(60e-6)
+    assert "agents 100.0 us (60.0 us user) + kernel 5.0 us per link" in c.line()
+    assert "user" not in calibration.from_measurement(2.0, 0.3, 20_000, 5.0, 3.0).line()
 
 
 def test_the_agent_code_digest_covers_subpackages_and_the_protocol_build(tmp_path: Path):
