@@ -136,7 +136,7 @@ async def wait_for_start(cfg: AgentConfig, out: Path) -> None:
     that sends before another agent listens would lose packets and condemn healthy EVs."""
     (out / "ready").touch()
     start_file = Path(cfg.start_file)
-    if not await FILES.until([start_file], cfg.timeout):
+    if not await FILES.get().until([start_file], cfg.timeout):
         raise TimeoutError(f"no start time in {start_file} after {cfg.timeout:.0f} s")
     await asyncio.sleep(max(0.0, float(start_file.read_text()) - time.time()))
 
@@ -170,7 +170,7 @@ async def linger_until_peers_done(cfg: AgentConfig, out: Path) -> None:
     whose last ACK from it was lost: the peer resends into a closed socket until its retry
     budget fails the QP (seen at 1% loss)."""
     (out / "done").touch()
-    await FILES.until([out.parent / peer.host / "done" for peer in cfg.peers],
+    await FILES.get().until([out.parent / peer.host / "done" for peer in cfg.peers],
                       min(LINGER_MAX, cfg.timeout))
 
 
@@ -212,9 +212,9 @@ async def run(cfg: AgentConfig, out: Path, ns: str | None = None) -> dict[str, A
         if executor is not None:  # straggler windows count from the common start, as faults do
             executor.origin = float(Path(cfg.start_file).read_text())
         cpu_at_start = _cpu_times()
-        window = PROCESS_LAG.start()  # from the common start: the workload's lag and CPU
+        window = PROCESS_LAG.get().start()  # from the common start: the workload's lag and CPU
         if cfg.ev_sample_period:
-            sampler = EV_LOAD.start(peers, cfg.ev_sample_period, drv.wall_offset, ev_load)
+            sampler = EV_LOAD.get().start(peers, cfg.ev_sample_period, drv.wall_offset, ev_load)
         await asyncio.wait_for(workload(), cfg.timeout)
         ran_to_end = True
         wrong = [r for r in records if not r.verified]
@@ -229,7 +229,7 @@ async def run(cfg: AgentConfig, out: Path, ns: str | None = None) -> dict[str, A
         status, error = "stopped", "stopped by the runner (SIGTERM)"
     finally:
         if sampler is not None:
-            EV_LOAD.stop(sampler)
+            EV_LOAD.get().stop(sampler)
         if window is not None:
             window.close()
         # Only a host that ran every iteration waits for its peers. One whose collective failed

@@ -45,6 +45,7 @@ from hostagent.protocol.endpoint import MessageStats
 from hostagent.protocol.nic import Nic
 from hostagent.protocol.qp import ImmArrived, QPFailed, QueuePair, WriteDone
 from hostagent.runtime import batchio
+from hostagent.runtime.per_loop import PerLoop
 
 PORT = 4791
 QPS_PER_PEER_MAX = 64  # QPN stride per peer: covers the scenario's limit (test_qpn.py)
@@ -217,15 +218,7 @@ class _Timers:
         _batch_io()[1].flush()
 
 
-_timers: dict[asyncio.AbstractEventLoop, _Timers] = {}  # the process's, per loop (tests run many)
-
-
-def _timers_of(loop: asyncio.AbstractEventLoop) -> _Timers:
-    for old in [other for other in _timers if other.is_closed()]:
-        del _timers[old]
-    if loop not in _timers:
-        _timers[loop] = _Timers(loop)
-    return _timers[loop]
+TIMERS = PerLoop(lambda: _Timers(asyncio.get_running_loop()))  # the process's
 
 
 class Driver:
@@ -247,7 +240,7 @@ class Driver:
                 self._by_qpn[qp.qpn] = (peer, qp, route)
         # One loop timer per process, not one per QP nor per host (_Timers)
         self._armed: dict[int, float] = {}  # qpn (or NIC_ROOM) -> its current deadline
-        self._timers = _timers_of(self.loop)
+        self._timers = TIMERS.get()
         self._timer_key: int | None = self._timers.add(self)
         self._writes: dict[tuple[int, int], _Pending] = {}  # (qpn, msg_id) -> pending
         self._write_parts: dict[int, _Pending] = {}  # write id -> pending

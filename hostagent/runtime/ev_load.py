@@ -11,6 +11,8 @@ import itertools
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from hostagent.runtime.per_loop import PerLoop
+
 EV_LOAD_COLUMNS = ("time", "peer", "qpn", "ev", "plane", "sent", "srtt", "inflight", "active")
 EvLoadRow = tuple[float, int, int, int, int, int, "float | None", int, bool]  # EV_LOAD_COLUMNS
 Peers = Mapping[int, Sequence[tuple[Any, Any]]]  # peer rank -> its (QP, route) pairs
@@ -44,9 +46,7 @@ class EvLoadSampler:
     def start(self, peers: Peers, period: float, wall_offset: float,
               rows: list[EvLoadRow]) -> int:
         """Sample this host's EVs into `rows` until `stop` with the key returned."""
-        loop = asyncio.get_running_loop()
-        if loop is not self._loop:  # a loop of its own (a process runs one; tests run many)
-            self._loop, self._hosts, self._handles = loop, {}, {}
+        loop = self._loop = asyncio.get_running_loop()  # one only (EV_LOAD: one per loop)
         evs = [(peer, qp.qpn, ev) for peer, entries in peers.items() for qp, _ in entries
                for ev in getattr(getattr(qp, "evset", None), "evs", ())]
         key = next(self._keys)
@@ -75,4 +75,4 @@ class EvLoadSampler:
         self._handles[period] = self._loop.call_later(period, self._tick, period)
 
 
-EV_LOAD = EvLoadSampler()  # the process's
+EV_LOAD = PerLoop(EvLoadSampler)  # the process's

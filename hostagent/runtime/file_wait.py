@@ -16,6 +16,8 @@ import asyncio
 from collections.abc import Iterable
 from pathlib import Path
 
+from hostagent.runtime.per_loop import PerLoop
+
 POLL = 0.01  # s: how late a wait may see its file appear
 
 
@@ -33,9 +35,7 @@ class FileWaits:
         missing = [p for p in paths if not p.exists()]
         if not missing:
             return True
-        loop = asyncio.get_running_loop()
-        if loop is not self._loop:  # a loop of its own (a process runs one; tests run many)
-            self._loop, self._waits, self._handle = loop, [], None
+        loop = self._loop = asyncio.get_running_loop()  # one only (FILES: one per loop)
         entry = (missing, loop.create_future())
         self._waits.append(entry)
         if self._handle is None:
@@ -72,4 +72,4 @@ class FileWaits:
             if any(missing for missing, _ in self._waits) else None
 
 
-FILES = FileWaits()  # the process's
+FILES = PerLoop(FileWaits)  # the process's

@@ -20,6 +20,8 @@ import asyncio
 import time
 from pathlib import Path
 
+from hostagent.runtime.per_loop import PerLoop
+
 PERIOD = 0.01  # s between wake-ups: 100 samples a second, negligible CPU
 SCHEDSTAT = Path("/proc/self/schedstat")
 
@@ -50,9 +52,8 @@ class LoopLag:
     def start(self) -> LagWindow:
         """A host's workload starts: its window on the samples, and the timer if not running."""
         self._users += 1
-        loop = asyncio.get_running_loop()
-        if self._handle is None or self._loop is not loop:
-            self._loop = loop
+        if self._handle is None:
+            loop = self._loop = asyncio.get_running_loop()  # one only (PROCESS_LAG: per loop)
             self._asked = loop.time() + PERIOD
             self._handle = loop.call_at(self._asked, self._tick)
         return LagWindow(self)
@@ -106,4 +107,4 @@ class LagWindow:
         return out
 
 
-PROCESS_LAG = LoopLag()
+PROCESS_LAG = PerLoop(LoopLag)  # the process's
