@@ -4,6 +4,7 @@ the committed JSON Schemas, and the EV state diagram from the EV state table."""
 from __future__ import annotations
 
 import argparse
+import ast
 import json
 import os
 from collections import defaultdict
@@ -12,7 +13,7 @@ from typing import Any
 
 import mkdocs_gen_files
 
-from hostagent.protocol import ev_states
+from hostagent.compiled import SOURCES
 from hostagent.protocol.ev_states import TRANSITIONS, EVState
 from testbed import cli
 
@@ -107,7 +108,9 @@ def ev_health_page() -> str:
     lines.append("```\n")
     lines += [f"- **{s.value}** stays on {', '.join(f'`{e}`' for e in ev)}." for s, ev in
               stays.items()]
-    doc = (ev_states.__doc__ or "").split("\n", 1)[1].strip()
+    # from the source: a module compiled by mypyc (`make fast`) keeps no docstring
+    module_doc = ast.get_docstring(ast.parse((SOURCES / "ev_states.py").read_text())) or ""
+    doc = module_doc.split("\n", 1)[1].strip()
     return "\n".join(lines) + "\n\n## The events\n\n" + doc + "\n"
 
 
