@@ -14,7 +14,9 @@ import pandas as pd
 
 from .helpers import CLI, ROOT, run_cli
 
-# 32 Python agents at 100 Mbit/s x 4 planes: far more per-packet work than 2 cores can do
+# 32 Python agents at 100 Mbit/s x 4 planes: far more per-packet work than 2 cores can do,
+# in a process each, so that their timers wait for a CPU whatever one packet costs them (pooled,
+# one process per core, the compiled agents may carry the same load with a verdict of `degraded`)
 OVERLOAD = """name: overload-32
 fabric:
   planes: 4
@@ -25,6 +27,7 @@ fabric:
   fabric_link: {rate: 100Mbit, buffer: 100KB}
 transport: [mrc]
 workload: {collective: all_reduce, size: 1MiB, iterations: 2, warmup: 0}
+agents: {mode: per_host}
 """
 
 
