@@ -29,11 +29,16 @@ Printed per run:
 `--build compiled,pure` runs every row once per build, side by side in the same sitting: the
 compiled protocol (`make fast`; without it one error says so) and its sources
 (MRC_TESTBED_PURE=1 in the agents' environment). Default: whatever is installed.
+`--against CHECKOUT` runs every row on another checkout of the project first (another commit,
+`make install`ed there, with whatever build it has and a calibration cache of its own), then
+on this one: an A/B in one sitting. Agents of commits that report only their CPU's sum leave
+`user`, `system` and `u/k` empty.
 
     sudo .venv/bin/python bench/scale.py [--hosts 8 16 32 64] [--modes pooled per_host]
                                          [--transport mrc,rocev2] [--build compiled,pure]
                                          [--rate 10Mbit|auto] [--size 1MiB]
                                          [--mss 4096] [--mtu 4200] [--results DIR]
+                                         [--against CHECKOUT]
 """
 from __future__ import annotations
 
@@ -41,6 +46,7 @@ import argparse
 import json
 import os
 import re
+import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -51,9 +57,10 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from bench import cpu  # noqa: E402
+from bench.fair import THIS, Checkout, checkouts  # noqa: E402
 from hostagent import compiled  # noqa: E402
 from testbed import scenario as scenario_mod  # noqa: E402
-from testbed.emulation.calibration import agents_cpu, agents_cpu_split  # noqa: E402
+from testbed.emulation.calibration import CACHE_DIR, agents_cpu, agents_cpu_split  # noqa: E402
 from testbed.errors import TestbedError  # noqa: E402
 from testbed.lifecycle.progress import Progress  # noqa: E402
 from testbed.run.runner import RunOptions, run  # noqa: E402
@@ -86,13 +93,15 @@ def delivered_packets(qps: pd.DataFrame) -> float:
     return float(qps["data_sent"].sum() - qps["retransmits"].sum())
 
 
-def per_packet(user_s: float, system_s: float, softirq_s: float | None,
+def per_packet(split: tuple[float, float] | None, softirq_s: float | None,
                delivered: float) -> dict[str, float | None]:
-    """Microseconds per delivered data packet of the agents' user and system time and the
-    machine's softirq, and user / (system + softirq): how much of the packet's CPU the agents'
-    own code is, against the kernel's carrying it (None where not measured)."""
-    if delivered <= 0:
+    """Microseconds per delivered data packet of the agents' user and system time (`split`)
+    and the machine's softirq, and user / (system + softirq): how much of the packet's CPU the
+    agents' own code is, against the kernel's carrying it (None where not measured, or where
+    the agents, of an older commit, did not report user and system apart)."""
+    if delivered <= 0 or split is None:
         return {"user_us": None, "system_us": None, "softirq_pkt_us": None, "user_kernel": None}
+    user_s, system_s = split
     kernel = system_s + (softirq_s or 0.0)
     return {"user_us": user_s / delivered * 1e6, "system_us": system_s / delivered * 1e6,
             "softirq_pkt_us": None if softirq_s is None else softirq_s / delivered * 1e6,
@@ -110,20 +119,42 @@ def use_build(build: str | None) -> None:
     os.environ[compiled.PURE] = BUILDS[build]
 
 
-def run_one(sc, text: str, base: Path) -> dict:
-    """One whole run (as `mrc-testbed run --no-report`); what its results folder says."""
+def run_one(sc, text: str, base: Path, checkout: Checkout = THIS) -> dict:
+    """One whole run (as `mrc-testbed run --no-report`; on another checkout, by its own CLI
+    with its own calibration cache); what its results folder says."""
     error = None
     before = set(base.glob("*"))
     children = cpu.children()
-    try:
-        run(sc, text, RunOptions(base), Progress(quiet=True))
-    except TestbedError as exc:  # agents failed or stopped: the folder still says what ran
-        error = str(exc)
+    if checkout == THIS:
+        try:
+            run(sc, text, RunOptions(base), Progress(quiet=True))
+        except TestbedError as exc:  # agents failed or stopped: the folder still says what ran
+            error = str(exc)
+    else:
+        error = _run_on(checkout, text, base)
     kernel = cpu.kernel_share(children, cpu.children())
     new = sorted(set(base.glob("*")) - before)
     if not new:
         return {"error": error or "no results folder"}
-    d = new[-1]
+    return read_run(new[-1], sc, error, kernel)
+
+
+def _run_on(checkout: Checkout, text: str, base: Path) -> str | None:
+    """`text` run by `checkout`'s own CLI into `base`; its error line, or None."""
+    spec = base / f"scenario-{checkout.commit()}.yaml"
+    spec.write_text(text)
+    env = {k: v for k, v in os.environ.items() if k != compiled.PURE}  # its own build
+    env["MRC_TESTBED_CACHE"] = str(CACHE_DIR / f"checkout-{checkout.commit()}")
+    done = subprocess.run([checkout.python, "-m", "testbed.cli", "run", str(spec),
+                           "--no-report", "--results", str(base)], cwd=checkout.path, env=env,
+                          capture_output=True, text=True)
+    spec.unlink()
+    lines = done.stderr.strip().splitlines()
+    return None if done.returncode == 0 else (lines[-1] if lines else f"exit {done.returncode}")
+
+
+def read_run(d: Path, sc, error: str | None, kernel: float) -> dict:
+    """A run's row from its results folder `d` (whichever checkout wrote it)."""
     meta = json.loads((d / "meta.json").read_text())
     out: dict = {"dir": d, "error": error, "kernel": kernel,
                  "rate": meta["facts"]["link_rates"]["host"] if meta.get("facts") else None,
@@ -154,7 +185,7 @@ def run_one(sc, text: str, base: Path) -> dict:
         if delivered and cpu_seen.get("softirq") is not None and "iterations" in out:
             softirq = cpu_seen["softirq"] * cpu_seen["cores"] * span
             out["softirq_us"] = softirq / delivered * 1e6
-        out |= per_packet(*agents_cpu_split(results), softirq, delivered)
+        out |= per_packet(agents_cpu_split(results), softirq, delivered)
         out["retransmits"] = int(qps["retransmits"].sum())
     return out
 
@@ -178,7 +209,14 @@ def main() -> None:
     ap.add_argument("--mtu", type=int, default=4200)
     ap.add_argument("--results", type=Path, default=None,
                     help="keep the runs' folders here (default: a temporary folder)")
+    ap.add_argument("--against", type=Path, metavar="CHECKOUT",
+                    help="another checkout of the project: each row runs there first (its "
+                         "installed build), then here (A/B)")
     args = ap.parse_args()
+    try:
+        runs_on = checkouts(args.against)
+    except ValueError as exc:
+        raise SystemExit(f"--against: {exc}") from None
     transports = args.transport.split(",")
     builds: list[str | None] = args.build.split(",") if args.build else [None]
     for b in builds:
@@ -189,7 +227,7 @@ def main() -> None:
         use_build("compiled")  # missing: said before the first fabric is built
     print(f"ring all-reduce {args.size} over {', '.join(transports)}, 4 planes x 4 spines, "
           f"links {args.rate}, {args.mss} B packets")
-    print(f"{'hosts':>5} {'agents':>9} {'transport':>9} {'build':>27} {'rate':>9} "
+    print(f"{'hosts':>5} {'agents':>9} {'transport':>13} {'build':>27} {'rate':>9} "
           f"{'of ideal':>9} {'verdict':>13} {'run CPU':>8} {'gap(ms)':>8} {'agent us/pkt':>13} "
           f"{'(sys)':>6} {'softirq':>8} {'user':>6} {'system':>7} {'u/k':>5} {'retx':>5} "
           f"{'lag p99':>9}  reasons")
@@ -200,6 +238,8 @@ def main() -> None:
             for hosts in args.hosts:
                 for mode in args.modes:
                     for transport in transports:
+                        for checkout in runs_on[:-1]:  # the other commit, then this one
+                            _row(hosts, mode, transport, args, base, checkout)
                         for build in builds:
                             use_build(build)
                             _row(hosts, mode, transport, args, base)
@@ -210,11 +250,13 @@ def main() -> None:
             os.environ[compiled.PURE] = environ
 
 
-def _row(hosts: int, mode: str, transport: str, args: argparse.Namespace, base: Path) -> None:
+def _row(hosts: int, mode: str, transport: str, args: argparse.Namespace, base: Path,
+         checkout: Checkout = THIS) -> None:
     sc, text = scenario(hosts, mode, transport, args.rate, args.size, args.mss, args.mtu,
                         args.processes)
-    r = run_one(sc, text, base)
-    head = f"{hosts:>5} {mode:>9} {transport:>9}"
+    r = run_one(sc, text, base, checkout)
+    at = "" if checkout == THIS else f"@{checkout.commit()}"
+    head = f"{hosts:>5} {mode:>9} {transport + at:>13}"
     if "verdict" not in r:
         print(f"{head}  {r['error']}", flush=True)
         return

@@ -136,12 +136,15 @@ def machine_cpu() -> tuple[float, float]:
     return (fields[5] + fields[6]) / _TICK, sum(fields[:8]) / _TICK
 
 
-def agents_cpu_split(results: list[dict[str, Any]]) -> tuple[float, float]:
+def agents_cpu_split(results: list[dict[str, Any]]) -> tuple[float, float] | None:
     """(user, system) CPU seconds the agents' processes spent from the workload's start to
     their end: per process and kind, its last report minus its earliest start (a pooled process
-    reports once per host it served, each time its whole CPU so far)."""
+    reports once per host it served, each time its whole CPU so far). None when no result
+    gives the two apart (agents of older commits report their sum only)."""
     reported = [r for r in results
                 if r.get("cpu_start") is not None and r.get("cpu") and r.get("pid") is not None]
+    if not reported:
+        return None
     totals = []
     for kind in ("user_s", "system_s"):
         end: dict[int, float] = {}
@@ -155,8 +158,16 @@ def agents_cpu_split(results: list[dict[str, Any]]) -> tuple[float, float]:
 
 
 def agents_cpu(results: list[dict[str, Any]]) -> float:
-    """The agents' user and system CPU seconds together (agents_cpu_split)."""
-    return sum(agents_cpu_split(results))
+    """CPU seconds the agents' processes spent from the workload's start to their end, user
+    and system together: per process, its last report minus its earliest start (as
+    agents_cpu_split, from each result's `cpu_s` and `cpu_start_s`)."""
+    end: dict[int, float] = {}
+    start: dict[int, float] = {}
+    for r in results:
+        if r.get("cpu_start_s") is not None and r.get("pid") is not None:
+            end[r["pid"]] = max(end.get(r["pid"], 0.0), r["cpu_s"])
+            start[r["pid"]] = min(start.get(r["pid"], r["cpu_start_s"]), r["cpu_start_s"])
+    return sum(end[p] - start[p] for p in end)
 
 
 def from_measurement(agent_cpu_s: float, softirq_s: float, packets: int, seconds: float,

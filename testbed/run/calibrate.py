@@ -53,10 +53,11 @@ def measure(progress: Progress) -> calibration.Calibration:
             raise TestbedError(f"the calibration workload failed: {why}",
                                "free the machine's CPU and run `mrc-testbed calibrate` again")
         t0, soft0 = marks["start"]
-        user, system = calibration.agents_cpu_split([o.result for o in outcomes])
-        found = calibration.from_measurement(user + system, soft_end - soft0,
+        results = [o.result for o in outcomes]
+        split = calibration.agents_cpu_split(results)
+        found = calibration.from_measurement(calibration.agents_cpu(results), soft_end - soft0,
                                              delivered_packets(agents_dir), end - t0, links,
-                                             agent_user_s=user)
+                                             agent_user_s=split[0] if split else None)
         info["done"] = found.line()
     return found
 

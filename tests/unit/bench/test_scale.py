@@ -33,16 +33,16 @@ QPS = pd.DataFrame({"data_sent": [6000, 4500], "retransmits": [400, 100]})
 
 def test_user_and_system_time_per_delivered_packet():
     assert calibration.agents_cpu_split(RESULTS) == pytest.approx((5.0, 1.0))
-    assert calibration.agents_cpu(RESULTS) == pytest.approx(6.0)
     assert scale.delivered_packets(QPS) == 10_000
-    got = scale.per_packet(5.0, 1.0, 1.5, 10_000)
+    got = scale.per_packet((5.0, 1.0), 1.5, 10_000)
     assert got == pytest.approx({"user_us": 500.0, "system_us": 100.0, "softirq_pkt_us": 150.0,
                                  "user_kernel": 5.0 / (1.0 + 1.5)})
 
 
 def test_nothing_delivered_or_no_softirq_measured_is_no_number():
-    assert set(scale.per_packet(1.0, 1.0, 1.0, 0).values()) == {None}
-    got = scale.per_packet(5.0, 1.0, None, 10_000)
+    assert set(scale.per_packet((1.0, 1.0), 1.0, 0).values()) == {None}
+    assert set(scale.per_packet(None, 1.0, 10_000).values()) == {None}, "agents without the split"
+    got = scale.per_packet((5.0, 1.0), None, 10_000)
     assert got["user_us"] == 500.0 and got["softirq_pkt_us"] is None
     assert got["user_kernel"] is None, "a ratio without the softirq would overstate user space"
 
@@ -89,3 +89,29 @@ def test_the_builds_the_agents_are_given(monkeypatch):
     monkeypatch.setattr(compiled, "choose", lambda environ: (True, "compiled: 0123456789ab"))
     scale.use_build("compiled")
     assert os.environ[compiled.PURE] == "0"
+
+
+def test_against_runs_each_row_on_the_other_checkout_first(tmp_path, monkeypatch, capsys):
+    """`--against`: every row on the other checkout, then here, with the other's rows named
+    by its commit; a checkout without its venv is one clear error."""
+    other = tmp_path / "other"
+    with pytest.raises(SystemExit, match="--against: .*make install"):
+        monkeypatch.setattr("sys.argv", ["scale.py", "--against", str(other)])
+        scale.main()
+    (other / ".venv" / "bin").mkdir(parents=True)
+    (other / ".venv" / "bin" / "python").touch()
+    ran: list[tuple[int, str, str]] = []
+
+    def fake_run_one(sc, text, base, checkout=scale.THIS):
+        ran.append((sc.fabric.host_count, sc.transport[0], "here" if checkout == scale.THIS
+                    else checkout.path.name))
+        return {"error": "fake"}
+
+    monkeypatch.setattr(scale, "run_one", fake_run_one)
+    monkeypatch.setattr("sys.argv", ["scale.py", "--hosts", "8", "16", "--modes", "pooled",
+                                     "--transport", "mrc,rocev2", "--against", str(other)])
+    scale.main()
+    assert ran == [(h, t, c) for h in (8, 16) for t in ("mrc", "rocev2")
+                   for c in ("other", "here")]
+    rows = [line for line in capsys.readouterr().out.splitlines() if "fake" in line]
+    assert [("@other" in row) for row in rows] == [True, False] * 4

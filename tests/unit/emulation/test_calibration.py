@@ -48,11 +48,18 @@ def _cpu(user: float, system: float) -> dict[str, float]:
 
 
 def test_agents_cpu_counts_a_pooled_process_once():
-    results = [{"pid": 1, "cpu_start": _cpu(1.0, 0.0), "cpu": _cpu(2.0, 1.0)},  # pooled, host a
-               {"pid": 1, "cpu_start": _cpu(1.5, 0.0), "cpu": _cpu(3.0, 1.0)},  # same, host b
-               {"pid": 2, "cpu_start": _cpu(0.5, 0.0), "cpu": _cpu(1.0, 0.5)}]
+    results = [{"pid": 1, "cpu_start_s": 1.0, "cpu_s": 3.0,   # pooled process 1, host a
+                "cpu_start": _cpu(1.0, 0.0), "cpu": _cpu(2.0, 1.0)},
+               {"pid": 1, "cpu_start_s": 1.5, "cpu_s": 4.0,   # the same process, host b
+                "cpu_start": _cpu(1.5, 0.0), "cpu": _cpu(3.0, 1.0)},
+               {"pid": 2, "cpu_start_s": 0.5, "cpu_s": 1.5,
+                "cpu_start": _cpu(0.5, 0.0), "cpu": _cpu(1.0, 0.5)}]
     assert calibration.agents_cpu(results) == pytest.approx((4.0 - 1.0) + (1.5 - 0.5))
     assert calibration.agents_cpu_split(results) == pytest.approx((2.0 + 0.5, 1.0 + 0.5))
+    older = [{k: v for k, v in r.items() if k in ("pid", "cpu_s", "cpu_start_s")}
+             for r in results]  # agents that report the sum only
+    assert calibration.agents_cpu(older) == pytest.approx(4.0)
+    assert calibration.agents_cpu_split(older) is None
     assert asdict(calibration.from_measurement(1, 0, 1, 1, 1))["agent_code"]
 
 
