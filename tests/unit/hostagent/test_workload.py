@@ -221,3 +221,48 @@ def test_expected_shared_by_every_rank_is_computed_once_and_read_only():
     assert not a.flags.writeable
     with pytest.raises(ValueError):
         a[0] = 1
+
+
+# ---- all-reduce's expected sum, made a block at a time inside the event loop ------------------
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_expected_async_is_expected(kind, monkeypatch):
+    from hostagent.workloads import iterations
+    monkeypatch.setattr(iterations, "SUM_STEP", 7)  # many blocks, the last one short
+    for world, count in [(1, 5), (3, 50), (4, 64)]:
+        for rank in range(world):
+            got = asyncio.run(iterations.expected_async(kind, 2, 1, rank, world, count))
+            assert np.array_equal(got.view(np.uint32),
+                                  expected(kind, 2, 1, rank, world, count).view(np.uint32))
+
+
+def test_expected_sum_lets_other_hosts_run_and_is_made_once(monkeypatch):
+    """While one host's all-reduce sum is being made, the loop keeps turning (another host's
+    timers run between blocks), and every host of the process gets the one result."""
+    from hostagent.workloads import iterations
+    monkeypatch.setattr(iterations, "SUM_STEP", 10)
+    made: list[int] = []
+    total = iterations._total
+    monkeypatch.setattr(iterations, "_total", lambda *a: made.append(1) or total(*a))
+
+    async def main() -> tuple[int, list[np.ndarray]]:
+        turns = 0
+
+        async def other_host() -> None:
+            nonlocal turns
+            while True:
+                turns += 1
+                await asyncio.sleep(0)
+
+        ticker = asyncio.ensure_future(other_host())
+        await asyncio.sleep(0)
+        start = turns
+        hosts = await asyncio.gather(*(iterations.expected_async("all_reduce", 3, 0, r, 4, 100)
+                                       for r in range(4)))
+        ticker.cancel()
+        return turns - start, hosts
+
+    turns, hosts = asyncio.run(main())
+    assert turns >= 9, "the loop turned between the sum's 10 blocks"
+    assert len(made) == 10, "one sum for the process's 4 hosts, 10 blocks of it"
+    assert all(h is hosts[0] for h in hosts) and not hosts[0].flags.writeable
