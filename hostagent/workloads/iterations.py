@@ -30,7 +30,6 @@ from typing import Any
 import numpy as np
 
 from hostagent.protocol.endpoint import Endpoint, MessageStats
-from hostagent.runtime.per_loop import PerLoop
 from hostagent.workloads.collectives import DTYPE, KINDS, Communicator, Kind
 
 log = logging.getLogger(__name__)
@@ -132,13 +131,12 @@ async def expected_async(kind: Kind, seed: int, iteration: int, rank: int, world
     (longer than a port's queue lasts at 10 Mbit/s). The hosts of a process share one sum."""
     if kind != "all_reduce":
         return expected(kind, seed, iteration, rank, world, count)
-    sums = _SUMS.get()
-    key = (seed, iteration, world, count)
-    if key not in sums:
-        sums[key] = asyncio.ensure_future(_sum_in_steps(seed, iteration, world, count))
-        while len(sums) > 2:  # this iteration's and the last: hosts of a process drift apart
-            del sums[next(iter(sums))]
-    return await asyncio.shield(sums[key])  # a host stopped while waiting stops no other's
+    key = (asyncio.get_running_loop(), seed, iteration, world, count)  # a future is its loop's
+    if key not in _SUMS:
+        _SUMS[key] = asyncio.ensure_future(_sum_in_steps(seed, iteration, world, count))
+        while len(_SUMS) > 2:  # this iteration's and the last: hosts of a process drift apart
+            del _SUMS[next(iter(_SUMS))]
+    return await asyncio.shield(_SUMS[key])  # a host stopped while waiting stops no other's
 
 
 async def _sum_in_steps(seed: int, iteration: int, world: int, count: int) -> np.ndarray:
@@ -151,7 +149,7 @@ async def _sum_in_steps(seed: int, iteration: int, world: int, count: int) -> np
     return result
 
 
-_SUMS: PerLoop[dict[tuple[int, int, int, int], asyncio.Future[np.ndarray]]] = PerLoop(dict)
+_SUMS: dict[tuple[asyncio.AbstractEventLoop, int, int, int, int], asyncio.Future[np.ndarray]] = {}
 
 
 def verify(kind: Kind, result: np.ndarray, expected: np.ndarray) -> tuple[bool, int | None]:
