@@ -125,29 +125,45 @@ class Communicator:
         block for reduce-scatter, its n blocks from all ranks for all-to-all, else all `count`),
         or fills `out` (float32[output_size]) and returns it: a loop of calls reuses one.
         Every rank must make the same calls in the same order."""
+        self._check(kind, send, count)
+        if out is not None:
+            _check_shape(f"{kind} of {count} elements on rank {self.endpoint.rank} returns", out,
+                         self.output_size(kind, count))
+        result = await self._run(kind, send, count)
+        if out is None:  # the region's half is written again two calls later
+            return result.copy()
+        np.copyto(out, result)
+        return out
+
+    async def run_in_place(self, kind: Kind, send: np.ndarray, count: int) -> np.ndarray:
+        """`run`, returning the result where the collective left it: a read-only view of the
+        region, valid until this Communicator's next call starts (peers write this half again
+        only in the call after it). A caller that reads the result once before its next call,
+        as a verifying loop does, is spared copying megabytes (and bringing in their pages)."""
+        self._check(kind, send, count)
+        view = (await self._run(kind, send, count)).view()
+        view.flags.writeable = False
+        return view
+
+    def _check(self, kind: Kind, send: np.ndarray, count: int) -> None:
         if kind not in _ALGORITHMS:
             raise ValueError(f"unknown collective {kind!r}; known: {', '.join(KINDS)}")
         if not 0 <= count <= self.capacity:
             raise ValueError(f"count {count} is outside 0..{self.capacity} (the capacity)")
         _check_shape(f"{kind} of {count} elements on rank {self.endpoint.rank} takes", send,
                      self.input_size(kind, count))
-        if out is not None:
-            _check_shape(f"{kind} of {count} elements on rank {self.endpoint.rank} returns", out,
-                         self.output_size(kind, count))
         if self._running:
             raise RuntimeError("one collective at a time: every rank must run them in order")
+
+    async def _run(self, kind: Kind, send: np.ndarray, count: int) -> np.ndarray:
         call = _Call(self, count)
         self._calls += 1
         self._running = True
         try:
-            result = await _ALGORITHMS[kind](call, np.ascontiguousarray(send))
+            return await _ALGORITHMS[kind](call, np.ascontiguousarray(send))
         finally:
             call.abandon()
             self._running = False
-        if out is None:  # the region's half is written again two calls later
-            return result.copy()
-        np.copyto(out, result)
-        return out
 
     def take_messages(self) -> list[MessageStats]:
         """The stats of every write since the last take, so a driver can tag them per call."""

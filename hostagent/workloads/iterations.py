@@ -248,16 +248,16 @@ async def run_iterations(endpoint: Endpoint, kind: Kind, nbytes: int, iterations
         raise ValueError("comm was built on another endpoint")
     rank, world = endpoint.rank, endpoint.world
     records = [] if records is None else records
-    # One input and one result array for every call: fresh arrays of megabytes would bring in
-    # their pages again at each call (numpy asks for huge pages, which the kernel compacts for).
+    # One input array for every call: a fresh one of megabytes would bring in its pages again
+    # at each call (numpy asks for huge pages, which the kernel compacts for). The result is
+    # read where the collective left it, before the next call (Communicator.run_in_place).
     send = np.empty(comm.input_size(kind, count), dtype=DTYPE)
-    result = np.empty(comm.output_size(kind, count), dtype=DTYPE)
     for iteration in range(warmup + iterations):
         if iteration and compute_gap_s > 0:
             await asyncio.sleep(compute_gap_s)
         inputs(kind, seed, iteration, rank, world, count, out=send)
         start = clock()
-        await comm.run(kind, send, count, out=result)
+        result = await comm.run_in_place(kind, send, count)
         end = clock()
         want = await expected_async(kind, seed, iteration, rank, world, count)
         ok, bad = verify(kind, result, want)

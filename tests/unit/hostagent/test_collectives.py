@@ -131,6 +131,24 @@ def test_result_into_a_given_array():
     run_ranks(world, rank_main)
 
 
+def test_result_in_place_is_the_regions_own_read_only_view():
+    """`run_in_place` gives what `run` would, for every kind and both halves of the region, as
+    a read-only view of the region itself (nothing copied), intact until the next call."""
+    world, count = 3, 10
+
+    async def rank_main(ep):
+        comm = Communicator(ep, count)
+        for call, kind in enumerate(KINDS * 2):
+            got = await comm.run_in_place(kind, inputs(kind, 4, call, ep.rank, world, count),
+                                          count)
+            assert np.shares_memory(got, comm._region) and not got.flags.writeable
+            for _ in range(3):  # the peers go on into the next call meanwhile
+                await asyncio.sleep(0)
+            np.testing.assert_array_equal(got, expected(kind, 4, call, ep.rank, world, count))
+
+    run_ranks(world, rank_main, **FABRICS["reordered"])
+
+
 def test_registered_region_has_its_pages():
     """Writing a fresh region faults in no page (a plain np.zeros of the same size does)."""
     import resource
