@@ -14,6 +14,9 @@ from __future__ import annotations
 
 # Ethernet, IPv6 and UDP headers around a transport datagram: what the line carries.
 FRAME_OVERHEAD = 14 + 40 + 8
+# Line time a port keeps queued when the QPs blocked on it are woken: twice the 4 ms that the
+# agents' timers may be late by (testbed/run/traffic.py nic_limits), so the port does not run dry.
+RESERVE_S = 0.008
 
 
 class Port:
@@ -39,6 +42,13 @@ class Port:
         """Seconds until `nbytes` fit."""
         self._drain(now)
         return max(0.0, (self.backlog + nbytes - self.limit) / self.rate)
+
+    def wake_room(self, nbytes: int) -> float:
+        """The room a QP blocked on a packet of `nbytes` is woken for: its packet, or as much
+        more as keeps `RESERVE_S` of the line (at least one packet) queued. Where the limit
+        holds several packet times, as at the low rates many hosts on one machine run at, each
+        wake-up then sends several packets per port instead of one."""
+        return max(float(nbytes), self.limit - max(float(nbytes), self.rate * RESERVE_S))
 
 
 class Nic:
@@ -66,4 +76,11 @@ class Nic:
         self.ports[plane].sent(datagram_bytes + datagrams * FRAME_OVERHEAD, now)
 
     def wait(self, planes: tuple[int, ...], nbytes: int, now: float) -> float:
+        """Seconds until a datagram of `nbytes` fits in every port of `planes`."""
         return max(self.ports[p].wait(nbytes + FRAME_OVERHEAD, now) for p in planes)
+
+    def wake(self, planes: tuple[int, ...], nbytes: int, now: float) -> float:
+        """Seconds until a QP using `planes`, blocked on a datagram of `nbytes`, is woken: when
+        each port has its `Port.wake_room`."""
+        line = nbytes + FRAME_OVERHEAD
+        return max(self.ports[p].wait(int(self.ports[p].wake_room(line)), now) for p in planes)

@@ -356,10 +356,11 @@ class Driver:
         self._arm(qp.qpn, None if qp.failed else qp.next_deadline())
 
     def _wake_on_nic_room(self) -> None:
-        """One wake, for when the first blocked QP's ports can take a packet again."""
+        """One wake, for when the first blocked QP's ports have room again (`Nic.wake`: a
+        packet, or several where the ports' limit holds many packet times)."""
         if NIC_ROOM not in self._armed and self.nic is not None and self._nic_waiting:
             now = self.loop.time()
-            delay = min(self.nic.wait(self._by_qpn[qp.qpn][2].plane_set,
+            delay = min(self.nic.wake(self._by_qpn[qp.qpn][2].plane_set,
                                       qp.cfg.mss + wire.HEADER_SIZE, now)
                         for qp in self._nic_waiting)
             self._arm(NIC_ROOM, now + delay)
