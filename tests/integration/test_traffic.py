@@ -53,10 +53,10 @@ def test_collective_verified_on_both_transports(kind: str, tmp_path: Path, resul
     mrc = pd.read_parquet(runs[0] / "messages.parquet")
     cross_leaf = mrc[mrc["rank"].isin([0, 1]) & mrc["peer"].isin([2, 3]) & (mrc["size"] > 16384)]
     # MRC sprays over both planes' spines; a message may skip an EV while it is held off for
-    # congestion (ECN marks: more of them on a loaded machine, 2 in 3 messages used all four
-    # with five test runs beside this one), so most messages, and every QP over its
-    # messages, use all four; a one-path transport would use one
-    assert (cross_leaf.evs_used.apply(len) == 4).mean() >= 0.5, cross_leaf.evs_used
+    # congestion (ECN marks, more of them on a loaded machine: one QP has held an EV off for
+    # 10 of its 18 messages), so messages use more than three EVs on average, and every QP
+    # all four over its messages; a one-path transport would use one, one plane two
+    assert cross_leaf.evs_used.apply(len).mean() > 3, cross_leaf.evs_used
     used = cross_leaf.groupby(["rank", "peer"]).evs_used.agg(lambda e: len(set().union(*e)))
     assert (used == 4).all(), used
     roce = pd.read_parquet(runs[1] / "messages.parquet")
