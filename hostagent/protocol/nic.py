@@ -14,8 +14,9 @@ from __future__ import annotations
 
 # Ethernet, IPv6 and UDP headers around a transport datagram: what the line carries.
 FRAME_OVERHEAD = 14 + 40 + 8
-# Line time a port keeps queued when the QPs blocked on it are woken: twice the 4 ms that the
-# agents' timers may be late by (testbed/run/traffic.py nic_limits), so the port does not run dry.
+# Line time a port keeps queued when the QPs blocked on it are woken: twice the 4 ms of line a
+# port's limit holds at least (testbed/run/traffic.py nic_limits: the agents' timers are about
+# a millisecond coarse), so that the port does not run dry while the agent wakes up.
 RESERVE_S = 0.008
 
 
@@ -43,12 +44,13 @@ class Port:
         self._drain(now)
         return max(0.0, (self.backlog + nbytes - self.limit) / self.rate)
 
-    def wake_room(self, nbytes: int) -> float:
-        """The room a QP blocked on a packet of `nbytes` is woken for: its packet, or as much
-        more as keeps `RESERVE_S` of the line (at least one packet) queued. Where the limit
-        holds several packet times, as at the low rates many hosts on one machine run at, each
-        wake-up then sends several packets per port instead of one."""
-        return max(float(nbytes), self.limit - max(float(nbytes), self.rate * RESERVE_S))
+    def wake_room(self, nbytes: int) -> int:
+        """The room a QP blocked on packets of `nbytes` is woken for: as many whole packets as
+        leave `RESERVE_S` of the line (and at least one packet) queued, at least one. Where the
+        limit holds several packet times, as at the low rates many hosts on one machine run at,
+        each wake-up then sends several packets per port instead of one; elsewhere a packet."""
+        reserve = max(float(nbytes), self.rate * RESERVE_S)
+        return max(1, int((self.limit - reserve) // nbytes)) * nbytes
 
 
 class Nic:
@@ -83,4 +85,4 @@ class Nic:
         """Seconds until a QP using `planes`, blocked on a datagram of `nbytes`, is woken: when
         each port has its `Port.wake_room`."""
         line = nbytes + FRAME_OVERHEAD
-        return max(self.ports[p].wait(int(self.ports[p].wake_room(line)), now) for p in planes)
+        return max(self.ports[p].wait(self.ports[p].wake_room(line), now) for p in planes)

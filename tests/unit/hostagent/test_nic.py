@@ -5,7 +5,7 @@ import pytest
 
 from hostagent.protocol import wire
 from hostagent.protocol.dcqcn import DcqcnCC
-from hostagent.protocol.nic import FRAME_OVERHEAD, Nic, Port
+from hostagent.protocol.nic import FRAME_OVERHEAD, RESERVE_S, Nic, Port
 from hostagent.protocol.qp import QPConfig
 
 from .test_transport import mrc_pair, post_all, roce_pair
@@ -36,21 +36,22 @@ PACKET = 4096 + wire.HEADER_SIZE + FRAME_OVERHEAD
 
 @pytest.mark.parametrize("rate_bps, limit, packets_per_wake", [
     (2_000_000, 4 * PACKET, 3),  # 16.6 ms a packet: keep one queued, wake for the other three
-    (10_000_000, 4 * PACKET, 1),  # 3.3 ms a packet: 8 ms is 2.4 packets, so room for 1.6
+    (5_000_000, 4 * PACKET, 2),  # 6.7 ms a packet: 8 ms is 1.2 packets, so two whole ones
+    (10_000_000, 4 * PACKET, 1),  # 3.3 ms a packet: 8 ms is 2.4 packets: one, as before
     (100_000_000, 50_000, 1),  # the limit is 4 ms of the line: as before, a packet at a time
 ])
 def test_a_blocked_qp_wakes_for_several_packets_only_where_the_port_keeps_its_reserve(
         rate_bps, limit, packets_per_wake):
     """Woken, a QP finds room for `packets_per_wake` whole packets per port, and the port still
-    holds at least RESERVE_S of the line or a packet, so it is not dry while the agent runs."""
-    from hostagent.protocol.nic import RESERVE_S
+    holds at least RESERVE_S of the line or a packet, so it is not dry while the agent runs;
+    it is not woken later than those packets fit (a port emptier than needed, for nothing)."""
     nic = Nic(planes=2, rate_bps=rate_bps, limit=limit)
     for plane in (0, 1):
         nic.sent(plane, limit - FRAME_OVERHEAD, now=0.0)  # both ports full
     woken = nic.wake((0, 1), PACKET - FRAME_OVERHEAD, now=0.0)
     assert woken > 0
     room = nic.budget((0, 1), woken) / 2
-    assert int(room // PACKET) == packets_per_wake
+    assert room == pytest.approx(packets_per_wake * PACKET)
     queued_s = nic.ports[0].backlog / (rate_bps / 8)
     assert queued_s >= min(RESERVE_S, PACKET / (rate_bps / 8)) - 1e-9
     assert nic.wake((0, 1), PACKET - FRAME_OVERHEAD, now=woken) == pytest.approx(0.0)
