@@ -45,12 +45,14 @@ class Port:
         return max(0.0, (self.backlog + nbytes - self.limit) / self.rate)
 
     def wake_room(self, nbytes: int) -> int:
-        """The room a QP blocked on packets of `nbytes` is woken for: as many whole packets as
-        leave `RESERVE_S` of the line (and at least one packet) queued, at least one. Where the
+        """The room a QP blocked on a packet of `nbytes` is woken for: all but `RESERVE_S` of
+        the line (and at least one packet) of the limit, and at least its packet. Where the
         limit holds several packet times, as at the low rates many hosts on one machine run at,
-        each wake-up then sends several packets per port instead of one; elsewhere a packet."""
+        each wake-up then sends several packets instead of one. Not rounded to whole packets:
+        a QP spraying over several planes gets its fullest port's room once per plane
+        (`Nic.budget`), so at 10 Mbit/s 1.6 packets of room on 4 planes are 6 packets."""
         reserve = max(float(nbytes), self.rate * RESERVE_S)
-        return max(1, int((self.limit - reserve) // nbytes)) * nbytes
+        return max(nbytes, int(self.limit - reserve))
 
 
 class Nic:
