@@ -66,7 +66,9 @@ def test_collective_verified_on_both_transports(kind: str, tmp_path: Path, resul
 
 def test_mrc_completes_with_a_spine_link_down(tmp_path: Path):
     """p0l1-p0s0 down before the run: EV (plane 0, spine 0) between the two leaves is dead;
-    MRC condemns it and finishes on the other three."""
+    MRC condemns it and finishes on the other three. A healthy EV may be condemned for a
+    moment (a packet late behind another plane's queue reads as lost to RACK on a loaded
+    machine) and must then be cleared by its probes: only the dead EV ends the run bad."""
     text = SMALL.format(name="linkdown", kind="all_reduce") + "transport: [mrc]\n"
     network = build(text, tmp_path)
     try:
@@ -78,8 +80,8 @@ def test_mrc_completes_with_a_spine_link_down(tmp_path: Path):
         bad = set()
         for o in outcomes:
             report = json.loads((tmp_path / "agents" / o.host / "paths.json").read_text())
-            bad |= {(o.rank, t["peer"], t["ev"]) for t in report["transitions"]
-                    if t["new"] == "ASSUMED_BAD"}
+            bad |= {(o.rank, e["peer"], e["ev"]) for e in report["evs"]
+                    if e["state"] != "GOOD"}
         assert bad, "the dead EV was never condemned"
         crossing = {(r, p) for r in range(4) for p in range(4) if (r < 2) != (p < 2)}
         assert all(ev == 0 and (r, p) in crossing for r, p, ev in bad), bad
