@@ -26,6 +26,7 @@ from testbed.kernel import features
 from testbed.lifecycle import cleanup, registry
 from testbed.lifecycle.progress import Progress
 from testbed.run import results
+from testbed.scenario.units import format_rate
 
 
 def _seconds(text: str) -> float:
@@ -130,19 +131,29 @@ def _cmd_validate(args) -> int:
 
 def _auto_rate_preview(sc: scenario.Scenario) -> scenario.Scenario:
     """What `run` will do with `rate: auto`, without root: the rate the cached calibration
-    gives (and the scenario at it), or that run will calibrate first."""
+    and pilot give (and the scenario at it), or what run will measure first."""
     from testbed.emulation import calibration
     from testbed.fabric import budget
+    from testbed.run import pilot
     found, why = calibration.cached()
     if found is None:
         print(f"  rate auto: {why}; `run` will first measure this machine's packet budget "
-              f"(`mrc-testbed calibrate`, as root, about 10 s), then choose the rate")
+              f"(`mrc-testbed calibrate`, as root, about 10 s), then pilot the scenario's "
+              f"fabric and choose the rate")
         return sc
     print(f"  calibrate: {why}: {found.line()}")
     choice = budget.choose_rate(sc, found.cost())
     for line in choice.lines():
         print(f"  {line}")
-    return sc.with_rate(choice.rate, sc.name)
+    piloted = None if sc.cluster is not None else pilot.cached(sc)
+    if piloted is None:
+        if sc.cluster is None:
+            print(f"  pilot: not yet run for this scenario's shape: `run` will measure it "
+                  f"from {format_rate(choice.rate)} (a few seconds a transport and rung)")
+        return sc.with_rate(choice.rate, sc.name)
+    for line in piloted.lines():
+        print(f"  {line}")
+    return sc.with_rate(piloted.rate, sc.name)
 
 
 def _cmd_calibrate(args) -> int:

@@ -135,3 +135,45 @@ def dilation(scenario: Scenario) -> float | None:
     this one runs (None without fabric.real_rate)."""
     real = scenario.fabric.real_rate
     return None if real is None else real / scenario.fabric.host_link.rate
+
+
+# The pilot (testbed/run/pilot.py) measures the machine's busy share with the scenario's own
+# fabric and workload at a rung. The rung chosen is the highest measured one within
+# PILOT_SHARE: the verdict's `degraded` bound on the run's CPU (0.8) less the spread of that
+# share between two runs of the same code (about 5 points).
+PILOT_SHARE = 0.75
+
+
+@dataclass(frozen=True)
+class PilotStep:
+    """What the pilot does next, from the shares measured so far."""
+
+    measure: int | None  # the rung to measure next; None: the choice is made
+    rate: int | None  # the rung chosen (when `measure` is None)
+    fits: bool  # False: even the lowest rung measured over the share
+
+
+def pilot_step(measured: dict[int, float], share: float = PILOT_SHARE,
+               ladder: tuple[int, ...] = AUTO_RATE_LADDER) -> PilotStep:
+    """Pure: from busy shares measured at rungs, the next rung to measure or the choice.
+
+    Below a rung that measured within `share`, nothing is measured (a lower rate offers fewer
+    packets); above one that measured over it, nothing either. The next rung up is measured
+    when its share, scaled in proportion to the rate from the highest fitting rung, is at most
+    the whole machine: the proportional estimate errs high (a packet costs less at a higher
+    rate, where one wake-up serves more of them, and the fixed costs do not grow), so a rung it
+    puts over the machine is not worth the measurement."""
+    rungs = sorted(ladder)
+    fitting = [r for r, s in measured.items() if s <= share]
+    if fitting:
+        best = max(fitting)
+        above = [r for r in rungs if r > best]
+        up = above[0] if above else None
+        if up is not None and up not in measured and measured[best] * up / best <= 1.0:
+            return PilotStep(up, None, True)
+        return PilotStep(None, best, True)
+    lowest = min(measured)
+    below = [r for r in rungs if r < lowest]
+    if below:
+        return PilotStep(below[-1], None, True)
+    return PilotStep(None, lowest, False)

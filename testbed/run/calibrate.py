@@ -18,9 +18,11 @@ from testbed.emulation import calibration
 from testbed.errors import TestbedError
 from testbed.fabric import budget
 from testbed.lifecycle.progress import Progress
+from testbed.run import pilot
 from testbed.run.build import fabric
 from testbed.run.traffic import run_agents
 from testbed.scenario import Scenario, parse
+from testbed.scenario.units import format_rate
 
 
 def delivered_packets(agents_dir: Path) -> int:
@@ -74,8 +76,11 @@ def calibrate(progress: Progress, why: str = "asked for") -> calibration.Calibra
 
 def choose(scenario: Scenario, progress: Progress,
            recalibrate: bool = False) -> tuple[Scenario, dict[str, Any]]:
-    """The scenario with its `rate: auto` links at the rate this machine carries (calibrating
-    first when there is no valid cache, or when asked), and the record for meta.json."""
+    """The scenario with its `rate: auto` links at the rate this machine carries, and the
+    record for meta.json: the calibration's cost model gives the first rung (calibrating
+    first when there is no valid cache, or when asked), the pilot on the scenario's own fabric
+    the rung chosen (testbed/run/pilot.py; its cached readings when this shape was piloted).
+    A `cluster:` scenario keeps the model's rung: the pilot measures this machine only."""
     found, why = calibration.cached()
     if found is None or recalibrate:
         found = calibrate(progress, why if found is None else "--calibrate")
@@ -84,6 +89,25 @@ def choose(scenario: Scenario, progress: Progress,
     choice = budget.choose_rate(scenario, found.cost())
     for line in choice.lines():
         progress.say(f"  {line}")
-    resolved = scenario.with_rate(choice.rate, scenario.name)
-    return resolved, {"links": list(scenario.auto_links()), "choice": choice.to_json(),
-                      "calibration": asdict(found), "cache": str(calibration.cache_path())}
+    record: dict[str, Any] = {"links": list(scenario.auto_links()), "choice": choice.to_json(),
+                              "calibration": asdict(found),
+                              "cache": str(calibration.cache_path()), "pilot": None}
+    rate = choice.rate
+    if scenario.cluster is None:
+        piloted = None if recalibrate else pilot.cached(scenario)
+        if piloted is None:
+            progress.say(f"  pilot: this scenario's fabric and workload for {pilot.WINDOW_S:g} s "
+                         f"a transport, from {format_rate(choice.rate)}")
+            piloted = pilot.run_pilot(scenario, choice.rate, progress)
+            progress.say(f"  pilot: cached in {pilot.save(piloted)}")
+            lines = piloted.lines()[-1:]  # the readings were said as they were taken
+        else:
+            progress.say(f"  pilot: cached ({pilot.cache_path(piloted.shape)})")
+            lines = piloted.lines()
+        for line in lines:
+            progress.say(f"  {line}")
+        rate, record["pilot"] = piloted.rate, piloted.to_json()
+    else:
+        progress.say("  pilot: not run for a cluster scenario (it measures this machine only): "
+                     "the model's rung stands")
+    return scenario.with_rate(rate, scenario.name), record

@@ -321,11 +321,14 @@ def _gather(network: Network, configs: dict[str, AgentConfig], out: Path) -> Non
 
 def run_agents(network: Network, scenario: Scenario, transport: str, out: Path,
                on_start: Callable[[float], None] | None = None,
-               mode: str | None = None) -> list[AgentOutcome]:
+               mode: str | None = None,
+               stop_after: float | None = None) -> list[AgentOutcome]:
     """Start every rank's agent, on the machine holding its host, wait for all, bring back
     what each wrote and return what each reported. `on_start` gets the common start time
     (wall clock) as soon as it is set: the fault timeline counts from it. `mode` overrides the
-    scenario's `agents.mode`."""
+    scenario's `agents.mode`. `stop_after`: seconds from the common start at which agents
+    still running are stopped (their results say so), for a measurement of the workload's
+    first seconds only (`rate: auto`'s pilot)."""
     out = out.absolute()  # agents start in their own folders: a relative path would miss
     out.mkdir(parents=True, exist_ok=True)
     configs = agent_configs(network.plan, scenario, transport, out)
@@ -350,7 +353,10 @@ def run_agents(network: Network, scenario: Scenario, transport: str, out: Path,
         if on_start is not None:
             on_start(start_at)
         watch = IterationWatch(files, progress_rule(scenario), start_at)
-        waited = wait_for_agents(procs, time.time() + deadline_for(scenario) + 10, watch=watch)
+        deadline = time.time() + deadline_for(scenario) + 10
+        if stop_after is not None:
+            deadline = min(deadline, start_at + stop_after)
+        waited = wait_for_agents(procs, deadline, watch=watch)
     finally:
         stop(procs)  # an error or a signal: no agent outlives the wait
         _gather(network, configs, out)

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from .helpers import CLI, ROOT, run_cli
+from .helpers import CLI, ROOT, build, run_cli, scenario_mod
 
 # 32 Python agents at 100 Mbit/s x 4 planes: far more per-packet work than 2 cores can do,
 # in a process each, so that their timers wait for a CPU whatever one packet costs them (pooled,
@@ -192,12 +192,48 @@ def test_rate_auto_calibrates_once_chooses_and_records(tmp_path: Path, results_d
     (run,) = results_dir.iterdir()
     m = meta(run)
     chosen = m["rate_auto"]["choice"]
-    # the rung from the cached numbers, computed here again by the pure arithmetic
+    # the model's rung from the cached numbers, computed here again by the pure arithmetic
     cost = budget.PacketCost(cal["agent_s"], cal["kernel_s_per_link"], cal["cores"])
     want = budget.choose_rate(parse(AUTO, "t"), cost)
     assert chosen["rate"] == want.rate in limits.AUTO_RATE_LADDER
-    assert m["facts"]["link_rates"] == {"host": want.rate, "fabric": want.rate}
+    # the pilot started there, measured the real machine, and its readings give the rung
+    piloted = m["rate_auto"]["pilot"]
+    readings = piloted["readings"]
+    assert readings[0]["rate"] == want.rate and readings[0]["transport"] == "mrc"
+    assert all(0 < r["busy"] <= 1 and r["window_s"] > 0 for r in readings), readings
+    shares: dict[int, float] = {}
+    for r in readings:
+        shares[r["rate"]] = max(shares.get(r["rate"], 0.0), r["busy"])
+    step = budget.pilot_step(shares)
+    assert step.measure is None and piloted["rate"] == step.rate in limits.AUTO_RATE_LADDER
+    assert m["facts"]["link_rates"] == {"host": step.rate, "fabric": step.rate}
+    (pilot_cache,) = (tmp_path / "cache").glob("pilot-*.json")
+    assert json.loads(pilot_cache.read_text())["rate"] == step.rate
     assert m["facts"]["real_rate"] == 400e9
     assert "Time dilation" in (run / "summary.txt").read_text()
     res = run_cli("validate", str(file), env=env)
     assert res.returncode == 0 and f"rate auto: {want.lines()[0].split(': ')[1]}" in res.stdout
+    assert "(the highest rung measured within" in res.stdout  # the pilot's, from its cache
+
+
+def test_the_pilot_reshapes_every_auto_port_in_place(tmp_path: Path):
+    """The pilot measures several rungs on one fabric: every port of an auto link class is
+    shaped at the new rate, the fixed class left as it was."""
+    from testbed.run import pilot
+    text = ("name: reshape\nfabric: {host_link: {rate: auto}, fabric_link: {rate: 30Mbit}, "
+            "mtu: 4200}\nqp: {mss: 4096}\n")
+    sc = scenario_mod.parse(text, "test")
+    network = build(yaml_at(text, "20Mbit"), tmp_path)
+    try:
+        pilot.reshape(network, sc, 5_000_000)
+        for node, dev in (("h0", "h0-eth0"), ("p0l0", "p0l0-eth0"), ("p1l1", "p1l1-eth1")):
+            classes = network.node(node).cmd(f"tc class show dev {dev}")
+            assert "rate 5Mbit ceil 5Mbit" in classes, (node, classes)
+        fabric_port = network.node("p0l0").cmd("tc class show dev p0l0-eth2")
+        assert "rate 30Mbit" in fabric_port, fabric_port
+    finally:
+        network.close()
+
+
+def yaml_at(text: str, rate: str) -> str:
+    return text.replace("rate: auto", f"rate: {rate}")

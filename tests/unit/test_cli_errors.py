@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from testbed import cli
+from testbed import cli, scenario
 from testbed.errors import TestbedError as Problem
 from testbed.run import runner
 
@@ -109,3 +109,13 @@ def test_validate_with_rate_auto_needs_no_root_and_says_what_run_will_do(tmp_pat
     rung = max(r for r in (200e3, 500e3, 1e6, 2e6, 5e6, 10e6, 25e6, 50e6, 100e6, 200e6)
                if r <= want)
     assert f"rate auto: {rung / 1e6:.3g} Mbit/s" in out, out
+    assert "pilot: not yet run for this scenario's shape" in out, out
+    # a pilot of this shape cached: its rung, not the model's, is what run will use
+    from testbed.run import pilot
+    sc = scenario.parse(f.read_text(), "t")
+    pilot.save(pilot.PilotResult(rate=200_000, fits=True, share=0.75, shape=pilot.shape(sc),
+                                 readings=[pilot.Reading(200_000, "mrc", 0.3, 4.0)]))
+    assert cli.main(["validate", str(f)]) == 0
+    out = capsys.readouterr().out
+    assert "pilot 200 kbit/s: mrc 30% of the cores busy" in out, out
+    assert "rate auto: 200 kbit/s (the highest rung measured within 75%)" in out, out

@@ -115,3 +115,34 @@ def test_dilation():
     sc = scenario.parse("name: x\nfabric: {host_link: {rate: 10Mbit}, real_rate: 400Gbit}\n", "t")
     assert budget.dilation(sc) == 40_000
     assert budget.dilation(scenario.parse("name: x\n", "t")) is None
+
+
+M = 1_000_000
+LADDER = (200_000, 500_000, M, 2 * M, 5 * M, 10 * M)
+
+
+def step(measured: dict[int, float]) -> budget.PilotStep:
+    return budget.pilot_step(measured, share=0.75, ladder=LADDER)
+
+
+def test_pilot_goes_down_until_a_rung_fits_and_chooses_it():
+    assert step({M: 0.84}) == budget.PilotStep(500_000, None, True)
+    # 40% at 500 kbit/s: 1 Mbit/s measured over already, so no step up
+    assert step({M: 0.84, 500_000: 0.40}) == budget.PilotStep(None, 500_000, True)
+
+
+def test_pilot_measures_the_next_rung_up_only_where_it_may_fit():
+    # 40% at 1 Mbit/s: 2 Mbit/s in proportion is 80%, within the machine: measured
+    assert step({M: 0.40}) == budget.PilotStep(2 * M, None, True)
+    # then 74%: within 75%, and 5 Mbit/s in proportion is 185%: 2 Mbit/s chosen
+    assert step({M: 0.40, 2 * M: 0.74}) == budget.PilotStep(None, 2 * M, True)
+    # 2 Mbit/s over: back to the highest rung within
+    assert step({M: 0.40, 2 * M: 0.78}) == budget.PilotStep(None, M, True)
+    # 60% at 1 Mbit/s: 120% at 2 Mbit/s in proportion, not worth measuring
+    assert step({M: 0.60}) == budget.PilotStep(None, M, True)
+
+
+def test_pilot_at_the_ends_of_the_ladder():
+    assert step({200_000: 0.9}) == budget.PilotStep(None, 200_000, False)
+    assert step({10 * M: 0.2}) == budget.PilotStep(None, 10 * M, True)
+    assert step({M: 0.75}) == budget.PilotStep(None, M, True)  # at the share: within

@@ -1,0 +1,211 @@
+"""`rate: auto` at the operating point: the scenario's own fabric and workload, run for a few
+seconds at a rung of the ladder, and the machine's busy share measured while they run.
+
+The calibration (testbed/emulation/calibration.py) measures a packet's cost on a 4-host fabric
+at 50 Mbit/s, and its cost model (testbed/fabric/budget.py) gives the first rung to try. A
+packet does not cost the same on a large fabric at a low rate: one wake-up serves fewer packets,
+a process serves more hosts and QPs, and the runner's telemetry sweeps more ports. Measured
+with `bench/scale.py` against the calibration of the same machine, a 64-host fabric at 1 Mbit/s
+cost 0.8x the calibration's agent CPU per packet on one machine and 1.4x on another. So the
+rung is chosen by measuring: the pilot runs each of the scenario's transports on one fabric
+(built at the first rung, its auto links re-shaped in place for the others), with the
+runner's telemetry and fidelity monitor running as in a run, stops the agents after
+`SETTLE_S + WINDOW_S`, and reads the machine's busy share over the window (the verdict's
+run-CPU share is bounded by it). `budget.pilot_step` picks the next rung or the choice.
+
+Faults and background traffic are left out: the pilot measures the workload's own load. The
+readings are cached per machine, kernel, agent code and scenario shape (`CACHE_DIR`), so a
+scenario is piloted once.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from testbed.emulation import calibration
+from testbed.emulation.cpu import summarize
+from testbed.emulation.fidelity_monitor import FidelityMonitor
+from testbed.emulation.network_api import Network
+from testbed.emulation.telemetry import Sampler
+from testbed.errors import TestbedError
+from testbed.fabric import budget
+from testbed.lifecycle.files import write_json
+from testbed.lifecycle.progress import Progress
+from testbed.run.build import fabric
+from testbed.run.traffic import run_agents
+from testbed.scenario import Scenario
+from testbed.scenario.units import format_rate
+
+SETTLE_S = 1.0  # s after the common start not measured: connections, the first writes
+WINDOW_S = 4.0  # s measured (shorter when the workload ends sooner)
+MIN_WINDOW_S = 1.0  # a workload done sooner than SETTLE_S + this is measured from its start
+IGNORED = ("name", "description", "faults", "background", "verify")  # not the load's shape
+
+
+@dataclass(frozen=True)
+class Reading:
+    """One transport at one rung: the machine's busy share over the measured window."""
+
+    rate: int
+    transport: str
+    busy: float
+    window_s: float
+
+
+@dataclass
+class PilotResult:
+    """Every reading, the rung chosen and whether it fits (cached, and in meta.json)."""
+
+    rate: int
+    fits: bool
+    share: float
+    readings: list[Reading] = field(default_factory=list)
+    shape: str = ""
+    measured: str = ""
+
+    def shares(self) -> dict[int, float]:
+        """Rung -> the heaviest transport's busy share there."""
+        out: dict[int, float] = {}
+        for r in self.readings:
+            out[r.rate] = max(out.get(r.rate, 0.0), r.busy)
+        return out
+
+    def lines(self) -> list[str]:
+        by_rate: dict[int, list[Reading]] = {}
+        for r in self.readings:
+            by_rate.setdefault(r.rate, []).append(r)
+        lines = [f"pilot {format_rate(rate)}: " + ", ".join(
+                     f"{r.transport} {r.busy:.0%}" for r in rs) + " of the cores busy"
+                 for rate, rs in sorted(by_rate.items())]
+        verdict = (f"rate auto: {format_rate(self.rate)} (the highest rung measured within "
+                   f"{self.share:.0%})" if self.fits else
+                   f"rate auto: {format_rate(self.rate)}, the lowest rung, is OVER "
+                   f"{self.share:.0%} (the run will likely be not faithful: fewer ranks, fewer "
+                   f"planes or larger packets would fit)")
+        return [*lines, verdict]
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def shape(scenario: Scenario) -> str:
+    """A digest of what sets the scenario's load per rung (fabric, workload, transports,
+    agents, telemetry: everything but its name, faults, background and probes) and of the
+    agents' code and build."""
+    data = scenario.model_dump(mode="json")
+    for key in IGNORED:
+        data.pop(key, None)
+    data["workload"].pop("iterations", None)  # the pilot measures the first seconds
+    text = json.dumps(data, sort_keys=True) + calibration.agent_code()
+    text += repr((budget.PILOT_SHARE, SETTLE_S, WINDOW_S))
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def cache_path(digest: str) -> Path:
+    return calibration.CACHE_DIR / (f"pilot-{calibration.machine_id()}-"
+                                    f"{os.uname().release}-{digest}.json")
+
+
+def cached(scenario: Scenario) -> PilotResult | None:
+    """The pilot of this scenario's shape on this machine, kernel and agent code, if any."""
+    digest = shape(scenario)
+    try:
+        data = json.loads(cache_path(digest).read_text())
+        data["readings"] = [Reading(**r) for r in data["readings"]]
+        found = PilotResult(**data)
+    except (OSError, ValueError, TypeError, KeyError):
+        return None
+    return found if found.shape == digest else None
+
+
+def reshape(network: Network, scenario: Scenario, rate: int) -> None:
+    """Every port of the scenario's `rate: auto` link classes shaped at `rate`, in place."""
+    auto = set(scenario.auto_links())
+    for link in network.plan.links:
+        if f"{link.kind}_link" in auto:
+            for port in (link.lower, link.upper):
+                network.set_port_rate(port, link, rate)
+
+
+def measure(network: Network, scenario: Scenario, transport: str, rate: int) -> Reading:
+    """Run `scenario` (its auto links already at `rate`) over `transport` for the window,
+    with the run's telemetry and monitor, and read the machine's busy share over it."""
+    marks: dict[str, float] = {}
+    sampler = Sampler(network, scenario.telemetry.period)
+    monitor = FidelityMonitor(network)
+    with tempfile.TemporaryDirectory(prefix="mrc-pilot-") as tmp:
+        monitor.start()
+        sampler.start()
+        try:
+            outcomes = run_agents(network, scenario, transport, Path(tmp) / "agents",
+                                  on_start=lambda t0: marks.update(start=t0),
+                                  stop_after=SETTLE_S + WINDOW_S)
+            marks["end"] = time.time()
+        finally:
+            sampler.stop()
+            monitor.stop()
+    failed = [o for o in outcomes
+              if o.result.get("status") != "ok" and "stopped_by_runner" not in o.result]
+    if failed or "start" not in marks:
+        why = f"{failed[0].host}: {failed[0].result.get('error')}" if failed else "no start"
+        raise TestbedError(f"rate auto's pilot over {transport} at {format_rate(rate)} "
+                           f"failed: {why}",
+                           "the scenario's own run would fail alike: run it at a fixed rate "
+                           "to see its agents' logs")
+    start, end = marks["start"], min(marks["end"], marks["start"] + SETTLE_S + WINDOW_S)
+    if end - start >= SETTLE_S + MIN_WINDOW_S:
+        start += SETTLE_S
+    rows = [r for m in monitor.machines for r in m.cpu_rows if r["time"] <= end + 1e-3]
+    busy = summarize(rows, start)["busy_mean"]
+    if busy is None:
+        raise TestbedError("rate auto's pilot read no CPU samples over its window",
+                           "run again on a machine whose /proc/stat is readable")
+    return Reading(rate, transport, busy, round(end - start, 3))
+
+
+def run_pilot(scenario: Scenario, first: int, progress: Progress) -> PilotResult:
+    """Pilot `scenario` (with `rate: auto` links) from rung `first` until a rung is chosen."""
+    result = PilotResult(rate=first, fits=True, share=budget.PILOT_SHARE, shape=shape(scenario))
+    rate: int | None = first
+    with progress.phase("pilot") as info, \
+            fabric(_at(scenario, first), progress,
+                   run_id=f"pilot-{os.getpid()}-{time.monotonic_ns()}") as net:
+        shaped = first
+        while rate is not None:
+            if rate != shaped:
+                reshape(net, scenario, rate)
+                shaped = rate
+            at = _at(scenario, rate)
+            for transport in scenario.transport:
+                reading = measure(net, at, transport, rate)
+                result.readings.append(reading)
+                progress.say(f"  pilot {format_rate(rate)} over {transport}: "
+                             f"{reading.busy:.0%} of the cores busy")
+                if reading.busy > budget.PILOT_SHARE:
+                    break  # over already: the other transport cannot bring it within
+            step = budget.pilot_step(result.shares(), budget.PILOT_SHARE)
+            rate = step.measure
+            if rate is None:
+                result.rate, result.fits = step.rate or first, step.fits
+        info["done"] = f"{len(result.readings)} measurements, {format_rate(result.rate)} chosen"
+    result.measured = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    return result
+
+
+def save(result: PilotResult) -> Path:
+    path = cache_path(result.shape)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    write_json(path, result.to_json())
+    return path
+
+
+def _at(scenario: Scenario, rate: int) -> Scenario:
+    """The scenario at `rate` (validated again there), without its faults and background."""
+    return scenario.with_rate(rate, scenario.name).model_copy(
+        update={"faults": [], "background": []})
