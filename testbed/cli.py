@@ -66,8 +66,9 @@ def _parser() -> argparse.ArgumentParser:
                    help="exit with code 7 when a run's fidelity verdict is not `faithful` "
                         "(its numbers may measure the CPU, not the network); results are kept")
     r.add_argument("--calibrate", action="store_true",
-                   help="measure this machine's packet budget again before the run (what "
-                        "`rate: auto` chooses from; otherwise the cached one is used)")
+                   help="measure this machine's packet budget and pilot the scenario again "
+                        "before the run (what `rate: auto` chooses from; otherwise the cached "
+                        "ones are used)")
     r.add_argument("--quiet", action="store_true", help="only errors")
     r.add_argument("--no-report", action="store_true",
                    help="skip the report (HTML and figures) and the summary at the end")
