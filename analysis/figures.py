@@ -192,13 +192,18 @@ def goodput(totals: dict[str, pd.Series], disturbances: pd.DataFrame,
     return fig
 
 
+LABELLED_ROWS = 48  # heatmap rows a panel labels one by one, and grows with
+
+
 def utilisation_heatmap(panels: list[tuple[str, pd.DataFrame, list]], bin_s: float,
                         disturbances: pd.DataFrame, title: str) -> Figure:
     """One heatmap per panel (name, grid, a group key per row; rows: planes or ports;
     columns: time bins of `bin_s`) of the share of nominal link rate sent; a white line
     between rows of different groups (planes, host or fabric ports), faults as dashed
-    lines. Row labels are dropped past 48 rows; the group lines stay."""
-    heights = [max(1.2, 0.16 * len(g) + 0.6) for _, g, _ in panels]
+    lines. Past LABELLED_ROWS rows a panel drops its row labels (the group lines stay) and
+    stops growing: 768 ports keep 1.6 pixels a row at 150 dpi, where a panel 0.16 in a row
+    tall was 123 in (18,000 pixels) and took most of a 64-host report's time to write."""
+    heights = [max(1.2, 0.16 * min(len(g), LABELLED_ROWS) + 0.6) for _, g, _ in panels]
     fig, axes = plt.subplots(len(panels), 1, figsize=(7.5, sum(heights) + 0.9),
                              gridspec_kw={"height_ratios": heights}, sharex=True,
                              squeeze=False, layout="constrained")
@@ -208,8 +213,9 @@ def utilisation_heatmap(panels: list[tuple[str, pd.DataFrame, list]], bin_s: flo
         image = ax.imshow(grid.to_numpy(dtype=float), aspect="auto", interpolation="nearest",
                           cmap="viridis", vmin=0, vmax=1, extent=(0, t_end, len(grid), 0))
         ax.grid(False)
-        ax.set_yticks(np.arange(len(grid)) + 0.5)
-        ax.set_yticklabels([str(r) for r in grid.index] if len(grid) <= 48 else [],
+        labelled = len(grid) <= LABELLED_ROWS
+        ax.set_yticks(np.arange(len(grid)) + 0.5 if labelled else [])
+        ax.set_yticklabels([str(r) for r in grid.index] if labelled else [],
                            fontsize=7 if len(grid) > 12 else 8)
         ax.set_title(name, fontsize=9, loc="left")
         for y in [i for i in range(1, len(groups)) if groups[i] != groups[i - 1]]:
@@ -276,9 +282,13 @@ def ev_timeline(segments: pd.DataFrame, disturbances: pd.DataFrame, t_end: float
     `hosts` names the peer ranks. A run without EVs (RoCEv2) or without changes says so in
     the plot."""
     key = ["host", "peer", "qpn", "ev"]
-    changed = segments.groupby(key).filter(lambda g: (g["state"] != "GOOD").any()) \
-        if not segments.empty else segments
-    lanes = list(changed.groupby(key, sort=True).groups)[:max_lanes] if len(changed) else []
+    changed = segments
+    if not segments.empty:  # every segment of an EV with one segment not GOOD
+        bad = segments["state"].ne("GOOD").groupby([segments[k] for k in key]).transform("any")
+        changed = segments[bad]
+    groups = changed.groupby(key, sort=True)
+    lanes = list(groups.groups)[:max_lanes] if len(changed) else []
+    n_changed = groups.ngroups if len(changed) else 0
     total = segments.groupby(key).ngroups if not segments.empty else 0
     fig, ax = plt.subplots(figsize=(7.5, max(2.2, 0.28 * len(lanes) + 1.4)))
     _mark_disturbances(ax, disturbances, None, t_end, labels=False)
@@ -288,7 +298,7 @@ def ev_timeline(segments: pd.DataFrame, disturbances: pd.DataFrame, t_end: float
         message = f"all {total} EVs stayed in their state the whole run (no change)"
     else:
         message = ""
-    by_lane = dict(list(changed.groupby(key))) if lanes else {}
+    by_lane = {lane: groups.get_group(lane) for lane in lanes}
     for y, lane in enumerate(lanes):
         for state, part in by_lane[lane].groupby("state"):
             ax.broken_barh(list(zip(part["start"], part["end"] - part["start"])),
@@ -303,9 +313,9 @@ def ev_timeline(segments: pd.DataFrame, disturbances: pd.DataFrame, t_end: float
     if message:
         ax.text(0.5, 0.5, message, transform=ax.transAxes, ha="center", va="center")
         ax.set_yticks([])
-    shown = (f"{len(changed.groupby(key))} of {total} EVs changed state"
-             + (f", first {len(lanes)} shown" if len(lanes) < changed.groupby(key).ngroups
-                else "") + "; the others stayed as they were") if lanes else f"{total} EVs"
+    shown = (f"{n_changed} of {total} EVs changed state"
+             + (f", first {len(lanes)} shown" if len(lanes) < n_changed else "")
+             + "; the others stayed as they were") if lanes else f"{total} EVs"
     ax.set_title(f"{title} ({shown})", fontsize=9)
     ax.legend(handles=[Patch(**_STATE_STYLE[s], label=s) for s in _STATE_STYLE] +
               [Patch(facecolor="#999999", alpha=0.4, hatch="\\\\", label="fault")],

@@ -7,6 +7,7 @@ list of views: one for a run's report, several for a comparison.
 from __future__ import annotations
 
 import html
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -102,12 +103,23 @@ class RunView:
             out["port_drops"] = totals[drops].to_numpy().sum()
         return out
 
-    def utilisation(self) -> tuple[pd.DataFrame, pd.DataFrame]:
-        """Heatmap grids: per plane (mean over its ports), and per port (label, in plan
-        order)."""
-        planes = metrics.utilisation_grid(self.port_rates, self.bin_s, self.t_end, "plane")
+    def heatmap_bin(self) -> float:
+        """The heatmaps' bin: the goodput's, widened to a whole multiple of it that holds the
+        telemetry's sampling interval (its 90th percentile over the ports), so that a bin
+        without a sample (a blank stripe) is rare: the sampler's period stretches with the
+        fabric's size (0.6 s at 64 hosts against 0.1 s bins)."""
+        intervals = self.port_rates.groupby("label")["time"].diff().dropna()
+        if intervals.empty:
+            return self.bin_s
+        return self.bin_s * max(1, math.ceil(float(intervals.quantile(0.9)) / self.bin_s
+                                             - 1e-9))
+
+    def utilisation(self, bin_s: float) -> tuple[pd.DataFrame, pd.DataFrame]:
+        """Heatmap grids in bins of `bin_s`: per plane (mean over its ports), and per port
+        (label, in plan order)."""
+        planes = metrics.utilisation_grid(self.port_rates, bin_s, self.t_end, "plane")
         planes.index = [f"plane {p}" for p in planes.index]
-        per_port = metrics.utilisation_grid(self.port_rates, self.bin_s, self.t_end, "label")
+        per_port = metrics.utilisation_grid(self.port_rates, bin_s, self.t_end, "label")
         return planes, per_port.reindex(self.ports["label"])
 
 
@@ -159,10 +171,11 @@ def utilisation_figure(views: list[RunView]) -> Figure:
     """Per plane for every run; per port too for a single run (a comparison would need one
     tall panel per run)."""
     panels: list[tuple[str, pd.DataFrame, list]] = []
+    bin_s = max(v.heatmap_bin() for v in views)
     for v in views:
         if v.port_rates.empty:
             continue
-        planes, per_port = v.utilisation()
+        planes, per_port = v.utilisation(bin_s)
         panels.append((f"{v.label}: mean over each plane's ports", planes,
                        list(range(len(planes)))))
         if len(views) == 1:
@@ -170,13 +183,13 @@ def utilisation_figure(views: list[RunView]) -> Figure:
             panels.append(((f"{v.label}: each port, sender→receiver, by plane "
                             f"(host ports, then leaf–spine)"), per_port, groups))
             if not v.ev_rates.empty:
-                evs = metrics.utilisation_grid(v.ev_rates, v.bin_s, v.t_end, "label")
+                evs = metrics.utilisation_grid(v.ev_rates, bin_s, v.t_end, "label")
                 pairs = [label.split(" p")[0] for label in evs.index]
                 busy = evs.groupby(pairs).transform("sum").sum(axis=1) > 0
                 evs = evs[busy.to_numpy()]
                 title = f"{v.label}: each EV of the QPs that sent (sender→receiver, plane, spine)"
                 panels.append((title, evs, [label.split("→")[0] for label in evs.index]))
-    return figures.utilisation_heatmap(panels, views[0].bin_s, views[0].disturbances,
+    return figures.utilisation_heatmap(panels, bin_s, views[0].disturbances,
                                        _title(views, "Link utilisation"))
 
 
