@@ -68,8 +68,8 @@ class RateChoice:
     def lines(self) -> list[str]:
         """The arithmetic, in the order a reader checks it."""
         us = 1e6
-        head = (f"rate auto: {format_rate(self.rate)}" if self.fits else
-                f"rate auto: {format_rate(self.rate)}, the lowest rung, is OVER the budget "
+        head = (f"model: {format_rate(self.rate)}" if self.fits else
+                f"model: {format_rate(self.rate)}, the lowest rung, is OVER the budget "
                 f"(the run will likely be not faithful: fewer ranks, fewer planes or larger "
                 f"packets would fit)")
         return [

@@ -212,7 +212,7 @@ def test_rate_auto_calibrates_once_chooses_and_records(tmp_path: Path, results_d
     assert m["facts"]["real_rate"] == 400e9
     assert "Time dilation" in (run / "summary.txt").read_text()
     res = run_cli("validate", str(file), env=env)
-    assert res.returncode == 0 and f"rate auto: {want.lines()[0].split(': ')[1]}" in res.stdout
+    assert res.returncode == 0 and f"model: {want.lines()[0].split(': ')[1]}" in res.stdout
     assert "(the highest rung measured within" in res.stdout  # the pilot's, from its cache
 
 

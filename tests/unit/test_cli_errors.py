@@ -108,7 +108,7 @@ def test_validate_with_rate_auto_needs_no_root_and_says_what_run_will_do(tmp_pat
     want = 0.8 * cores * 33_584 / (8 * 115e-6)
     rung = max(r for r in (200e3, 500e3, 1e6, 2e6, 5e6, 10e6, 25e6, 50e6, 100e6, 200e6)
                if r <= want)
-    assert f"rate auto: {rung / 1e6:.3g} Mbit/s" in out, out
+    assert f"model: {rung / 1e6:.3g} Mbit/s" in out, out
     assert "pilot: not yet run for this scenario's shape" in out, out
     # a pilot of this shape cached: its rung, not the model's, is what run will use
     from testbed.run import pilot

@@ -4,9 +4,9 @@ from __future__ import annotations
 import matplotlib
 
 matplotlib.use("Agg")
-import pandas as pd  # noqa: E402
+import pandas as pd
 
-from analysis.figures import ev_timeline  # noqa: E402
+from analysis.figures import ev_timeline
 
 NO_FAULTS = pd.DataFrame(columns=["source", "kind", "label", "start", "end"])
 

@@ -6,12 +6,12 @@ from types import SimpleNamespace
 import matplotlib
 
 matplotlib.use("Agg")
-import numpy as np  # noqa: E402
-import pandas as pd  # noqa: E402
-import pytest  # noqa: E402
+import numpy as np
+import pandas as pd
+import pytest
 
-from analysis.figures import utilisation_heatmap  # noqa: E402
-from analysis.report import RunView  # noqa: E402
+from analysis.figures import utilisation_heatmap
+from analysis.report import RunView
 
 NO_FAULTS = pd.DataFrame(columns=["source", "kind", "label", "start", "end"])
 
