@@ -1,7 +1,8 @@
-"""Telemetry of every port while the workload runs: counters sampled on a fixed period.
+"""Telemetry of every port while the workload runs: counters sampled on a period.
 
 The period is the scenario's `telemetry.period`, or by default 10 Hz stretched until a sweep
-over every port takes at most SWEEP_BUDGET of a core (measured once before the traffic):
+over every port takes at most SWEEP_BUDGET of a core (measured before the traffic, then on
+every sweep while it runs, where a sweep costs more):
 the sampler shares the cores with the agents, and on ref-64 (112 nodes, 30-67 ms a sweep) the
 fixed 0.25 s it had took 27% of a core: 14 of the 95 points of the run's CPU with which MRC at
 1 Mbit/s was judged not faithful (the bound is 90%; the stretched period left the runner 6-8).
@@ -29,6 +30,7 @@ from testbed.emulation.network_api import Network
 
 SWEEP_BUDGET = 0.05  # share of one core the port sweeps may take (a default period stretches)
 QUEUE_BUDGET = 0.05  # share of one core the queue statistics may take
+SWEEP_SMOOTHING = 0.2  # weight of the newest sweep in the running mean of a sweep's cost
 _QUEUE_FIELDS = ("ecn_marked", "trimmed", "bpf_dropped", "lossless_overflow", "vq_bytes")
 _FIELDS = ("rx_bytes", "rx_packets", "rx_errors", "rx_drop", "tx_bytes", "tx_packets",
            "tx_errors", "tx_drop")
@@ -51,6 +53,7 @@ class Sampler:
         self.cpu_seconds = 0.0
         self.samples = 0
         self.queue_every = 1  # read queue stats every k-th sample (adapted to their cost)
+        self._sweep_cost: float | None = None  # running mean of a sweep's CPU, s
         self.error: str | None = None
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="telemetry", daemon=True)
@@ -88,14 +91,23 @@ class Sampler:
             self.cpu_seconds = time.thread_time() - t_cpu
 
     def _sample(self) -> None:
+        """One sweep into rows. Its CPU (the read and the rows) keeps the budgets: a sweep
+        with queue statistics sets how often they are read; with a default period, the others
+        stretch it further while the traffic runs, where a sweep costs more than on the idle
+        machine `_fit_period` measured (ref-64: the sampler took 14-16% of a core against
+        its 5% budget for sweeps)."""
         with_queues = self.samples % self.queue_every == 0 or self._stop.is_set()
         t0 = time.thread_time()
         for name, ports in self.network.sample_ports(with_queues).items():
             for ifname, (c, backlog, drops, bpf, read_at) in ports.items():
                 self._row(read_at, name, ifname, c, (backlog, drops), _bpf_fields(bpf))
+        cost = time.thread_time() - t0
         if with_queues:
-            cost = time.thread_time() - t0
             self.queue_every = max(1, math.ceil(cost / (QUEUE_BUDGET * self.period)))
+        elif self._stretch:
+            mean = cost if self._sweep_cost is None else self._sweep_cost
+            self._sweep_cost = mean + SWEEP_SMOOTHING * (cost - mean)
+            self.period = max(self.period, self._sweep_cost / SWEEP_BUDGET)
         self.samples += 1
 
     def _row(self, now: float, name: str, ifname: str, c, q, bpf: dict) -> None:

@@ -20,17 +20,19 @@ def _spend(seconds: float) -> None:
 
 
 class Ports:
-    """A network as the sampler sees it: its plan and its ports' counters, 1 ms a sample with
-    queue statistics (a netlink dump's cost, on the sampler's own thread), `sweep` s without."""
+    """A network as the sampler sees it: its plan and its ports' counters, `sweep` s of CPU a
+    sample (`loaded` s after the first two, as traffic starts), 1 ms more with queue
+    statistics (a netlink dump's cost, on the sampler's own thread)."""
 
-    def __init__(self, sweep: float = 0.0) -> None:
+    def __init__(self, sweep: float = 0.0, loaded: float | None = None) -> None:
         self.plan = PLAN
         self.sweep = sweep
+        self.loaded = sweep if loaded is None else loaded  # a sweep's cost once traffic runs
         self.asked: list[bool] = []
 
     def sample_ports(self, queues: bool) -> dict[str, dict[str, list]]:
         self.asked.append(queues)
-        _spend(0.001 if queues else self.sweep)
+        _spend((0.001 if queues else 0.0) + (self.sweep if len(self.asked) <= 2 else self.loaded))
         fifo = [10, 11] if queues else [None, None]
         bpf = {"marked": 1, "trimmed": 2, "dropped": 3, "queue": 4, "overflow": 5}
         return {name: {p.ifname: [list(range(8)), *fifo, bpf if router(name) else None,
@@ -84,3 +86,16 @@ def test_a_default_period_stretches_to_the_sweeps_cost():
     given.start()
     given.stop()
     assert given.period == 0.05
+
+
+def test_a_default_period_stretches_further_when_sweeps_cost_more_under_load():
+    """1 ms a sweep on the idle machine (the fit keeps 10 Hz), 10 ms once the traffic runs:
+    the period follows the running mean of the sweeps' cost toward 10 ms / a twentieth of a
+    core = 0.2 s, and never shrinks."""
+    network = Ports(sweep=0.001, loaded=0.01)
+    sampler = Sampler(network, period=None)  # type: ignore[arg-type]
+    sampler.start()
+    time.sleep(1.5)
+    sampler.stop()
+    assert 0.14 <= sampler.period <= 0.21, sampler.period
+    assert sampler.cpu_seconds <= 0.12 * 1.5 + 0.03  # about a tenth of a core, not a fifth
