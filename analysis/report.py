@@ -20,6 +20,7 @@ from . import figures, metrics
 from .load import Run
 
 BIN_S = 0.1  # goodput and heatmap bins: the telemetry's period on small fabrics
+JITTER_BINS = 0.1  # of a bin: how far past a bin's width the sampling interval may reach
 FRACTION = 0.9  # recovered = goodput back to this share of its level before the event
 PRE_WINDOW = 1.0  # s of goodput before an event that make its level
 COUNTERS = ("retransmits", "timeouts", "nacks_sent", "trims_received")
@@ -105,14 +106,15 @@ class RunView:
 
     def heatmap_bin(self) -> float:
         """The heatmaps' bin: the goodput's, widened to a whole multiple of it that holds the
-        telemetry's sampling interval (its 90th percentile over the ports), so that a bin
-        without a sample (a blank stripe) is rare: the sampler's period stretches with the
-        fabric's size (0.6 s at 64 hosts against 0.1 s bins)."""
+        telemetry's sampling interval (its 90th percentile over the ports, a tenth of a bin
+        of jitter allowed), so that a bin without a sample (a blank stripe) is rare: the
+        sampler's period stretches with the fabric's size (0.6 s and more at 64 hosts
+        against 0.1 s bins)."""
         intervals = self.port_rates.groupby("label")["time"].diff().dropna()
         if intervals.empty:
             return self.bin_s
         return self.bin_s * max(1, math.ceil(float(intervals.quantile(0.9)) / self.bin_s
-                                             - 1e-9))
+                                             - JITTER_BINS))
 
     def utilisation(self, bin_s: float) -> tuple[pd.DataFrame, pd.DataFrame]:
         """Heatmap grids in bins of `bin_s`: per plane (mean over its ports), and per port

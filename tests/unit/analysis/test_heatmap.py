@@ -26,6 +26,9 @@ def test_the_bin_widens_to_whole_goodput_bins_that_hold_a_sample():
     bin_of = RunView.heatmap_bin
     assert bin_of(SimpleNamespace(port_rates=rates(0.63), bin_s=0.1)) == pytest.approx(0.7)
     assert bin_of(SimpleNamespace(port_rates=rates(0.1), bin_s=0.1)) == pytest.approx(0.1)
+    # a sampler a little late (10 Hz, 105 ms apart) keeps the goodput's bins
+    assert bin_of(SimpleNamespace(port_rates=rates(0.105), bin_s=0.1)) == pytest.approx(0.1)
+    assert bin_of(SimpleNamespace(port_rates=rates(0.115), bin_s=0.1)) == pytest.approx(0.2)
     assert bin_of(SimpleNamespace(port_rates=rates(0.05), bin_s=0.1)) == pytest.approx(0.1)
     empty = pd.DataFrame(columns=["label", "time", "util"])
     assert bin_of(SimpleNamespace(port_rates=empty, bin_s=0.1)) == 0.1
