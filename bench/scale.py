@@ -2,9 +2,10 @@
 """Ring all-reduce at growing host counts: share of the ideal busbw, the run's fidelity verdict,
 and what it cost in CPU.
 
-The fabric of the fidelity issue: 4 planes x 4 spines, 8 hosts per leaf (2 leaves of 4 hosts
-at 8 hosts), every link at 10 Mbit/s (or `--rate auto`: the rate this machine's calibrated
-packet budget carries, chosen per host count) with 100 KB buffers, a 1 MiB all-reduce (1 warmup
+The fabric: 4 planes x 4 spines, 8 hosts per leaf (2 leaves of 4 hosts at 8 hosts), every link
+at 10 Mbit/s (or `--rate auto`: what `rate: auto` chooses for one run of all the transports
+asked for, its model and its pilot, per host count, so that they compare at one rate; on
+`--against`'s checkout, its own choice) with 100 KB buffers, a 1 MiB all-reduce (1 warmup
 + 3 timed iterations), quickstart's packets (4096 B payload, MTU 4200; `--mss 1024 --mtu 1500`
 for the scenario default, four times the packets). Each row is a whole `mrc-testbed run` (its
 results in a temporary folder, or `--results`): fresh fabric, the fidelity monitor, the verdict.
@@ -62,8 +63,11 @@ from hostagent import compiled  # noqa: E402
 from testbed import scenario as scenario_mod  # noqa: E402
 from testbed.emulation.calibration import CACHE_DIR, agents_cpu, agents_cpu_split  # noqa: E402
 from testbed.errors import TestbedError  # noqa: E402
+from testbed.lifecycle import registry  # noqa: E402
 from testbed.lifecycle.progress import Progress  # noqa: E402
+from testbed.run import calibrate  # noqa: E402
 from testbed.run.runner import RunOptions, run  # noqa: E402
+from testbed.scenario.units import format_rate  # noqa: E402
 
 SCENARIO = """name: scale-{hosts}
 fabric: {{planes: 4, leaves_per_plane: {leaves}, spines_per_plane: 4, hosts_per_leaf: {per_leaf},
@@ -237,12 +241,14 @@ def main() -> None:
             base.mkdir(parents=True, exist_ok=True)
             for hosts in args.hosts:
                 for mode in args.modes:
+                    rate = auto_rate(hosts, mode, transports, args) if args.rate == "auto" \
+                        else args.rate
                     for transport in transports:
-                        for checkout in runs_on[:-1]:  # the other commit, then this one
-                            _row(hosts, mode, transport, args, base, checkout)
-                        for build in builds:
+                        for checkout in runs_on[:-1]:  # the other commit (its own auto), then
+                            _row(hosts, mode, transport, args.rate, args, base, checkout)
+                        for build in builds:  # this one
                             use_build(build)
-                            _row(hosts, mode, transport, args, base)
+                            _row(hosts, mode, transport, rate, args, base)
     finally:  # this process's environment as it was
         if environ is None:
             os.environ.pop(compiled.PURE, None)
@@ -250,9 +256,23 @@ def main() -> None:
             os.environ[compiled.PURE] = environ
 
 
-def _row(hosts: int, mode: str, transport: str, args: argparse.Namespace, base: Path,
-         checkout: Checkout = THIS) -> None:
-    sc, text = scenario(hosts, mode, transport, args.rate, args.size, args.mss, args.mtu,
+def auto_rate(hosts: int, mode: str, transports: list[str], args: argparse.Namespace) -> str:
+    """`rate: auto`'s choice for the row group, as a run of all its transports makes it (the
+    pilot measures each, the rate fits the heaviest), so that the transports' rows run at one
+    rate, as they would in one scenario."""
+    sc, _ = scenario(hosts, mode, ", ".join(transports), "auto", args.size, args.mss, args.mtu,
+                     args.processes)
+    with registry.run_lock():
+        resolved, _ = calibrate.choose(sc, Progress(quiet=True))
+    rate = resolved.fabric.host_link.rate
+    print(f"{hosts:>5} {mode:>9}  rate auto for {', '.join(transports)}: "
+          f"{format_rate(rate)}", flush=True)
+    return str(rate)
+
+
+def _row(hosts: int, mode: str, transport: str, rate: str, args: argparse.Namespace,
+         base: Path, checkout: Checkout = THIS) -> None:
+    sc, text = scenario(hosts, mode, transport, rate, args.size, args.mss, args.mtu,
                         args.processes)
     r = run_one(sc, text, base, checkout)
     at = "" if checkout == THIS else f"@{checkout.commit()}"

@@ -46,6 +46,7 @@ SETTLE_S = 1.0  # s after the common start not measured: connections, the first 
 WINDOW_S = 4.0  # s measured (shorter when the workload ends sooner)
 MIN_WINDOW_S = 1.0  # a workload done sooner than SETTLE_S + this is measured from its start
 IGNORED = ("name", "description", "faults", "background", "verify")  # not the load's shape
+METHOD = "machine busy from SETTLE_S to the window's end or the last iteration's"  # in the key
 
 
 @dataclass(frozen=True)
@@ -103,7 +104,7 @@ def shape(scenario: Scenario) -> str:
         data.pop(key, None)
     data["workload"].pop("iterations", None)  # the pilot measures the first seconds
     text = json.dumps(data, sort_keys=True) + calibration.agent_code()
-    text += repr((budget.PILOT_SHARE, SETTLE_S, WINDOW_S))
+    text += repr((budget.PILOT_SHARE, SETTLE_S, WINDOW_S, METHOD))
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
@@ -150,6 +151,10 @@ def measure(network: Network, scenario: Scenario, transport: str, rate: int) -> 
         finally:
             sampler.stop()
             monitor.stop()
+        if not any("stopped_by_runner" in o.result for o in outcomes):
+            # done within the window: it ends with the last iteration, not with the agents'
+            # writing their files and exiting (a burst of CPU that is not the traffic's)
+            marks["end"] = min(marks["end"], traffic_end(Path(tmp) / "agents") or marks["end"])
     failed = [o for o in outcomes
               if o.result.get("status") != "ok" and "stopped_by_runner" not in o.result]
     if failed or "start" not in marks:
@@ -167,6 +172,18 @@ def measure(network: Network, scenario: Scenario, transport: str, rate: int) -> 
         raise TestbedError("rate auto's pilot read no CPU samples over its window",
                            "run again on a machine whose /proc/stat is readable")
     return Reading(rate, transport, busy, round(end - start, 3))
+
+
+def traffic_end(agents_dir: Path) -> float | None:
+    """When the last iteration of any host ended (wall clock, its iterations.json); None when
+    none did."""
+    ends: list[float] = []
+    for path in agents_dir.glob("*/iterations.json"):
+        try:
+            ends += [r["end"] for r in json.loads(path.read_text()) if r.get("end") is not None]
+        except (OSError, ValueError, TypeError, KeyError):
+            continue
+    return max(ends, default=None)
 
 
 def run_pilot(scenario: Scenario, first: int, progress: Progress) -> PilotResult:
