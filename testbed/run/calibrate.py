@@ -74,13 +74,15 @@ def calibrate(progress: Progress, why: str = "asked for") -> calibration.Calibra
     return found
 
 
-def choose(scenario: Scenario, progress: Progress,
-           recalibrate: bool = False) -> tuple[Scenario, dict[str, Any]]:
+def choose(scenario: Scenario, progress: Progress, recalibrate: bool = False,
+           workload: bool = True) -> tuple[Scenario, dict[str, Any]]:
     """The scenario with its `rate: auto` links at the rate this machine carries, and the
     record for meta.json: the calibration's cost model gives the first rung (calibrating
     first when there is no valid cache, or when asked), the pilot on the scenario's own fabric
     the rung chosen (testbed/run/pilot.py; its cached readings when this shape was piloted).
-    A `cluster:` scenario keeps the model's rung: the pilot measures this machine only."""
+    A `cluster:` scenario keeps the model's rung: the pilot measures this machine only. So
+    does a run without a workload (`workload=False`: --verify-only, --hold, --cli), with no
+    traffic to measure, unless a pilot of its shape is cached."""
     found, why = calibration.cached()
     if found is None or recalibrate:
         found = calibrate(progress, why if found is None else "--calibrate")
@@ -93,8 +95,11 @@ def choose(scenario: Scenario, progress: Progress,
                               "calibration": asdict(found),
                               "cache": str(calibration.cache_path()), "pilot": None}
     rate = choice.rate
-    if scenario.cluster is None:
-        piloted = None if recalibrate else pilot.cached(scenario)
+    piloted = None if recalibrate or scenario.cluster is not None else pilot.cached(scenario)
+    if piloted is None and not workload:
+        progress.say("  pilot: not run without a workload (no traffic to measure): the "
+                     "model's rung stands")
+    elif scenario.cluster is None:
         if piloted is None:
             progress.say(f"  pilot: this scenario's fabric and workload for {pilot.WINDOW_S:g} s "
                          f"a transport, from {format_rate(choice.rate)}")

@@ -166,8 +166,9 @@ def measure(network: Network, scenario: Scenario, transport: str, rate: int) -> 
     start, end = marks["start"], min(marks["end"], marks["start"] + SETTLE_S + WINDOW_S)
     if end - start >= SETTLE_S + MIN_WINDOW_S:
         start += SETTLE_S
-    rows = [r for m in monitor.machines for r in m.cpu_rows if r["time"] <= end + 1e-3]
-    busy = summarize(rows, start)["busy_mean"]
+    rows = sorted((r for m in monitor.machines for r in m.cpu_rows), key=lambda r: r["time"])
+    last = next((i for i, r in enumerate(rows) if r["time"] >= end), len(rows) - 1)
+    busy = summarize(rows[:last + 1], start)["busy_mean"]  # to the sample holding the end
     if busy is None:
         raise TestbedError("rate auto's pilot read no CPU samples over its window",
                            "run again on a machine whose /proc/stat is readable")

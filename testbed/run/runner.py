@@ -109,10 +109,12 @@ def run(scenario: Scenario, scenario_text: str, options: RunOptions,
                 done += ", cluster tools (sshd, ssh, nsenter, ethtool)"
             info["done"] = done
         rate_auto = None
+        only_fabric = options.verify_only or options.cli or options.hold > 0
         if scenario.auto_links() or options.calibrate:
             from testbed.run import calibrate  # builds a fabric of its own: only when asked
             if scenario.auto_links():
-                scenario, rate_auto = calibrate.choose(scenario, progress, options.calibrate)
+                scenario, rate_auto = calibrate.choose(scenario, progress, options.calibrate,
+                                                       workload=not only_fabric)
             else:
                 calibrate.calibrate(progress)
         plan = make_plan(scenario)
@@ -121,7 +123,6 @@ def run(scenario: Scenario, scenario_text: str, options: RunOptions,
                 progress.say(f"  {line}")
         for ifname in options.capture:
             port_of(plan, ifname)  # a typo fails now, not after the build
-        only_fabric = options.verify_only or options.cli or options.hold > 0
         transports: list[str | None] = [None] if only_fabric else list(scenario.transport)
         dirs = []
         for transport in transports:

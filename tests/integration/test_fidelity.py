@@ -216,6 +216,26 @@ def test_rate_auto_calibrates_once_chooses_and_records(tmp_path: Path, results_d
     assert "(the highest rung measured within" in res.stdout  # the pilot's, from its cache
 
 
+def test_a_run_without_a_workload_does_not_pilot(tmp_path: Path, results_dir: Path):
+    """--verify-only has no traffic to measure: the model's rung, no pilot, nothing cached."""
+    import os
+
+    from testbed.emulation import calibration
+    file = tmp_path / "auto.yaml"
+    file.write_text(AUTO)
+    cache = tmp_path / "cache"
+    env = os.environ | {"MRC_TESTBED_CACHE": str(cache)}
+    # 100 us + 5 us per link: the model's rung without measuring (the test's own numbers)
+    found = calibration.from_measurement(1.0, 0.15, 10_000, 5.0, 3.0)
+    cache.mkdir()
+    (cache / calibration.cache_path().name).write_text(json.dumps(found.__dict__))
+    res = run_cli("run", str(file), "--verify-only", results=results_dir, timeout=120, env=env)
+    out = res.stdout + res.stderr
+    assert res.returncode == 0, out[-3000:]
+    assert "pilot: not run without a workload" in out and "measuring" not in out, out
+    assert not list(cache.glob("pilot-*.json"))
+
+
 def test_the_pilot_reshapes_every_auto_port_in_place(tmp_path: Path):
     """The pilot measures several rungs on one fabric: every port of an auto link class is
     shaped at the new rate, the fixed class left as it was."""
