@@ -133,9 +133,8 @@ def _cmd_validate(args) -> int:
 def _auto_rate_preview(sc: scenario.Scenario) -> scenario.Scenario:
     """What `run` will do with `rate: auto`, without root: the rate the cached calibration
     and pilot give (and the scenario at it), or what run will measure first."""
-    from testbed.emulation import calibration
+    from testbed.emulation import calibration, pilot_readings
     from testbed.fabric import budget
-    from testbed.run import pilot
     found, why = calibration.cached()
     if found is None:
         print(f"  rate auto: {why}; `run` will first measure this machine's packet budget "
@@ -146,7 +145,7 @@ def _auto_rate_preview(sc: scenario.Scenario) -> scenario.Scenario:
     choice = budget.choose_rate(sc, found.cost())
     for line in choice.lines():
         print(f"  {line}")
-    piloted = None if sc.cluster is not None else pilot.cached(sc)
+    piloted = None if sc.cluster is not None else pilot_readings.cached(sc)
     if piloted is None:
         if sc.cluster is None:
             print(f"  pilot: not yet run for this scenario's shape: `run` will measure it "

@@ -14,7 +14,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from testbed.emulation import calibration
+from testbed.emulation import calibration, pilot_readings
 from testbed.errors import TestbedError
 from testbed.fabric import budget
 from testbed.lifecycle.progress import Progress
@@ -95,19 +95,21 @@ def choose(scenario: Scenario, progress: Progress, recalibrate: bool = False,
                               "calibration": asdict(found),
                               "cache": str(calibration.cache_path()), "pilot": None}
     rate = choice.rate
-    piloted = None if recalibrate or scenario.cluster is not None else pilot.cached(scenario)
+    fresh = recalibrate or scenario.cluster is not None
+    piloted = None if fresh else pilot_readings.cached(scenario)
     if piloted is None and not workload:
         progress.say("  pilot: not run without a workload (no traffic to measure): the "
                      "model's rung stands")
     elif scenario.cluster is None:
         if piloted is None:
-            progress.say(f"  pilot: this scenario's fabric and workload for {pilot.WINDOW_S:g} s "
-                         f"a transport, from {format_rate(choice.rate)}")
+            progress.say(f"  pilot: this scenario's fabric and workload for "
+                         f"{pilot_readings.WINDOW_S:g} s a transport, from "
+                         f"{format_rate(choice.rate)}")
             piloted = pilot.run_pilot(scenario, choice.rate, progress)
-            progress.say(f"  pilot: cached in {pilot.save(piloted)}")
+            progress.say(f"  pilot: cached in {pilot_readings.save(piloted)}")
             lines = piloted.lines()[-1:]  # the readings were said as they were taken
         else:
-            progress.say(f"  pilot: cached ({pilot.cache_path(piloted.shape)})")
+            progress.say(f"  pilot: cached ({pilot_readings.cache_path(piloted.shape)})")
             lines = piloted.lines()
         for line in lines:
             progress.say(f"  {line}")

@@ -111,7 +111,7 @@ def test_validate_with_rate_auto_needs_no_root_and_says_what_run_will_do(tmp_pat
     assert f"model: {rung / 1e6:.3g} Mbit/s" in out, out
     assert "pilot: not yet run for this scenario's shape" in out, out
     # a pilot of this shape cached: its rung, not the model's, is what run will use
-    from testbed.run import pilot
+    from testbed.emulation import pilot_readings as pilot
     sc = scenario.parse(f.read_text(), "t")
     pilot.save(pilot.PilotResult(rate=200_000, fits=True, share=0.75, shape=pilot.shape(sc),
                                  readings=[pilot.Reading(200_000, "mrc", 0.3, 4.0)]))
@@ -119,3 +119,28 @@ def test_validate_with_rate_auto_needs_no_root_and_says_what_run_will_do(tmp_pat
     out = capsys.readouterr().out
     assert "pilot 200 kbit/s: mrc 30% of the cores busy" in out, out
     assert "rate auto: 200 kbit/s (the highest rung measured within 75%)" in out, out
+
+
+def test_validate_with_rate_auto_needs_no_mininet(tmp_path: Path):
+    """validate reads the cached calibration and pilot without importing Mininet (a laptop, or
+    `make dev` without system packages): the cache lookups live apart from the measuring."""
+    import os
+    import subprocess
+    import sys
+
+    from testbed.emulation import calibration
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    found = calibration.from_measurement(1.0, 0.15, 10_000, 5.0, 3.0)
+    (cache / calibration.cache_path().name).write_text(json.dumps(found.__dict__))
+    f = tmp_path / "auto.yaml"
+    f.write_text("name: auto\nfabric: {host_link: {rate: auto}, fabric_link: {rate: auto}, "
+                 "mtu: 4200}\nqp: {mss: 4096}\n")
+    code = ("import sys; sys.modules['mininet'] = None\n"
+            "from testbed import cli\n"
+            f"sys.exit(cli.main(['validate', {str(f)!r}]))")
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         env=os.environ | {"MRC_TESTBED_CACHE": str(cache)}, timeout=60,
+                         cwd=Path(__file__).resolve().parents[2])
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert "pilot: not yet run" in res.stdout, res.stdout

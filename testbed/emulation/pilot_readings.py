@@ -1,0 +1,108 @@
+"""`rate: auto`'s pilot readings and their cache: what the pilot (testbed/run/pilot.py)
+measured at each rung, the rung chosen, and where it is kept per machine, kernel, agent code
+and scenario shape. Apart from the measurement so that `validate` reads the cache without
+root and without Mininet, as testbed/emulation/calibration.py is for the calibration.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from testbed.emulation import calibration
+from testbed.fabric import budget
+from testbed.lifecycle.files import write_json
+from testbed.scenario import Scenario
+from testbed.scenario.units import format_rate
+
+SETTLE_S = 1.0  # s after the common start not measured: connections, the first writes
+WINDOW_S = 4.0  # s measured (shorter when the workload ends sooner)
+MIN_WINDOW_S = 1.0  # a workload done sooner than SETTLE_S + this is measured from its start
+IGNORED = ("name", "description", "faults", "background", "verify")  # not the load's shape
+METHOD = "machine busy from SETTLE_S to the window's end or the last iteration's"  # in the key
+
+
+@dataclass(frozen=True)
+class Reading:
+    """One transport at one rung: the machine's busy share over the measured window."""
+
+    rate: int
+    transport: str
+    busy: float
+    window_s: float
+
+
+@dataclass
+class PilotResult:
+    """Every reading, the rung chosen and whether it fits (cached, and in meta.json)."""
+
+    rate: int
+    fits: bool
+    share: float
+    readings: list[Reading] = field(default_factory=list)
+    shape: str = ""
+    measured: str = ""
+
+    def shares(self) -> dict[int, float]:
+        """Rung -> the heaviest transport's busy share there."""
+        out: dict[int, float] = {}
+        for r in self.readings:
+            out[r.rate] = max(out.get(r.rate, 0.0), r.busy)
+        return out
+
+    def lines(self) -> list[str]:
+        by_rate: dict[int, list[Reading]] = {}
+        for r in self.readings:
+            by_rate.setdefault(r.rate, []).append(r)
+        lines = [f"pilot {format_rate(rate)}: " + ", ".join(
+                     f"{r.transport} {r.busy:.0%}" for r in rs) + " of the cores busy"
+                 for rate, rs in sorted(by_rate.items())]
+        verdict = (f"rate auto: {format_rate(self.rate)} (the highest rung measured within "
+                   f"{self.share:.0%})" if self.fits else
+                   f"rate auto: {format_rate(self.rate)}, the lowest rung, is OVER "
+                   f"{self.share:.0%} (the run will likely be not faithful: fewer ranks, fewer "
+                   f"planes or larger packets would fit)")
+        return [*lines, verdict]
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def shape(scenario: Scenario) -> str:
+    """A digest of what sets the scenario's load per rung (fabric, workload, transports,
+    agents, telemetry: everything but its name, faults, background and probes) and of the
+    agents' code and build."""
+    data = scenario.model_dump(mode="json")
+    for key in IGNORED:
+        data.pop(key, None)
+    data["workload"].pop("iterations", None)  # the pilot measures the first seconds
+    text = json.dumps(data, sort_keys=True) + calibration.agent_code()
+    text += repr((budget.PILOT_SHARE, SETTLE_S, WINDOW_S, METHOD))
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def cache_path(digest: str) -> Path:
+    return calibration.CACHE_DIR / (f"pilot-{calibration.machine_id()}-"
+                                    f"{os.uname().release}-{digest}.json")
+
+
+def cached(scenario: Scenario) -> PilotResult | None:
+    """The pilot of this scenario's shape on this machine, kernel and agent code, if any."""
+    digest = shape(scenario)
+    try:
+        data = json.loads(cache_path(digest).read_text())
+        data["readings"] = [Reading(**r) for r in data["readings"]]
+        found = PilotResult(**data)
+    except (OSError, ValueError, TypeError, KeyError):
+        return None
+    return found if found.shape == digest else None
+
+
+def save(result: PilotResult) -> Path:
+    path = cache_path(result.shape)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    write_json(path, result.to_json())
+    return path
