@@ -110,6 +110,8 @@ class RunView:
         of jitter allowed), so that a bin without a sample (a blank stripe) is rare: the
         sampler's period stretches with the fabric's size (0.6 s and more at 64 hosts
         against 0.1 s bins)."""
+        if self.port_rates.empty:  # no telemetry (a run without the table's columns)
+            return self.bin_s
         intervals = self.port_rates.groupby("label")["time"].diff().dropna()
         if intervals.empty:
             return self.bin_s

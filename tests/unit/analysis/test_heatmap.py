@@ -32,6 +32,7 @@ def test_the_bin_widens_to_whole_goodput_bins_that_hold_a_sample():
     assert bin_of(SimpleNamespace(port_rates=rates(0.05), bin_s=0.1)) == pytest.approx(0.1)
     empty = pd.DataFrame(columns=["label", "time", "util"])
     assert bin_of(SimpleNamespace(port_rates=empty, bin_s=0.1)) == 0.1
+    assert bin_of(SimpleNamespace(port_rates=pd.DataFrame(), bin_s=0.1)) == 0.1  # no columns
 
 
 def grid(rows: int) -> pd.DataFrame:
