@@ -35,7 +35,7 @@ $(VENV)/.dev: pyproject.toml setup.py requirements.txt | $(BIN)/python
 EXT_SUFFIX := $(shell $(SYSTEM_PYTHON) -c "import sysconfig; print(sysconfig.get_config_var('EXT_SUFFIX'))")
 EXT := hostagent/_fastio$(EXT_SUFFIX)
 ext: $(EXT)
-$(EXT): hostagent/_fastio.c setup.py | $(BIN)/python
+$(EXT): hostagent/_fastio.c hostagent/_crc32.c hostagent/_crc32.h setup.py | $(BIN)/python
 	$(BIN)/python setup.py -q build_ext --inplace
 
 # The sans-IO protocol (hostagent/protocol) compiled by mypyc from its own sources: part of

@@ -8,8 +8,8 @@ import os
 
 from setuptools import Extension, setup
 
-ext_modules = [Extension("hostagent._fastio", ["hostagent/_fastio.c"], libraries=["z"],
-                         extra_compile_args=["-O2", "-Wall", "-Werror"])]
+ext_modules = [Extension("hostagent._fastio", ["hostagent/_fastio.c", "hostagent/_crc32.c"],
+                         libraries=["z"], extra_compile_args=["-O2", "-Wall", "-Werror"])]
 
 if os.environ.get("MRC_TESTBED_COMPILE") == "1":
     from mypyc.build import mypycify

@@ -6,6 +6,7 @@ from typing import Any
 
 CONTROL_SPACE: int
 HEADER_SIZE: int
+CRC32_FOLDS: int
 
 class Receiver:
     batch: int
@@ -30,5 +31,6 @@ class Sender:
 
 def data_datagram(flags: int, ev: int, length: int, qp: int, psn: int, offset: int, imm: int,
                   prev: int, ts: int, payload: bytes | memoryview, /) -> bytes: ...
+def crc32(data: bytes | bytearray | memoryview, value: int = ..., /) -> int: ...
 def decode(datagram: bytes | memoryview, /) -> tuple[Any, memoryview]: ...
 def bind(header: type, error: type[Exception], /) -> None: ...

@@ -167,6 +167,7 @@ class EVSet:
     _plane_cursor: int = 0
     _ev_cursor: dict[int, int] = field(default_factory=dict)
     _plane_inflight: dict[int, int] = field(default_factory=dict)  # plane -> packets in flight
+    _bad: list[EV] = field(default_factory=list)  # the ASSUMED_BAD EVs: what probes look at
 
     @classmethod
     def build(cls, table: list[tuple[int, int]], policy: EVPolicy, rng: random.Random,
@@ -209,6 +210,7 @@ class EVSet:
                 e.start_afresh(replacing)
 
     def _refresh(self) -> None:
+        self._bad = [e for e in self.evs if e.state is EVState.ASSUMED_BAD]
         self._usable = {}
         for plane, in_plane in self._planes.items():
             good = [e for e in in_plane if e.active and e.state is EVState.GOOD]
@@ -639,7 +641,7 @@ class EVSet:
         of answered probes starts again. Its reply, if it comes after all, still counts
         (`overdue`, the newest LATE_PROBES_KEPT): it gives the probe RTT the timeout lacked."""
         due = []
-        for ev in self.evs:
+        for ev in list(self._bad):  # _probe_lost may change the states
             if ev.state is not EVState.ASSUMED_BAD or ev.next_probe > now:
                 continue
             timeout = self.probe_timeout(ev)
@@ -703,9 +705,9 @@ class EVSet:
         return rtt
 
     def next_probe_time(self) -> float | None:
-        first = None  # asked at every kick of an MRC QP: no list when no EV is ASSUMED_BAD
-        for e in self.evs:
-            if e.state is EVState.ASSUMED_BAD and (first is None or e.next_probe < first):
+        first = None  # asked at every kick of an MRC QP: nothing to scan while all are GOOD
+        for e in self._bad:
+            if first is None or e.next_probe < first:
                 first = e.next_probe
         return first
 

@@ -41,8 +41,6 @@ What this class adds to the shared QP machinery (qp.py):
 """
 from __future__ import annotations
 
-from zlib import crc32 as _crc32
-
 from hostagent.protocol import wire
 from hostagent.protocol.evs import EVSet
 from hostagent.protocol.qp import Packet, QPConfig, QueuePair, nscc, us_clock
@@ -254,7 +252,7 @@ class MrcQP(QueuePair):
                 self._control(wire.NACK, wire.TRIMMED, h.ev, psn, ts=h.ts)
                 self.counters.nacks_sent += 1
             return
-        if len(payload) != h.length or _crc32(payload) != h.crc:  # wire.payload_ok
+        if len(payload) != h.length or wire.crc32(payload) != h.crc:  # wire.payload_ok
             self.counters.corrupt += 1
             return
         if psn < cum or psn in got:
@@ -285,10 +283,11 @@ class MrcQP(QueuePair):
             self.counters.probe_replies += 1
 
     def _extra_deadline(self) -> float | None:
-        times = [t for t in (self.evset.next_probe_time(),
-                             self.tail.next_time(self._pto(), bool(self._inflight)))
-                 if t is not None]
-        return min(times) if times else None
+        probe = self.evset.next_probe_time()
+        tail = self.tail.next_time(self._pto(), bool(self._inflight))
+        if probe is None or tail is None:
+            return tail if probe is None else probe
+        return min(probe, tail)
 
     def _extra_timers(self, now: float) -> None:
         self._judge_timeouts(now)

@@ -113,8 +113,7 @@ class TailRecovery:
         return True
 
     def next_time(self, pto: float | None, outstanding: bool) -> float | None:
-        if pto is None:
+        if pto is None or self.probed or not outstanding:
             return self.deadline
-        times = [t for t in (self.deadline, None if self.probed or not outstanding
-                             else self.last_activity + pto) if t is not None]
-        return min(times) if times else None
+        probe = self.last_activity + pto
+        return probe if self.deadline is None else min(self.deadline, probe)

@@ -14,14 +14,13 @@
 - NACK: `psn` = the PSN to resend, flag TRIMMED (a switch cut it) or GAP (lost on its path),
   `ev` = the EV it went on.
 - PROBE / PROBE_REPLY: `ev` = the EV being probed, `psn` = probe sequence, `ts` echoed.
-`crc` is CRC-32 of the payload: a byte changed in flight is dropped, never placed.
+`crc` is CRC-32 of the payload (zlib's): a byte changed in flight is dropped, never placed.
 A trimmed packet is recognisable from its header alone: the switch sets TRIMMED and the
 payload is shorter than `length`.
 """
 from __future__ import annotations
 
 import struct
-import zlib
 from collections.abc import Callable
 from typing import NamedTuple
 
@@ -80,7 +79,7 @@ fastio.bind(Header, WireError)
 
 
 def encode(h: Header, payload: bytes | memoryview = b"") -> bytes:
-    crc = zlib.crc32(payload) if h.type == DATA else h.crc
+    crc = fastio.crc32(payload) if h.type == DATA else h.crc
     return HEADER.pack(h.version, h.type, h.flags, h.ev, h.length, h.qp, h.psn,
                        h.offset, h.imm, h.aux, h.ts, crc) + bytes(payload)
 
@@ -92,6 +91,9 @@ _pack = HEADER.pack
 # (hostagent/_fastio.c: the fields packed, the payload copied once, its CRC-32 taken from the
 # copy). Every data packet the QPs send goes through it.
 data_datagram = fastio.data_datagram
+# CRC-32 of a payload, zlib.crc32's value, folded with PCLMULQDQ where the CPU has it
+# (hostagent/_crc32.c: a quarter of zlib's time for a 4096 B payload)
+crc32: Callable[[bytes | memoryview], int] = fastio.crc32
 
 
 def control_datagram(kind: int, flags: int, ev: int, qp: int, psn: int, offset: int = 0,
@@ -107,7 +109,7 @@ decode: Callable[[bytes | memoryview], tuple[Header, memoryview]] = fastio.decod
 
 
 def payload_ok(h: Header, payload: memoryview) -> bool:
-    return len(payload) == h.length and zlib.crc32(payload) == h.crc
+    return len(payload) == h.length and crc32(payload) == h.crc
 
 
 def trim(datagram: bytes) -> bytes:

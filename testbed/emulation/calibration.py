@@ -91,14 +91,17 @@ def machine_id() -> str:
         return platform.node()
 
 
+AGENT_SOURCES = ("*.py", "*.c", "*.h")  # what the agents' cost per packet is made of
+
+
 def agent_code(root: Path = Path(hostagent.__file__).parent,
                build: str | None = None) -> str:
     """A digest of the agents' code, their per-packet cost being what the numbers measure:
-    every source under `root` (hostagent/ and its subpackages) and the protocol build the
-    agents started now would run (`compiled.choose`: compiled, with its library's hash, or
-    the sources), which changes that cost about twofold."""
+    every source under `root` (hostagent/ and its subpackages, the C extension's too) and the
+    protocol build the agents started now would run (`compiled.choose`: compiled, with its
+    library's hash, or the sources), which changes that cost about twofold."""
     h = hashlib.sha256((build if build is not None else compiled.choose()[1]).encode())
-    for path in sorted(root.rglob("*.py")):
+    for path in sorted(p for pattern in AGENT_SOURCES for p in root.rglob(pattern)):
         h.update(str(path.relative_to(root)).encode() + b"\0" + path.read_bytes())
     return h.hexdigest()[:16]
 

@@ -71,8 +71,8 @@ def test_the_user_part_is_kept_and_said():
 
 
 def test_the_agent_code_digest_covers_subpackages_and_the_protocol_build(tmp_path: Path):
-    """A calibration measured with other protocol code, or with the compiled build instead of
-    the sources, is stale: the agents' per-packet cost is what it measured."""
+    """A calibration measured with other protocol or C extension code, or with the compiled
+    build instead of the sources, is stale: the agents' per-packet cost is what it measured."""
     (tmp_path / "protocol").mkdir()
     (tmp_path / "__init__.py").write_text("")
     (tmp_path / "protocol" / "mrc.py").write_text("WINDOW = 1\n")
@@ -82,3 +82,5 @@ def test_the_agent_code_digest_covers_subpackages_and_the_protocol_build(tmp_pat
     assert calibration.agent_code(tmp_path, "sources: no build") != first
     (tmp_path / "protocol" / "mrc.py").write_text("WINDOW = 1\n")
     assert calibration.agent_code(tmp_path, "compiled: 0123456789ab") != first
+    (tmp_path / "_crc32.c").write_text("int fold;\n")  # the C extension's sources count too
+    assert calibration.agent_code(tmp_path, "sources: no build") != first
