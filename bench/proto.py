@@ -17,15 +17,33 @@ With --against-pure every measurement is a process of its own, on the compiled m
 the sources (MRC_TESTBED_PURE=1, hostagent/compiled.py), the two alternating round by round so
 that a change in the machine's load falls on both; it prints min / median / max over the
 rounds and the ratio of the medians.
+
+Two regimes. By default each side sends what its window allows at every step (many packets
+per call: what a fast link gives). `--paced` is what agents at `rate: auto`'s rates see: the
+NIC lets one packet leave per step, and each datagram that arrives is a wake-up of its own
+(received, then the QP polled and its deadline asked). The protocol's fixed cost per call,
+which full batches hide, is then most of its cost.
+
+`--instructions` counts instructions per data packet under valgrind's callgrind instead of
+timing: the same count for the same code and inputs whatever else the machine does, so two
+commits compare across sittings. It runs the bench at two sizes and divides the difference by
+the packets it adds (the setup cancels out); the bench's own loop is in the count. With
+`--against CHECKOUT` the same count is made with another checkout's protocol (and its
+compiled build), then with this one:
+
+    .venv/bin/python bench/proto.py --paced --instructions --against /tmp/old-checkout
 """
 from __future__ import annotations
 
 import argparse
 import cProfile
+import dataclasses
 import json
 import os
 import pstats
 import random
+import re
+import shutil
 import statistics
 import subprocess
 import sys
@@ -33,12 +51,14 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+CODE = Path(os.environ.get("BENCH_CODE", ROOT))  # whose protocol runs (--against sets it)
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(CODE))
 
 from hostagent import compiled  # noqa: E402
 from hostagent.protocol.evs import EVPolicy, EVSet  # noqa: E402
 from hostagent.protocol.mrc import MrcQP  # noqa: E402
-from hostagent.protocol.qp import QPConfig, QueuePair, WriteDone  # noqa: E402
+from hostagent.protocol.qp import PACKET_OVERHEAD, QPConfig, QueuePair, WriteDone  # noqa: E402
 from hostagent.protocol.rocev2 import RoceQP  # noqa: E402
 
 TABLE = [(i, i // 4) for i in range(16)]  # 4 planes x 4 spines, as bench/scale.py's fabric
@@ -62,10 +82,12 @@ def pair(transport: str, size: int, seed: int = 1) -> tuple[QueuePair, QueuePair
     return a, b, bufs[0], bufs[1]
 
 
-def run(transport: str, total: int, message: int) -> dict[str, float]:
+def run(transport: str, total: int, message: int, paced: bool = False) -> dict[str, float]:
     """Each side writes `total` bytes to the other in `message`-byte writes; returns data
-    packets delivered, CPU seconds and us per packet."""
+    packets delivered, CPU seconds and us per packet. `paced`: one packet leaves a QP per step
+    and every datagram received is followed by a poll and a deadline, as in a wake-up."""
     a, b, buf_a, buf_b = pair(transport, total)
+    budget = CFG.mss + PACKET_OVERHEAD if paced else None
     src_a, src_b = os.urandom(total), os.urandom(total)
     for k, off in enumerate(range(0, total, message)):
         a.post_write(k, memoryview(src_a)[off:off + message], off, None, 0.0, peer=2)
@@ -84,11 +106,15 @@ def run(transport: str, total: int, message: int) -> dict[str, float]:
                 due += 1
             for _, data in inbox[:due]:
                 qp.receive(data, now)
+                if paced:  # a wake-up of its own: what it has to send (ACKs), and its timer
+                    for _, out in qp.poll_transmit(now, 0):
+                        wires[id(other)].append((now + LATENCY, out))
+                    qp.next_deadline()
             del inbox[:due]
             deadline = qp.next_deadline()
             if deadline is not None and deadline <= now:
                 qp.on_timer(now)
-            for _, data in qp.poll_transmit(now):
+            for _, data in qp.poll_transmit(now, budget):
                 wires[id(other)].append((now + LATENCY, data))
             while qp.events:
                 if isinstance(qp.events.popleft(), WriteDone):
@@ -105,20 +131,66 @@ def run(transport: str, total: int, message: int) -> dict[str, float]:
 
 def best_of(transport: str, args: argparse.Namespace) -> tuple[dict[str, float], list[float]]:
     """The best of `--repeat` runs, and every run's us per packet."""
-    runs = [run(transport, args.size, args.message) for _ in range(args.repeat)]
+    runs = [run(transport, args.size, args.message, args.paced) for _ in range(args.repeat)]
     return min(runs, key=lambda r: r["us_per_packet"]), [r["us_per_packet"] for r in runs]
 
 
 def measured_apart(transport: str, pure: bool, args: argparse.Namespace) -> float:
     """us per packet, best of `--repeat`, in a process of its own on the sources or the build."""
     env = {**os.environ, compiled.PURE: "1" if pure else "0"}
-    cmd = [sys.executable, __file__, transport, "--size", str(args.size), "--message",
-           str(args.message), "--repeat", str(args.repeat), "--json"]
+    cmd = [sys.executable, __file__, transport, *_shape(args), "--repeat", str(args.repeat),
+           "--json"]
     out = json.loads(subprocess.run(cmd, env=env, capture_output=True, text=True,
                                     check=True).stdout)
     if out["compiled"] == pure:
         raise SystemExit("no compiled protocol in use: `make fast` builds it")
     return float(out["us_per_packet"])
+
+
+def _shape(args: argparse.Namespace, size: int | None = None) -> list[str]:
+    """The options that say what one measurement is, for a process of its own."""
+    return ["--size", str(args.size if size is None else size), "--message", str(args.message),
+            "--mss", str(args.mss), *(["--paced"] if args.paced else [])]
+
+
+_COLLECTED = re.compile(r"^==\d+== Collected : (\d+)$", re.MULTILINE)
+
+
+def instructions(transport: str, args: argparse.Namespace, code: Path) -> tuple[float, bool]:
+    """Instructions per data packet with `code`'s protocol, and whether it ran compiled: one
+    run at `--size` and one at three times that under callgrind, the difference in
+    instructions over the difference in packets (imports, buffers and setup cancel out)."""
+    counts = []
+    for size in (args.size, 3 * args.size):
+        cmd = ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null",
+               sys.executable, __file__, transport, *_shape(args, size), "--repeat", "1",
+               "--json"]
+        done = subprocess.run(cmd, env={**os.environ, "BENCH_CODE": str(code)},
+                              capture_output=True, text=True)
+        found = _COLLECTED.search(done.stderr)
+        if done.returncode != 0 or found is None:
+            raise SystemExit(f"callgrind of {transport} failed: {done.stderr.strip()[-400:]}")
+        out = json.loads(done.stdout)
+        counts.append((int(found.group(1)), int(out["packets"]), bool(out["compiled"])))
+    (ir1, p1, built), (ir2, p2, _) = counts
+    return (ir2 - ir1) / (p2 - p1), built
+
+
+def count_instructions(args: argparse.Namespace) -> None:
+    if shutil.which("valgrind") is None:
+        raise SystemExit("--instructions needs valgrind (apt-get install valgrind)")
+    codes = ([args.against.resolve()] if args.against else []) + [CODE]
+    regime = "paced, one packet per call" if args.paced else "full windows"
+    print(f"instructions per data packet (callgrind; {regime}; {args.mss} B payloads; "
+          f"{args.size >> 20} and {3 * args.size >> 20} MiB each way)")
+    for t in args.transports:
+        row = []
+        for code in codes:
+            n, built = instructions(t, args, code)
+            row.append(n)
+            print(f"{t:<7} {n:>10,.0f}  {'compiled' if built else 'sources '}  {code}")
+        if len(row) == 2:
+            print(f"{t:<7} this checkout takes {row[1] / row[0]:.2f}x the other's instructions")
 
 
 def against_pure(args: argparse.Namespace) -> None:
@@ -142,6 +214,7 @@ def against_pure(args: argparse.Namespace) -> None:
 
 
 def main() -> None:
+    global CFG  # --mss: the QPs' payload size
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("transports", nargs="*", default=["mrc", "rocev2"])
     parser.add_argument("--size", type=int, default=16 << 20, help="bytes each way")
@@ -152,7 +225,20 @@ def main() -> None:
                         help="the compiled protocol beside its sources, a process per run")
     parser.add_argument("--rounds", type=int, default=3, help="with --against-pure")
     parser.add_argument("--json", action="store_true", help="one transport's best run, as JSON")
+    parser.add_argument("--mss", type=int, default=CFG.mss, help="payload bytes per packet")
+    parser.add_argument("--paced", action="store_true",
+                        help="one packet per call, as agents at rate: auto's rates see")
+    parser.add_argument("--instructions", action="store_true",
+                        help="count instructions per data packet (callgrind), not time")
+    parser.add_argument("--against", type=Path, metavar="CHECKOUT",
+                        help="with --instructions: another checkout's protocol first")
     args = parser.parse_args()
+    CFG = dataclasses.replace(CFG, mss=args.mss)
+    if args.against and not args.instructions:
+        parser.error("--against compares instruction counts: add --instructions")
+    if args.instructions:
+        count_instructions(args)
+        return
     if args.against_pure:
         against_pure(args)
         return
@@ -168,7 +254,7 @@ def main() -> None:
               f"{best['retransmits']} retransmissions")
         if args.profile:
             prof = cProfile.Profile()
-            prof.runcall(run, t, args.size, args.message)
+            prof.runcall(run, t, args.size, args.message, args.paced)
             pstats.Stats(prof).sort_stats("tottime").print_stats(25)
 
 
