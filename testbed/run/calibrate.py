@@ -103,8 +103,8 @@ def choose(scenario: Scenario, progress: Progress, recalibrate: bool = False,
     elif scenario.cluster is None:
         if piloted is None:
             progress.say(f"  pilot: this scenario's fabric and workload for "
-                         f"{pilot_readings.WINDOW_S:g} s a transport, from "
-                         f"{format_rate(choice.rate)}")
+                         f"{pilot_readings.WINDOW_S:g} s a transport after its first "
+                         f"iteration, from {format_rate(choice.rate)}")
             piloted = pilot.run_pilot(scenario, choice.rate, progress)
             progress.say(f"  pilot: cached in {pilot_readings.save(piloted)}")
             lines = piloted.lines()[-1:]  # the readings were said as they were taken

@@ -10,8 +10,10 @@ cost 0.8x the calibration's agent CPU per packet on one machine and 1.4x on anot
 rung is chosen by measuring: the pilot runs each of the scenario's transports on one fabric
 (built at the first rung, its auto links re-shaped in place for the others), with the
 runner's telemetry and fidelity monitor running as in a run, stops the agents after
-`SETTLE_S + WINDOW_S`, and reads the machine's busy share over the window (the verdict's
-run-CPU share is bounded by it). `budget.pilot_step` picks the next rung or the choice.
+`WINDOW_S` after every rank completed its first iteration (`pilot_readings.window`: a steady
+state, not the first seconds), and reads the machine's busy share over the window (the
+verdict's run-CPU share is bounded by it). `budget.pilot_step` picks the next rung or the
+choice.
 
 Faults and background traffic are left out: the pilot measures the workload's own load. The
 readings and their cache (per machine, kernel, agent code and scenario shape, so a scenario is
@@ -29,12 +31,11 @@ from testbed.emulation.cpu import summarize
 from testbed.emulation.fidelity_monitor import FidelityMonitor
 from testbed.emulation.network_api import Network
 from testbed.emulation.pilot_readings import (
-    MIN_WINDOW_S,
-    SETTLE_S,
-    WINDOW_S,
     PilotResult,
     Reading,
     shape,
+    window,
+    window_closed,
 )
 from testbed.emulation.telemetry import Sampler
 from testbed.errors import TestbedError
@@ -65,9 +66,11 @@ def measure(network: Network, scenario: Scenario, transport: str, rate: int) -> 
         monitor.start()
         sampler.start()
         try:
-            outcomes = run_agents(network, scenario, transport, Path(tmp) / "agents",
-                                  on_start=lambda t0: marks.update(start=t0),
-                                  stop_after=SETTLE_S + WINDOW_S)
+            outcomes = run_agents(
+                network, scenario, transport, Path(tmp) / "agents",
+                on_start=lambda t0: marks.update(start=t0),
+                stop_when=lambda now, done: window_closed(marks["start"],
+                                                          done[0] if done else None, now))
             marks["end"] = time.time()
         finally:
             sampler.stop()
@@ -76,6 +79,7 @@ def measure(network: Network, scenario: Scenario, transport: str, rate: int) -> 
             # done within the window: it ends with the last iteration, not with the agents'
             # writing their files and exiting (a burst of CPU that is not the traffic's)
             marks["end"] = min(marks["end"], traffic_end(Path(tmp) / "agents") or marks["end"])
+        first_done = first_iteration_end(Path(tmp) / "agents")
     failed = [o for o in outcomes
               if o.result.get("status") != "ok" and "stopped_by_runner" not in o.result]
     if failed or "start" not in marks:
@@ -84,9 +88,7 @@ def measure(network: Network, scenario: Scenario, transport: str, rate: int) -> 
                            f"failed: {why}",
                            "the scenario's own run would fail alike: run it at a fixed rate "
                            "to see its agents' logs")
-    start, end = marks["start"], min(marks["end"], marks["start"] + SETTLE_S + WINDOW_S)
-    if end - start >= SETTLE_S + MIN_WINDOW_S:
-        start += SETTLE_S
+    start, end = window(marks["start"], first_done, marks["end"])
     rows = sorted((r for m in monitor.machines for r in m.cpu_rows), key=lambda r: r["time"])
     last = next((i for i, r in enumerate(rows) if r["time"] >= end), len(rows) - 1)
     busy = summarize(rows[:last + 1], start)["busy_mean"]  # to the sample holding the end
@@ -96,16 +98,29 @@ def measure(network: Network, scenario: Scenario, transport: str, rate: int) -> 
     return Reading(rate, transport, busy, round(end - start, 3))
 
 
-def traffic_end(agents_dir: Path) -> float | None:
-    """When the last iteration of any host ended (wall clock, its iterations.json); None when
-    none did."""
-    ends: list[float] = []
+def _iteration_ends(agents_dir: Path) -> list[list[float]]:
+    """Each host's iteration ends, in order (wall clock, its iterations.json)."""
+    hosts: list[list[float]] = []
     for path in agents_dir.glob("*/iterations.json"):
         try:
-            ends += [r["end"] for r in json.loads(path.read_text()) if r.get("end") is not None]
+            hosts.append([r["end"] for r in json.loads(path.read_text())
+                          if r.get("end") is not None])
         except (OSError, ValueError, TypeError, KeyError):
             continue
-    return max(ends, default=None)
+    return hosts
+
+
+def traffic_end(agents_dir: Path) -> float | None:
+    """When the last iteration of any host ended; None when none did."""
+    return max((end for ends in _iteration_ends(agents_dir) for end in ends), default=None)
+
+
+def first_iteration_end(agents_dir: Path) -> float | None:
+    """When every host had completed its first iteration; None when one had not."""
+    hosts = _iteration_ends(agents_dir)
+    if not hosts or any(not ends for ends in hosts):
+        return None
+    return max(ends[0] for ends in hosts)
 
 
 def run_pilot(scenario: Scenario, first: int, progress: Progress) -> PilotResult:

@@ -319,16 +319,21 @@ def _gather(network: Network, configs: dict[str, AgentConfig], out: Path) -> Non
         network.fetch(host, network.node_path(host, out), out)
 
 
+STOPPED_AS_ASKED = "stopped by the runner: the measurement had what it needed"
+
+
 def run_agents(network: Network, scenario: Scenario, transport: str, out: Path,
                on_start: Callable[[float], None] | None = None,
                mode: str | None = None,
-               stop_after: float | None = None) -> list[AgentOutcome]:
+               stop_when: Callable[[float, list[float]], bool] | None = None
+               ) -> list[AgentOutcome]:
     """Start every rank's agent, on the machine holding its host, wait for all, bring back
     what each wrote and return what each reported. `on_start` gets the common start time
     (wall clock) as soon as it is set: the fault timeline counts from it. `mode` overrides the
-    scenario's `agents.mode`. `stop_after`: seconds from the common start at which agents
-    still running are stopped (their results say so), for a measurement of the workload's
-    first seconds only (`rate: auto`'s pilot)."""
+    scenario's `agents.mode`. `stop_when(now, done)`, asked at every look at the agents'
+    progress with the time and when every rank had completed each iteration so far: True
+    stops the agents still running (their results say so), for a measurement of part of the
+    workload only (`rate: auto`'s pilot)."""
     out = out.absolute()  # agents start in their own folders: a relative path would miss
     out.mkdir(parents=True, exist_ok=True)
     configs = agent_configs(network.plan, scenario, transport, out)
@@ -354,9 +359,14 @@ def run_agents(network: Network, scenario: Scenario, transport: str, out: Path,
             on_start(start_at)
         watch = IterationWatch(files, progress_rule(scenario), start_at)
         deadline = time.time() + deadline_for(scenario) + 10
-        if stop_after is not None:
-            deadline = min(deadline, start_at + stop_after)
-        waited = wait_for_agents(procs, deadline, watch=watch)
+
+        def looking(now: float) -> str | None:
+            why = watch(now)
+            if why is None and stop_when is not None and stop_when(now, watch.completions):
+                return STOPPED_AS_ASKED
+            return why
+
+        waited = wait_for_agents(procs, deadline, watch=looking)
     finally:
         stop(procs)  # an error or a signal: no agent outlives the wait
         _gather(network, configs, out)
