@@ -19,36 +19,43 @@ from testbed.scenario import Scenario
 from testbed.scenario.units import format_rate
 
 SETTLE_S = 1.0  # s after the common start never measured: connections, the first writes
-WINDOW_S = 4.0  # s measured (shorter when the workload ends sooner)
+WINDOW_S = 4.0  # s measured at least: whole iterations (shorter when the workload ends sooner)
+WINDOW_MAX_S = 12.0  # s measured at most: an iteration longer than this is measured in part
 MIN_WINDOW_S = 1.0  # a workload done sooner than SETTLE_S + this is measured from its start
 # The window opens when every rank has completed its first iteration (a steady state: a 64-host
 # RoCEv2 ring at 500 kbit/s kept the machine 46% busy in its first 6 s and 57-62% from then
-# on), but no later than this after the start, so that a slow rung's pilot stays short.
+# on), but no later than this after the start, so that a slow rung's pilot stays short; it
+# closes at an iteration's end, so that each iteration's burst at its end (verification, the
+# next one's buffers) weighs as it does in a run.
 FIRST_ITERATION_MAX_S = 30.0
 IGNORED = ("name", "description", "faults", "background", "verify")  # not the load's shape
-METHOD = ("machine busy for WINDOW_S from the first iteration's end (SETTLE_S at least, "
-          "FIRST_ITERATION_MAX_S at most), or to the last iteration's")  # in the key
+METHOD = ("machine busy over whole iterations from the first one's end, WINDOW_S to "
+          "WINDOW_MAX_S (from SETTLE_S at least, FIRST_ITERATION_MAX_S at most), or to the "
+          "last iteration's")  # in the key
 
 
-def window(start: float, first_done: float | None, end: float) -> tuple[float, float]:
-    """The measured window of a pilot whose agents started at `start`, completed their first
-    iteration at `first_done` (every rank; None: not within the run) and were stopped, or
-    ended their last iteration, at `end`: WINDOW_S from the later of the first iteration's
-    end and SETTLE_S, capped at FIRST_ITERATION_MAX_S; a workload too short for
-    MIN_WINDOW_S of that is measured from SETTLE_S, or from its start."""
-    opens = _opens(start, first_done)
-    if end - opens < MIN_WINDOW_S:
-        opens = start + SETTLE_S if end - start >= SETTLE_S + MIN_WINDOW_S else start
-    return opens, min(end, opens + WINDOW_S)
+def window(start: float, done: list[float], end: float) -> tuple[float, float]:
+    """The measured window of a pilot whose agents started at `start`, had every rank complete
+    iterations 1, 2, ... at `done` and were stopped, or ended their last iteration, at `end`:
+    from the first iteration's end (SETTLE_S at least, FIRST_ITERATION_MAX_S at most) to the
+    first iteration end WINDOW_S or more later, WINDOW_MAX_S at most; a workload too short
+    for MIN_WINDOW_S of that is measured from SETTLE_S, or from its start, to `end`."""
+    opens = _opens(start, done)
+    closes = next((t for t in done if t >= opens + WINDOW_S), end)
+    closes = min(closes, end, opens + WINDOW_MAX_S)
+    if closes - opens < MIN_WINDOW_S:
+        return (start + SETTLE_S if end - start >= SETTLE_S + MIN_WINDOW_S else start), end
+    return opens, closes
 
 
-def window_closed(start: float, first_done: float | None, now: float) -> bool:
+def window_closed(start: float, done: list[float], now: float) -> bool:
     """Whether the pilot has what it measures, and stops the agents (`window`'s rule)."""
-    return now >= _opens(start, first_done) + WINDOW_S
+    opens = _opens(start, done)
+    return any(t >= opens + WINDOW_S for t in done) or now >= opens + WINDOW_MAX_S
 
 
-def _opens(start: float, first_done: float | None) -> float:
-    first = float("inf") if first_done is None else first_done
+def _opens(start: float, done: list[float]) -> float:
+    first = done[0] if done else float("inf")
     return max(start + SETTLE_S, min(first, start + FIRST_ITERATION_MAX_S))
 
 
@@ -107,7 +114,8 @@ def shape(scenario: Scenario) -> str:
         data.pop(key, None)
     data["workload"].pop("iterations", None)  # the pilot measures the first seconds
     text = json.dumps(data, sort_keys=True) + calibration.agent_code()
-    text += repr((budget.PILOT_SHARE, SETTLE_S, WINDOW_S, FIRST_ITERATION_MAX_S, METHOD))
+    text += repr((budget.PILOT_SHARE, SETTLE_S, WINDOW_S, WINDOW_MAX_S, FIRST_ITERATION_MAX_S,
+                  METHOD))
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 

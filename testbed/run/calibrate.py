@@ -102,9 +102,10 @@ def choose(scenario: Scenario, progress: Progress, recalibrate: bool = False,
                      "model's rung stands")
     elif scenario.cluster is None:
         if piloted is None:
-            progress.say(f"  pilot: this scenario's fabric and workload for "
-                         f"{pilot_readings.WINDOW_S:g} s a transport after its first "
-                         f"iteration, from {format_rate(choice.rate)}")
+            progress.say(f"  pilot: this scenario's fabric and workload, whole iterations "
+                         f"after the first ({pilot_readings.WINDOW_S:g}-"
+                         f"{pilot_readings.WINDOW_MAX_S:g} s) a transport, from "
+                         f"{format_rate(choice.rate)}")
             piloted = pilot.run_pilot(scenario, choice.rate, progress)
             progress.say(f"  pilot: cached in {pilot_readings.save(piloted)}")
             lines = piloted.lines()[-1:]  # the readings were said as they were taken

@@ -10,8 +10,8 @@ cost 0.8x the calibration's agent CPU per packet on one machine and 1.4x on anot
 rung is chosen by measuring: the pilot runs each of the scenario's transports on one fabric
 (built at the first rung, its auto links re-shaped in place for the others), with the
 runner's telemetry and fidelity monitor running as in a run, stops the agents after
-`WINDOW_S` after every rank completed its first iteration (`pilot_readings.window`: a steady
-state, not the first seconds), and reads the machine's busy share over the window (the
+whole iterations (4-12 s) after every rank completed its first one (`pilot_readings.window`:
+a steady state, not the first seconds), and reads the machine's busy share over the window (the
 verdict's run-CPU share is bounded by it). `budget.pilot_step` picks the next rung or the
 choice.
 
@@ -69,8 +69,7 @@ def measure(network: Network, scenario: Scenario, transport: str, rate: int) -> 
             outcomes = run_agents(
                 network, scenario, transport, Path(tmp) / "agents",
                 on_start=lambda t0: marks.update(start=t0),
-                stop_when=lambda now, done: window_closed(marks["start"],
-                                                          done[0] if done else None, now))
+                stop_when=lambda now, done: window_closed(marks["start"], done, now))
             marks["end"] = time.time()
         finally:
             sampler.stop()
@@ -79,7 +78,7 @@ def measure(network: Network, scenario: Scenario, transport: str, rate: int) -> 
             # done within the window: it ends with the last iteration, not with the agents'
             # writing their files and exiting (a burst of CPU that is not the traffic's)
             marks["end"] = min(marks["end"], traffic_end(Path(tmp) / "agents") or marks["end"])
-        first_done = first_iteration_end(Path(tmp) / "agents")
+        done = iterations_done(Path(tmp) / "agents")
     failed = [o for o in outcomes
               if o.result.get("status") != "ok" and "stopped_by_runner" not in o.result]
     if failed or "start" not in marks:
@@ -88,7 +87,7 @@ def measure(network: Network, scenario: Scenario, transport: str, rate: int) -> 
                            f"failed: {why}",
                            "the scenario's own run would fail alike: run it at a fixed rate "
                            "to see its agents' logs")
-    start, end = window(marks["start"], first_done, marks["end"])
+    start, end = window(marks["start"], done, marks["end"])
     rows = sorted((r for m in monitor.machines for r in m.cpu_rows), key=lambda r: r["time"])
     last = next((i for i, r in enumerate(rows) if r["time"] >= end), len(rows) - 1)
     busy = summarize(rows[:last + 1], start)["busy_mean"]  # to the sample holding the end
@@ -115,12 +114,10 @@ def traffic_end(agents_dir: Path) -> float | None:
     return max((end for ends in _iteration_ends(agents_dir) for end in ends), default=None)
 
 
-def first_iteration_end(agents_dir: Path) -> float | None:
-    """When every host had completed its first iteration; None when one had not."""
+def iterations_done(agents_dir: Path) -> list[float]:
+    """When every host had completed its 1st, 2nd, ... iteration (the last host's end of each)."""
     hosts = _iteration_ends(agents_dir)
-    if not hosts or any(not ends for ends in hosts):
-        return None
-    return max(ends[0] for ends in hosts)
+    return [max(ends[k] for ends in hosts) for k in range(min(map(len, hosts), default=0))]
 
 
 def run_pilot(scenario: Scenario, first: int, progress: Progress) -> PilotResult:
