@@ -84,8 +84,9 @@ def pair(transport: str, size: int, seed: int = 1) -> tuple[QueuePair, QueuePair
 
 def run(transport: str, total: int, message: int, paced: bool = False) -> dict[str, float]:
     """Each side writes `total` bytes to the other in `message`-byte writes; returns data
-    packets delivered, CPU seconds and us per packet. `paced`: one packet leaves a QP per step
-    and every datagram received is followed by a poll and a deadline, as in a wake-up."""
+    packets delivered, CPU seconds, us per packet and the virtual time it took. `paced`: one
+    packet leaves a QP per step and every datagram received is followed by a poll and a
+    deadline, as in a wake-up."""
     a, b, buf_a, buf_b = pair(transport, total)
     budget = CFG.mss + PACKET_OVERHEAD if paced else None
     src_a, src_b = os.urandom(total), os.urandom(total)
@@ -126,7 +127,7 @@ def run(transport: str, total: int, message: int, paced: bool = False) -> dict[s
         raise RuntimeError("a byte landed wrong")
     packets = sum(q.counters.data_sent - q.counters.retransmits for q in (a, b))
     return {"packets": packets, "cpu_s": cpu, "us_per_packet": cpu / packets * 1e6,
-            "retransmits": sum(q.counters.retransmits for q in (a, b))}
+            "retransmits": sum(q.counters.retransmits for q in (a, b)), "virtual_s": now}
 
 
 def best_of(transport: str, args: argparse.Namespace) -> tuple[dict[str, float], list[float]]:

@@ -112,7 +112,8 @@ def shape(scenario: Scenario) -> str:
     data = scenario.model_dump(mode="json")
     for key in IGNORED:
         data.pop(key, None)
-    data["workload"].pop("iterations", None)  # the pilot measures the first seconds
+    data["workload"].pop("iterations", None)  # the pilot measures its first 4-12 s after the
+    # first iteration: iterations beyond those change nothing it reads
     text = json.dumps(data, sort_keys=True) + calibration.agent_code()
     text += repr((budget.PILOT_SHARE, SETTLE_S, WINDOW_S, WINDOW_MAX_S, FIRST_ITERATION_MAX_S,
                   METHOD))

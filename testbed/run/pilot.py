@@ -9,10 +9,10 @@ with `bench/scale.py` against the calibration of the same machine, a 64-host fab
 cost 0.8x the calibration's agent CPU per packet on one machine and 1.4x on another. So the
 rung is chosen by measuring: the pilot runs each of the scenario's transports on one fabric
 (built at the first rung, its auto links re-shaped in place for the others), with the
-runner's telemetry and fidelity monitor running as in a run, stops the agents after
-whole iterations (4-12 s) after every rank completed its first one (`pilot_readings.window`:
-a steady state, not the first seconds), and reads the machine's busy share over the window (the
-verdict's run-CPU share is bounded by it). `budget.pilot_step` picks the next rung or the
+runner's telemetry and fidelity monitor running as in a run, and reads the machine's busy
+share over whole iterations (4-12 s) from the moment every rank has completed its first one
+(`pilot_readings.window`: a steady state, not the first seconds; the verdict's run-CPU share
+is bounded by it), then stops the agents. `budget.pilot_step` picks the next rung or the
 choice.
 
 Faults and background traffic are left out: the pilot measures the workload's own load. The
