@@ -25,8 +25,8 @@ MIN_WINDOW_S = 1.0  # a workload done sooner than SETTLE_S + this is measured fr
 # The window opens when every rank has completed its first iteration (a steady state: a 64-host
 # RoCEv2 ring at 500 kbit/s kept the machine 46% busy in its first 6 s and 57-62% from then
 # on), but no later than this after the start, so that a slow rung's pilot stays short; it
-# closes at an iteration's end, so that each iteration's burst at its end (verification, the
-# next one's buffers) weighs as it does in a run.
+# closes at an iteration's end, so that the burst between iterations (the agents check the
+# result and make the next buffers) weighs as it does in a run.
 FIRST_ITERATION_MAX_S = 30.0
 IGNORED = ("name", "description", "faults", "background", "verify")  # not the load's shape
 METHOD = ("machine busy over whole iterations from the first one's end, WINDOW_S to "
