@@ -172,6 +172,9 @@ def instructions(transport: str, args: argparse.Namespace, code: Path) -> tuple[
         if done.returncode != 0 or found is None:
             raise SystemExit(f"callgrind of {transport} failed: {done.stderr.strip()[-400:]}")
         out = json.loads(done.stdout)
+        if Path(out["code"]) != code.resolve():  # a path without the project: ROOT's instead
+            raise SystemExit(f"{code} has no hostagent/ of its own: the count would be of "
+                             f"{out['code']}; give a checkout of the project")
         counts.append((int(found.group(1)), int(out["packets"]), bool(out["compiled"])))
     (ir1, p1, built), (ir2, p2, _) = counts
     return (ir2 - ir1) / (p2 - p1), built
@@ -181,6 +184,9 @@ def count_instructions(args: argparse.Namespace) -> None:
     if shutil.which("valgrind") is None:
         raise SystemExit("--instructions needs valgrind (apt-get install valgrind)")
     codes = ([args.against.resolve()] if args.against else []) + [CODE]
+    if not (codes[0] / "hostagent" / "protocol").is_dir():
+        raise SystemExit(f"--against {args.against}: not a checkout of the project (no "
+                         "hostagent/protocol in it)")
     regime = "paced, one packet per call" if args.paced else "full windows"
     print(f"instructions per data packet (callgrind; {regime}; {args.mss} B payloads; "
           f"{args.size >> 20} and {3 * args.size >> 20} MiB each way)")
@@ -244,7 +250,8 @@ def main() -> None:
         against_pure(args)
         return
     if args.json:
-        print(json.dumps({**best_of(args.transports[0], args)[0], "compiled": compiled.ACTIVE}))
+        print(json.dumps({**best_of(args.transports[0], args)[0], "compiled": compiled.ACTIVE,
+                          "code": str(Path(compiled.__file__).resolve().parents[1])}))
         return
     print(f"protocol: {'compiled (make fast)' if compiled.ACTIVE else 'the sources'}")
     for t in args.transports:

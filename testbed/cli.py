@@ -149,7 +149,8 @@ def _auto_rate_preview(sc: scenario.Scenario) -> scenario.Scenario:
     if piloted is None:
         if sc.cluster is None:
             print(f"  pilot: not yet run for this scenario's shape: `run` will measure it "
-                  f"from {format_rate(choice.rate)} (a few seconds a transport and rung)")
+                  f"from {format_rate(choice.rate)} (whole iterations after the first, 4-12 s a "
+                  f"transport and rung)")
         return sc.with_rate(choice.rate, sc.name)
     for line in piloted.lines():
         print(f"  {line}")
