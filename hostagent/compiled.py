@@ -1,12 +1,14 @@
-"""Which protocol runs: the modules mypyc compiled from hostagent/protocol, or their sources.
+"""Which protocol runs: the modules mypyc compiled from their sources, or the sources.
 
-`make install` (its `make fast`) compiles the sans-IO protocol (`MODULES`) with mypyc from the
-same .py files into extension modules beside them (setup.py), which Python imports first. The .py
-files stay the one definition of the protocol and run instead whenever the build is absent,
-turned off (MRC_TESTBED_PURE=1) or stale: a module edited since the build makes every module
-import from source, with a warning, since a build that no longer matches its source would run
-code nobody reads. It is all or nothing: an interpreted class cannot subclass a compiled one
-(MrcQP and RoceQP subclass QueuePair). `make pure` deletes the build.
+`make install` (its `make fast`) compiles the sans-IO protocol (hostagent/protocol) and its IO
+driver (hostagent/runtime/driver.py), `MODULES`, with mypyc from the same .py files into
+extension modules beside them (setup.py), which Python imports first. The .py files stay the one
+definition of the protocol and run instead whenever the build is absent, turned off
+(MRC_TESTBED_PURE=1) or stale: a module edited since the build makes every module import from
+source, with a warning, since a build that no longer matches its source would run code nobody
+reads. It is all or nothing: an interpreted class cannot subclass a compiled one (MrcQP and
+RoceQP subclass QueuePair), and the driver's calls into the QPs are direct only when both are
+compiled. `make pure` deletes the build.
 
 hostagent/__init__.py imports this before any protocol module; `ACTIVE` says which runs, `BUILD`
 names it and why (every agent reports it, every run records it).
@@ -26,28 +28,36 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-PACKAGE = "hostagent.protocol"
-SOURCES = Path(__file__).resolve().parent / "protocol"
-MODULES = ("constants", "wire", "nic", "ev_states", "endpoint", "recovery", "nscc", "dcqcn",
-           "evs", "qp", "mrc", "rocev2")
-GROUP = f"{PACKAGE}.compiled"  # mypyc's group: one shared library that every module loads
-LIBRARY = f"{GROUP.rpartition('.')[2]}__mypyc"  # its file's name, as mypyc names it
+PACKAGE = "hostagent"
+ROOT = Path(__file__).resolve().parent  # the package's directory
+PROTOCOL = ("constants", "wire", "nic", "ev_states", "endpoint", "recovery", "nscc", "dcqcn",
+            "evs", "qp", "mrc", "rocev2")
+MODULES = (*(f"protocol.{name}" for name in PROTOCOL), "runtime.driver")  # in PACKAGE
+GROUP = f"{PACKAGE}.protocol.compiled"  # mypyc's group: one shared library every module loads
+LIBRARY = f"{GROUP.removeprefix(PACKAGE + '.')}__mypyc"  # its module, as mypyc names it
 PURE = "MRC_TESTBED_PURE"  # "1": the sources, even where a build is present
 SUFFIX = importlib.machinery.EXTENSION_SUFFIXES[0]
 
 
-def built(directory: Path = SOURCES) -> bool:
-    """Whether any part of a compiled build is present in `directory`."""
-    return any((directory / f"{name}{SUFFIX}").exists() for name in (*MODULES, LIBRARY))
+def file_of(module: str, suffix: str, root: Path = ROOT) -> Path:
+    """The file of `module` (a name in PACKAGE, "runtime.driver") under `root`: its source
+    (suffix ".py") or its compiled build (SUFFIX)."""
+    *packages, name = module.split(".")
+    return root.joinpath(*packages, name + suffix)
 
 
-def outdated(directory: Path = SOURCES) -> list[str]:
+def built(root: Path = ROOT) -> bool:
+    """Whether any part of a compiled build is present under `root`."""
+    return any(file_of(name, SUFFIX, root).exists() for name in (*MODULES, LIBRARY))
+
+
+def outdated(root: Path = ROOT) -> list[str]:
     """The modules whose compiled build is missing, or older than its source (or than the
-    shared library, missing too), in `directory`."""
-    library = directory / f"{LIBRARY}{SUFFIX}"
+    shared library, missing too), under `root`."""
+    library = file_of(LIBRARY, SUFFIX, root)
     out = []
     for name in MODULES:
-        source, binary = directory / f"{name}.py", directory / f"{name}{SUFFIX}"
+        source, binary = file_of(name, ".py", root), file_of(name, SUFFIX, root)
         if not (binary.exists() and library.exists()) \
                 or source.stat().st_mtime > min(binary.stat().st_mtime, library.stat().st_mtime):
             out.append(name)
@@ -55,34 +65,38 @@ def outdated(directory: Path = SOURCES) -> list[str]:
 
 
 class SourceFinder(importlib.abc.MetaPathFinder):
-    """Imports the protocol's modules from their .py files, passing over the compiled ones."""
+    """Imports the compiled modules from their .py files, passing over their builds."""
 
     def find_spec(self, fullname: str, path: Sequence[str] | None,
                   target: ModuleType | None = None) -> importlib.machinery.ModuleSpec | None:
-        package, _, name = fullname.rpartition(".")
+        package, _, name = fullname.partition(".")
         if package != PACKAGE or name not in MODULES:
             return None
-        return importlib.util.spec_from_file_location(fullname, SOURCES / f"{name}.py")
+        return importlib.util.spec_from_file_location(fullname, file_of(name, ".py"))
 
 
-def build_id(directory: Path = SOURCES) -> str:
+def build_id(root: Path = ROOT) -> str:
     """The build's identity: the first 12 hex digits of the SHA-256 of its shared library
     (every compiled module's code is in it), so two runs name the same build alike."""
-    library = directory / f"{LIBRARY}{SUFFIX}"
-    return hashlib.sha256(library.read_bytes()).hexdigest()[:12]
+    return hashlib.sha256(file_of(LIBRARY, SUFFIX, root).read_bytes()).hexdigest()[:12]
 
 
-def choose(directory: Path = SOURCES, environ: Mapping[str, str] = os.environ) -> tuple[bool, str]:
-    """Whether the build in `directory` runs, and which protocol build that is, with why:
+def source_of(module: str) -> str:
+    """A module's source as the repository names it: "hostagent/runtime/driver.py"."""
+    return str(file_of(module, ".py", Path(PACKAGE)))
+
+
+def choose(root: Path = ROOT, environ: Mapping[str, str] = os.environ) -> tuple[bool, str]:
+    """Whether the build under `root` runs, and which protocol build that is, with why:
     "compiled: <build id>" or "sources: <reason>" (what every run records, meta.json)."""
-    if not built(directory):
+    if not built(root):
         return False, "sources: no build"
     if environ.get(PURE) == "1":
         return False, f"sources: {PURE}=1"
-    old = outdated(directory)
+    old = outdated(root)
     if old:
-        return False, f"sources: the build is older than {old[0]}.py"
-    return True, f"compiled: {build_id(directory)}"
+        return False, f"sources: the build is older than {source_of(old[0])}"
+    return True, f"compiled: {build_id(root)}"
 
 
 def agreement(builds: Mapping[str, str | None]) -> dict[str, Any]:
@@ -109,7 +123,7 @@ def _choose() -> tuple[bool, str]:
     active, build = choose()
     if not active and build.startswith("sources: the build is older"):
         old = outdated()
-        warnings.warn(f"the compiled protocol is older than hostagent/protocol/{old[0]}.py"
+        warnings.warn(f"the compiled protocol is older than {source_of(old[0])}"
                       f"{f' and {len(old) - 1} more' if len(old) > 1 else ''}: running the "
                       "sources; `make fast` rebuilds it, `make pure` removes it",
                       RuntimeWarning, stacklevel=2)

@@ -193,49 +193,58 @@ def test_the_compiled_protocol_sends_and_counts_exactly_what_its_sources_do():
 
 
 def test_the_switch_imports_the_sources():
-    """MRC_TESTBED_PURE=1: every protocol module from its .py file, build or no build."""
+    """MRC_TESTBED_PURE=1: every compiled module from its .py file, build or no build."""
     code = ("import hostagent, importlib; print(hostagent.compiled.ACTIVE, *(importlib"
-            ".import_module(f'hostagent.protocol.{m}').__file__ for m in "
-            "hostagent.compiled.MODULES))")
+            ".import_module(f'hostagent.{m}').__file__ for m in hostagent.compiled.MODULES))")
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True,
                          text=True, check=True, env={**os.environ, compiled.PURE: "1"})
     active, *files = out.stdout.split()
     assert active == "False"
-    assert [Path(f).name for f in files] == [f"{m}.py" for m in compiled.MODULES]
+    assert [Path(f).relative_to(ROOT).as_posix() for f in files] == [
+        f"hostagent/{m.replace('.', '/')}.py" for m in compiled.MODULES]
+    assert "runtime.driver" in compiled.MODULES, "the IO driver is compiled with the protocol"
 
 
 @pytest.mark.skipif(not compiled.ACTIVE, reason="no compiled protocol in use (`make fast`)")
 def test_a_build_in_use_is_every_module_compiled():
     import importlib
     for m in compiled.MODULES:
-        path = Path(importlib.import_module(f"hostagent.protocol.{m}").__file__ or "")
-        assert path.name == f"{m}{compiled.SUFFIX}", path
+        path = Path(importlib.import_module(f"hostagent.{m}").__file__ or "")
+        # mypyc's modules name their file from their package's directory, doubling it
+        assert path.as_posix().endswith(f"hostagent/{m.replace('.', '/')}{compiled.SUFFIX}")
+
+
+def _file(root: Path, module: str, suffix: str) -> Path:
+    """Where `module`'s source or build lies under `root`, its directory made."""
+    path = compiled.file_of(module, suffix, root)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return path
 
 
 def test_a_build_is_used_only_while_newer_than_every_source(tmp_path):
     for m in compiled.MODULES:
-        (tmp_path / f"{m}.py").write_text("")
+        _file(tmp_path, m, ".py").write_text("")
     assert compiled.outdated(tmp_path) == list(compiled.MODULES), "nothing built"
     assert not compiled.built(tmp_path)
     for m in (*compiled.MODULES, compiled.LIBRARY):
-        (tmp_path / f"{m}{compiled.SUFFIX}").write_bytes(b"")
+        _file(tmp_path, m, compiled.SUFFIX).write_bytes(b"")
     assert compiled.built(tmp_path) and compiled.outdated(tmp_path) == []
-    newer = (tmp_path / "mrc.py").stat().st_mtime + 10
-    os.utime(tmp_path / "mrc.py", (newer, newer))
-    assert compiled.outdated(tmp_path) == ["mrc"], "a source edited since the build"
-    (tmp_path / "mrc.py").touch()
-    os.utime(tmp_path / "mrc.py", (newer - 20, newer - 20))
-    (tmp_path / f"{compiled.LIBRARY}{compiled.SUFFIX}").unlink()
+    for edited in ("protocol.mrc", "runtime.driver"):
+        source = _file(tmp_path, edited, ".py")
+        then = source.stat().st_mtime
+        os.utime(source, (then + 10, then + 10))
+        assert compiled.outdated(tmp_path) == [edited], "a source edited since the build"
+        os.utime(source, (then - 10, then - 10))
+    _file(tmp_path, compiled.LIBRARY, compiled.SUFFIX).unlink()
     assert compiled.outdated(tmp_path) == list(compiled.MODULES), "the shared library is gone"
 
 
-def _build(directory: Path, library: bytes = b"the library") -> None:
+def _build(root: Path, library: bytes = b"the library") -> None:
     for m in compiled.MODULES:
-        (directory / f"{m}.py").write_text("")
-    for m in compiled.MODULES:
-        os.utime(directory / f"{m}.py", (1.0, 1.0))  # every source older than its build
-        (directory / f"{m}{compiled.SUFFIX}").write_bytes(b"")
-    (directory / f"{compiled.LIBRARY}{compiled.SUFFIX}").write_bytes(library)
+        _file(root, m, ".py").write_text("")
+        os.utime(_file(root, m, ".py"), (1.0, 1.0))  # every source older than its build
+        _file(root, m, compiled.SUFFIX).write_bytes(b"")
+    _file(root, compiled.LIBRARY, compiled.SUFFIX).write_bytes(library)
 
 
 def test_a_process_names_the_build_it_runs_and_why(tmp_path):
@@ -248,14 +257,16 @@ def test_a_process_names_the_build_it_runs_and_why(tmp_path):
     assert compiled.choose(tmp_path, {compiled.PURE: "0"}) == (True, f"compiled: {want}")
     assert compiled.choose(tmp_path, {compiled.PURE: "1"}) == (False,
                                                               "sources: MRC_TESTBED_PURE=1")
-    (tmp_path / f"{compiled.LIBRARY}{compiled.SUFFIX}").write_bytes(b"another build")
-    os.utime(tmp_path / f"{compiled.LIBRARY}{compiled.SUFFIX}", (2.0, 2.0))
+    library = _file(tmp_path, compiled.LIBRARY, compiled.SUFFIX)
+    library.write_bytes(b"another build")
+    os.utime(library, (2.0, 2.0))
     for m in compiled.MODULES:
-        os.utime(tmp_path / f"{m}{compiled.SUFFIX}", (2.0, 2.0))
+        os.utime(_file(tmp_path, m, compiled.SUFFIX), (2.0, 2.0))
     other = compiled.choose(tmp_path, {})[1]
     assert other.startswith("compiled: ") and other != f"compiled: {want}", "builds told apart"
-    os.utime(tmp_path / "nscc.py", (3.0, 3.0))
-    assert compiled.choose(tmp_path, {}) == (False, "sources: the build is older than nscc.py")
+    os.utime(_file(tmp_path, "protocol.nscc", ".py"), (3.0, 3.0))
+    assert compiled.choose(tmp_path, {}) == (
+        False, "sources: the build is older than hostagent/protocol/nscc.py")
 
 
 def test_a_process_reports_what_it_imported():

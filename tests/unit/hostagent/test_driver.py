@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import os
 import random
+import select
 import socket
 
 import pytest
@@ -34,8 +35,9 @@ def _dead_port() -> int:
     return port
 
 
-async def _pair(nic: bool, rate: int = 200_000_000, limit: int = 64 * 1024,
+async def _pair(nic: bool, rate: int = 200_000_000, limit: int = 64 * 1024, dead_ev: bool = True,
                 ) -> tuple[list[driver.Driver], list[bytearray], list[MrcQP]]:
+    """Two ranks' Drivers, buffers and QPs; EV 1 leads nowhere unless `dead_ev` is False."""
     listens = [_listen(), _listen()]
     dead = _dead_port()
     bufs = [bytearray(64 * 1024), bytearray(64 * 1024)]
@@ -48,7 +50,8 @@ async def _pair(nic: bool, rate: int = 200_000_000, limit: int = 64 * 1024,
         qp = MrcQP(ours, theirs, memoryview(bufs[rank]), CFG, evset, seed=rank)
         to_peer = ("::1", listens[peer].getsockname()[1])
         sock = driver.ecn_socket(socket.socket(socket.AF_INET6, socket.SOCK_DGRAM))
-        route = driver.Route(sock, {0: to_peer, 1: ("::1", dead), 2: to_peer}, {0: 0, 1: 0, 2: 1})
+        ev1 = ("::1", dead) if dead_ev else to_peer
+        route = driver.Route(sock, {0: to_peer, 1: ev1, 2: to_peer}, {0: 0, 1: 0, 2: 1})
         port = Nic(2, rate, limit) if nic else None
         drivers.append(driver.Driver(rank, 2, listens[rank], {peer: [(qp, route)]}, nic=port))
         qps.append(qp)
@@ -198,7 +201,7 @@ def _hosts(qps: list[_ScriptedQP]) -> tuple[list[driver.Driver], list[tuple]]:
 def _process_timers(loop: asyncio.AbstractEventLoop) -> list[asyncio.TimerHandle]:
     """The loop's pending timers that are the process's QP timer (`_Timers._fire`)."""
     return [h for h in loop._scheduled if not h.cancelled()  # type: ignore[attr-defined]
-            and getattr(h._callback, "__func__", None) is driver._Timers._fire]
+            and isinstance(getattr(h._callback, "__self__", None), driver._Timers)]
 
 
 def test_the_hosts_of_one_process_share_one_timer_and_each_qp_fires_on_time():
@@ -257,28 +260,34 @@ def test_a_qp_whose_timer_raises_stops_no_other_hosts_timers():
 
 def test_a_receive_that_raises_still_kicks_the_qps_its_batch_reached():
     """The extension delivers a whole batch, then raises the first error of a QP's receive
-    (hostagent/_fastio.c): the QPs that got datagrams must still answer and send."""
-    class RaisingRx:
-        batch = 64
+    (hostagent/_fastio.c): the QPs that got datagrams must still answer and send. Rank 1's
+    socket holds a datagram for a QP whose receive raises, then rank 0's data packet: when the
+    read raises, rank 1's QP must have been kicked: the ACK it made is sent."""
+    async def main() -> tuple[int, bool]:
+        drivers, bufs, qps = await _pair(False)
+        rx_socks = [d._listen for d in drivers]
+        broken = 0xABCDE
 
-        def dispatch(self, fd, receivers, now, touched):
-            touched.add(qpn)
+        def raising(datagram: bytes, now: float, ecn: bool = False) -> None:
             raise RuntimeError("a receive failed")
 
-    async def main() -> tuple[list, int]:
-        drivers, _, qps = await _pair(False)
-        d = drivers[0]
-        kicked, flushed = [], []
-        d._rx = RaisingRx()
-        d._kick = kicked.append
-        d._flush = lambda: flushed.append(True)
-        with pytest.raises(RuntimeError):
-            d._on_readable()
-        flushes = len(flushed)
-        for other in drivers:
-            other.close()
-        return kicked, flushes, qps[0]
+        drivers[1]._receivers[broken] = raising
+        now = asyncio.get_running_loop().time()
+        qps[0].post_write(0, memoryview(bytes(CFG.mss // 2)), 0, None, now, 1)
+        (_, datagram), = qps[0].poll_transmit(now)
+        to = ("::1", rx_socks[1].getsockname()[1])
+        with socket.socket(socket.AF_INET6, socket.SOCK_DGRAM) as s:
+            s.sendto(datagram[:8] + broken.to_bytes(4, "big") + datagram[12:], to)
+            s.sendto(datagram, to)
+        try:
+            with pytest.raises(RuntimeError, match="a receive failed"):
+                drivers[1]._on_readable()  # both datagrams in one batch: the loop never ran
+            acked = select.select([rx_socks[0]], [], [], 1.0)[0] == [rx_socks[0]]
+            return qps[1].counters.acks_sent, acked
+        finally:
+            for d in drivers:
+                d.close()
 
-    qpn = driver.qpn(0, 1, 0)[0]
-    kicked, flushes, qp = asyncio.run(main())
-    assert kicked == [qp] and flushes == 1
+    acks, arrived = asyncio.run(main())
+    assert acks == 1, "the data packet reached its QP, which acknowledged it"
+    assert arrived, "the QP was kicked: its ACK left"
