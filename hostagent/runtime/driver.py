@@ -40,14 +40,13 @@ import time
 from collections import defaultdict, deque
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
 
 from mypy_extensions import mypyc_attr
 
 from hostagent.protocol import wire
 from hostagent.protocol.endpoint import MessageStats
 from hostagent.protocol.nic import Nic
-from hostagent.protocol.qp import ImmArrived, QPConfig, QPFailed, WriteDone
+from hostagent.protocol.qp import ImmArrived, QPFailed, QueuePair, WriteDone
 from hostagent.runtime import batchio
 from hostagent.runtime.per_loop import PerLoop
 
@@ -86,31 +85,6 @@ def _batch_io() -> tuple[batchio.Receiver, batchio.Sender]:
 @mypyc_attr(native_class=False)  # compiled, an exception class stays a Python class
 class TransportFailed(RuntimeError):
     """A QP exhausted its retry budget: the collective cannot complete."""
-
-
-class DrivenQP(Protocol):
-    """What the driver asks of a QP: the side of `QueuePair` that faces the IO. A protocol, not
-    `QueuePair` itself, so that the compiled driver (hostagent/compiled.py) takes any object
-    that has it, as the interpreted one does, rather than checking each QP's class."""
-
-    qpn: int
-    cfg: QPConfig
-    buffer: memoryview
-    events: deque[WriteDone | ImmArrived | QPFailed]
-    failed: str | None
-    nic_blocked: bool
-
-    def post_write(self, msg_id: int, data: memoryview, remote_offset: int,
-                   imm: int | None, now: float, peer: int) -> None: ...
-
-    def poll_transmit(self, now: float, budget: float | None = None) -> list[tuple[int, bytes]]:
-        ...
-
-    def receive(self, datagram: bytes, now: float, ecn: bool = False) -> None: ...
-
-    def next_deadline(self) -> float | None: ...
-
-    def on_timer(self, now: float) -> None: ...
 
 
 @dataclass
@@ -255,16 +229,16 @@ class Driver:
     """The `Endpoint` of one rank over real sockets."""
 
     def __init__(self, rank: int, world: int, listen: socket.socket,
-                 qps: Mapping[int, Sequence[tuple[DrivenQP, Route]]], gso: bool = False,
+                 qps: Mapping[int, Sequence[tuple[QueuePair, Route]]], gso: bool = False,
                  nic: Nic | None = None) -> None:
         self.rank, self.world = rank, world
         self.gso = gso  # consecutive data packets to one destination in one system call
         self.nic = nic  # QPs send only what the ports can take (None: as fast as the kernel)
-        self._nic_waiting: deque[DrivenQP] = deque()  # blocked on the NIC, served in turn
+        self._nic_waiting: deque[QueuePair] = deque()  # blocked on the NIC, served in turn
         self.loop = asyncio.get_running_loop()
         self._listen = listen
         self._peers = qps  # peer rank -> its QPs and routes
-        self._by_qpn: dict[int, tuple[int, DrivenQP, Route]] = {}
+        self._by_qpn: dict[int, tuple[int, QueuePair, Route]] = {}
         for peer, entries in qps.items():
             for qp, route in entries:
                 self._by_qpn[qp.qpn] = (peer, qp, route)
@@ -366,7 +340,7 @@ class Driver:
         self._armed[qpn] = deadline
         self._timers.push(deadline, self._timer_key, qpn)
 
-    def _kick(self, qp: DrivenQP) -> None:
+    def _kick(self, qp: QueuePair) -> None:
         """Send what the QP has to send, deliver its events, re-arm its timer."""
         _, _, route = self._by_qpn[qp.qpn]
         now = self.loop.time()
@@ -406,7 +380,7 @@ class Driver:
         self._nic_waiting.rotate(-1)
         self._wake_on_nic_room()
 
-    def _deliver(self, qp: DrivenQP) -> None:
+    def _deliver(self, qp: QueuePair) -> None:
         peer = self._by_qpn[qp.qpn][0]
         while qp.events:
             event = qp.events.popleft()

@@ -6,13 +6,19 @@ probes), and they must land every byte in its place."""
 from __future__ import annotations
 
 import asyncio
+import functools
 import os
 import random
 import select
 import socket
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 
+from hostagent import compiled
 from hostagent.protocol.evs import EVPolicy, EVSet, EVState
 from hostagent.protocol.mrc import MrcQP
 from hostagent.protocol.nic import Nic
@@ -98,6 +104,24 @@ def test_writes_complete_through_lost_packets_and_land_every_byte(nic):
     asyncio.run(main())
 
 
+def _on_the_sources(test: Callable[[], None]) -> Callable[[], None]:
+    """A test that drives the driver with scripted QPs: compiled, the driver takes only
+    QueuePairs (hostagent/compiled.py), so where the build is in use the test runs in a
+    process on the sources (MRC_TESTBED_PURE=1), which are the driver's code either way."""
+    @functools.wraps(test)
+    def run() -> None:
+        if not compiled.ACTIVE:
+            return test()
+        root = Path(__file__).resolve().parents[3]
+        done = subprocess.run(
+            [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+             f"{Path(__file__).relative_to(root)}::{test.__name__}"],
+            cwd=root, env={**os.environ, compiled.PURE: "1"}, capture_output=True, text=True)
+        assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-1000:]
+        return None
+    return run
+
+
 class _ScriptedQP:
     """A QP reduced to its timers: it sends nothing and asks for the deadlines it is given.
     Enough to check the driver's one-timer-per-host schedule in isolation."""
@@ -161,6 +185,7 @@ def test_a_slow_nic_paces_writes_and_waits_on_the_process_timer():
     assert own_timers == 0, "NIC waits are entries of the process's timer heap"
 
 
+@_on_the_sources
 def test_every_qps_deadline_fires_on_time_when_another_qp_re_arms_later():
     """QP b is due first and re-arms for much later; QP a's deadline in between must still
     fire then, not at b's."""
@@ -204,6 +229,7 @@ def _process_timers(loop: asyncio.AbstractEventLoop) -> list[asyncio.TimerHandle
             and isinstance(getattr(h._callback, "__self__", None), driver._Timers)]
 
 
+@_on_the_sources
 def test_the_hosts_of_one_process_share_one_timer_and_each_qp_fires_on_time():
     """Two hosts' Drivers on one loop (a pooled process): one loop timer for both, and each
     QP still fires at its own deadline, not at the other host's; a closed host's entries are
@@ -233,6 +259,7 @@ def test_the_hosts_of_one_process_share_one_timer_and_each_qp_fires_on_time():
     assert 0.02 <= a1 < 0.06 <= b1 < 0.12 <= a2 < 0.2
 
 
+@_on_the_sources
 def test_a_qp_whose_timer_raises_stops_no_other_hosts_timers():
     """The process's one timer serves every host: an exception in one QP's on_timer (logged
     by the loop) must leave the other hosts' deadlines to fire."""
