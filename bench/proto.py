@@ -12,6 +12,7 @@ on one core, with nothing else of the testbed running. No root needed.
     .venv/bin/python bench/proto.py --profile mrc   # and where the time goes (cProfile)
     .venv/bin/python bench/proto.py --against-pure  # the compiled protocol (`make fast`)
                                                     # beside its sources, rounds alternating
+    .venv/bin/python bench/proto.py --sockets       # through the IO driver, on loopback
 
 With --against-pure every measurement is a process of its own, on the compiled modules or on
 the sources (MRC_TESTBED_PURE=1, hostagent/compiled.py), the two alternating round by round so
@@ -23,6 +24,13 @@ per call: what a fast link gives). `--paced` is what agents at `rate: auto`'s ra
 NIC lets one packet leave per step, and each datagram that arrives is a wake-up of its own
 (received, then the QP polled and its deadline asked). The protocol's fixed cost per call,
 which full batches hide, is then most of its cost.
+
+`--sockets` runs the same writes through the IO driver (hostagent/runtime/driver.py) instead:
+two Drivers in one event loop, each with its listening socket, over UDP on loopback (`::1`),
+so the driver, asyncio and the batched system calls (hostagent/_fastio.c) are in the count;
+their kernel time is not (the process's user CPU: both ends). Run as root, the sockets
+get the agents' buffers; the QPs' timeout is a second, so that a slow run (callgrind's) does
+not resend, and RoCEv2's base RTT 10 ms (DCQCN's timers count elapsed periods).
 
 `--instructions` counts instructions per data packet under valgrind's callgrind instead of
 timing: the same count for the same code and inputs whatever else the machine does, so two
@@ -36,6 +44,7 @@ compiled build), then with this one:
 from __future__ import annotations
 
 import argparse
+import asyncio
 import cProfile
 import dataclasses
 import json
@@ -44,6 +53,7 @@ import pstats
 import random
 import re
 import shutil
+import socket
 import statistics
 import subprocess
 import sys
@@ -67,18 +77,19 @@ LATENCY = 200e-6  # s one way, every path alike
 STEP = 50e-6  # s of virtual time per round
 
 
-def pair(transport: str, size: int, seed: int = 1) -> tuple[QueuePair, QueuePair,
-                                                             bytearray, bytearray]:
+def pair(transport: str, size: int, seed: int = 1, cfg: QPConfig | None = None,
+         ) -> tuple[QueuePair, QueuePair, bytearray, bytearray]:
     bufs = bytearray(size), bytearray(size)
+    cfg = CFG if cfg is None else cfg
     if transport == "mrc":
         pol = EVPolicy()
-        a: QueuePair = MrcQP(1, 2, memoryview(bufs[0]), CFG,
+        a: QueuePair = MrcQP(1, 2, memoryview(bufs[0]), cfg,
                              EVSet.build(TABLE, pol, random.Random(seed)), seed)
-        b: QueuePair = MrcQP(2, 1, memoryview(bufs[1]), CFG,
+        b: QueuePair = MrcQP(2, 1, memoryview(bufs[1]), cfg,
                              EVSet.build(TABLE, pol, random.Random(seed + 1)), seed + 1)
     else:
-        a, b = (RoceQP(1, 2, memoryview(bufs[0]), CFG, seed),
-                RoceQP(2, 1, memoryview(bufs[1]), CFG, seed + 1))
+        a, b = (RoceQP(1, 2, memoryview(bufs[0]), cfg, seed),
+                RoceQP(2, 1, memoryview(bufs[1]), cfg, seed + 1))
     return a, b, bufs[0], bufs[1]
 
 
@@ -130,9 +141,63 @@ def run(transport: str, total: int, message: int, paced: bool = False) -> dict[s
             "retransmits": sum(q.counters.retransmits for q in (a, b)), "virtual_s": now}
 
 
+# DCQCN's timers (a period of 5.5 base RTTs) run per elapsed period: at loopback's RTT they
+# would count time, not packets, and callgrind's slowness many times over. A fabric's RTT.
+SOCKETS_BASE_RTT = 0.01
+
+
+def over_sockets(transport: str, total: int, message: int) -> dict[str, float]:
+    """`run`'s writes through two Drivers over loopback UDP in one event loop; the same
+    result fields, of user CPU (the kernel's part is the sockets', not the code's), and
+    virtual_s the wall time it took."""
+    return asyncio.run(_over_sockets(transport, total, message))
+
+
+async def _over_sockets(transport: str, total: int, message: int) -> dict[str, float]:
+    from hostagent.runtime import driver
+    a, b, buf_a, buf_b = pair(transport, total, cfg=dataclasses.replace(
+        CFG, timeout=1.0, base_rtt=SOCKETS_BASE_RTT if transport == "rocev2" else None))
+    listens = [driver.listen_socket(("::1", 0)) for _ in range(2)]
+    sends = [driver.ecn_socket(socket.socket(socket.AF_INET6, socket.SOCK_DGRAM))
+             for _ in range(2)]
+    evs = range(len(TABLE)) if transport == "mrc" else range(1)
+    drivers = []
+    for rank, qp in enumerate((a, b)):
+        to = ("::1", listens[1 - rank].getsockname()[1])
+        route = driver.Route(sends[rank], dict.fromkeys(evs, to),
+                             {ev: TABLE[ev][1] for ev in evs})
+        drivers.append(driver.Driver(rank, 2, listens[rank], {1 - rank: [(qp, route)]}))
+    src_a, src_b = os.urandom(total), os.urandom(total)
+    loop = asyncio.get_running_loop()
+    cpu0, t0 = os.times().user, loop.time()
+    try:
+        await asyncio.gather(*(drivers[rank].write(1 - rank, memoryview(src)[off:off + message],
+                                                   off)
+                               for rank, src in ((0, src_a), (1, src_b))
+                               for off in range(0, total, message)))
+    finally:
+        cpu, took = os.times().user - cpu0, loop.time() - t0
+        for d in drivers:
+            d.close()
+        for sock in (*listens, *sends):
+            sock.close()
+    if buf_b != src_a or buf_a != src_b:
+        raise RuntimeError("a byte landed wrong")
+    packets = sum(q.counters.data_sent - q.counters.retransmits for q in (a, b))
+    return {"packets": packets, "cpu_s": cpu, "us_per_packet": cpu / packets * 1e6,
+            "retransmits": sum(q.counters.retransmits for q in (a, b)), "virtual_s": took}
+
+
+def measure(transport: str, args: argparse.Namespace) -> dict[str, float]:
+    """One run of the bench `args` asks for: in memory (`run`) or over sockets."""
+    if args.sockets:
+        return over_sockets(transport, args.size, args.message)
+    return run(transport, args.size, args.message, args.paced)
+
+
 def best_of(transport: str, args: argparse.Namespace) -> tuple[dict[str, float], list[float]]:
     """The best of `--repeat` runs, and every run's us per packet."""
-    runs = [run(transport, args.size, args.message, args.paced) for _ in range(args.repeat)]
+    runs = [measure(transport, args) for _ in range(args.repeat)]
     return min(runs, key=lambda r: r["us_per_packet"]), [r["us_per_packet"] for r in runs]
 
 
@@ -151,7 +216,8 @@ def measured_apart(transport: str, pure: bool, args: argparse.Namespace) -> floa
 def _shape(args: argparse.Namespace, size: int | None = None) -> list[str]:
     """The options that say what one measurement is, for a process of its own."""
     return ["--size", str(args.size if size is None else size), "--message", str(args.message),
-            "--mss", str(args.mss), *(["--paced"] if args.paced else [])]
+            "--mss", str(args.mss), *(["--paced"] if args.paced else []),
+            *(["--sockets"] if args.sockets else [])]
 
 
 _COLLECTED = re.compile(r"^==\d+== Collected : (\d+)$", re.MULTILINE)
@@ -187,7 +253,8 @@ def count_instructions(args: argparse.Namespace) -> None:
     if not (codes[0] / "hostagent" / "protocol").is_dir():
         raise SystemExit(f"--against {args.against}: not a checkout of the project (no "
                          "hostagent/protocol in it)")
-    regime = "paced, one packet per call" if args.paced else "full windows"
+    regime = ("over loopback sockets, through the IO driver" if args.sockets
+              else "paced, one packet per call" if args.paced else "full windows")
     print(f"instructions per data packet (callgrind; {regime}; {args.mss} B payloads; "
           f"{args.size >> 20} and {3 * args.size >> 20} MiB each way)")
     for t in args.transports:
@@ -235,6 +302,8 @@ def main() -> None:
     parser.add_argument("--mss", type=int, default=CFG.mss, help="payload bytes per packet")
     parser.add_argument("--paced", action="store_true",
                         help="one packet per call, as agents at rate: auto's rates see")
+    parser.add_argument("--sockets", action="store_true",
+                        help="through the IO driver over loopback UDP, not QPs joined in memory")
     parser.add_argument("--instructions", action="store_true",
                         help="count instructions per data packet (callgrind), not time")
     parser.add_argument("--against", type=Path, metavar="CHECKOUT",
@@ -243,6 +312,8 @@ def main() -> None:
     CFG = dataclasses.replace(CFG, mss=args.mss)
     if args.against and not args.instructions:
         parser.error("--against compares instruction counts: add --instructions")
+    if args.sockets and (args.paced or args.profile):
+        parser.error("--sockets paces as the driver does: without --paced and --profile")
     if args.instructions:
         count_instructions(args)
         return

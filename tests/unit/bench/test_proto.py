@@ -1,5 +1,5 @@
-"""bench/proto.py's regimes: both deliver every byte, and the paced one lets one data packet
-leave a QP per step."""
+"""bench/proto.py's regimes: each delivers every byte, the paced one lets one data packet
+leave a QP per step, and the one over sockets goes through the IO driver."""
 from __future__ import annotations
 
 import pytest
@@ -18,3 +18,16 @@ def test_the_paced_regime_takes_a_step_per_packet_and_lands_every_byte(transport
     full = proto.run(transport, SIZE, MESSAGE)
     assert full["packets"] == 2 * per_side
     assert full["virtual_s"] < paced["virtual_s"] / 2  # whole windows a step
+
+
+@pytest.mark.parametrize("transport", ["mrc", "rocev2"])
+def test_over_sockets_every_byte_lands_through_the_driver_without_resends(transport,
+                                                                          monkeypatch):
+    from hostagent.runtime import driver
+    drivers: list[object] = []
+    made = driver.Driver
+    monkeypatch.setattr(driver, "Driver", lambda *a, **kw: drivers.append(made(*a, **kw))
+                        or drivers[-1])
+    out = proto.over_sockets(transport, SIZE, MESSAGE)  # raises if a byte landed wrong
+    assert out["packets"] == 2 * (SIZE // proto.CFG.mss) and out["retransmits"] == 0
+    assert len(drivers) == 2, "each end a Driver over its own sockets"
