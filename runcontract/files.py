@@ -36,12 +36,13 @@ EVENT_COLUMNS: Final = ("event", "kind", "target", "condition", "on", "links", "
 # packet's time (and at least the previous bucket's edge; the last edge is inf), the port's
 # totals repeated on each row (`backlogged` dequeues measured, `gap_ns` and `late_ns` summed).
 # cpu: one row per sampling interval ending at `time` (wall clock): machine-wide busy share, its
-# softirq part (where the fabric forwards), the share of the interval some task waited for a
-# CPU (PSI; null where the kernel lacks it) and the share of all cores the sampling process used
-# (`process`: the runner; in the cluster mode, the server's agent).
+# softirq part (where the fabric forwards), its steal part (a hypervisor running other guests
+# while this machine's virtual CPUs wanted to run), the share of the interval some task waited
+# for a CPU (PSI; null where the kernel lacks it) and the share of all cores the sampling
+# process used (`process`: the runner; in the cluster mode, the server's agent).
 LINK_GAP_COLUMNS: Final = ("node", "ifname", "link", "kind", "plane", "rate_bps", "dequeues",
                            "backlogged", "gap_ns", "late_ns", "bucket", "edge_pct", "gaps")
-CPU_COLUMNS: Final = ("time", "interval_s", "busy", "softirq", "psi_some", "process")
+CPU_COLUMNS: Final = ("time", "interval_s", "busy", "softirq", "steal", "psi_some", "process")
 
 
 def table_file(name: str) -> str:

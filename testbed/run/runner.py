@@ -299,7 +299,7 @@ def _judge(monitor: FidelityMonitor, sampler: Sampler, lags: list[fidelity.Agent
         mine = [lag for lag in lags if lag.host in machine.nodes]
         observed = fidelity.Observed(links, mine, interval, cpu["busy_mean"], cpu["busy_max"],
                                      cpu["psi_some"], machine.cores, cpu["softirq"],
-                                     cpu["runner"])
+                                     cpu["runner"], cpu["steal"])
         judged.append((machine.label, fidelity.judge(observed, bounds)))
     return fidelity.combine(judged)
 

@@ -38,9 +38,13 @@ measured on the run's own behalf, each against a bound that follows from the sce
 - **telemetry**: a sampler interval over `TELEMETRY_STRETCH` x its period leaves holes in the
   time series: degraded (the network may still be right; its record is not whole).
 
-CPU busy share and pressure (PSI) are recorded and quoted, but are not criteria on their own:
-on a shared machine a fully busy CPU may be others' work that the scheduler shares fairly while
-this run's links and timers keep pace, and a run starved by it shows in the symptoms above.
+CPU busy share, steal and pressure (PSI) are recorded and quoted, but are not criteria on their
+own: on a shared machine a fully busy CPU may be others' work that the scheduler shares fairly
+while this run's links and timers keep pace, and a run starved by it shows in the symptoms
+above. In a virtual machine the others may be the host's other guests: from `STEAL_QUOTED` of
+the traffic's time stolen, a verdict that is not faithful says that the hypervisor took the CPU
+(measured on a shared host: 23% of a quickstart run's CPU time stolen while the run itself used
+47% of the cores, its agents' timers late beyond their port's queue for 2-6% of the timed time).
 """
 from __future__ import annotations
 
@@ -59,6 +63,7 @@ STALL_DEGRADED = 0.10
 RUN_CPU_DEGRADED = 0.8  # share of all cores the run itself used over the workload
 RUN_CPU_NOT = 0.9
 TELEMETRY_STRETCH = 4.0  # a sample interval this many periods long is a hole
+STEAL_QUOTED = 0.05  # share of the traffic's time a hypervisor ran others: named in the reasons
 
 
 @dataclass(frozen=True)
@@ -126,6 +131,7 @@ class Observed:
     cores: int | None = None
     softirq: float | None = None  # mean share of all cores in softirq (the fabric forwarding)
     runner: float | None = None  # share of all cores the run's own processes used (the runner)
+    steal: float | None = None  # mean share of all cores a hypervisor gave other guests
 
     def run_cpu(self) -> tuple[float, float, float] | None:
         """(agents', runner's, kernel softirq) share of all cores over the workload; None when
@@ -267,7 +273,8 @@ def judge(obs: Observed, bounds: Bounds) -> Verdict:
                        f"{bounds.telemetry_period_s:g} s")
 
     numbers["cpu"] = {"busy_mean": obs.cpu_busy, "busy_max": obs.cpu_busy_max,
-                      "psi_some": obs.psi_some, "cores": obs.cores, "softirq": obs.softirq}
+                      "psi_some": obs.psi_some, "cores": obs.cores, "softirq": obs.softirq,
+                      "steal": obs.steal}
     run = obs.run_cpu()
     numbers["cpu"]["run_runner"] = obs.runner
     if run is not None:
@@ -286,6 +293,9 @@ def judge(obs: Observed, bounds: Bounds) -> Verdict:
         psi = "" if obs.psi_some is None else f", tasks waiting for a CPU {obs.psi_some:.0%}" \
                                                f" of the time (PSI)"
         reasons.append(f"CPU {obs.cpu_busy:.0%} busy over the traffic{psi}")
+    if verdict != FAITHFUL and obs.steal is not None and obs.steal >= STEAL_QUOTED:
+        reasons.append(f"the hypervisor ran other guests for {obs.steal:.0%} of this machine's "
+                       f"CPU time (steal): the host, not this run, took the CPU")
     return Verdict(verdict, reasons, numbers)
 
 

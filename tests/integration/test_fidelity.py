@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 
 import pandas as pd
+import pytest
 
 from .helpers import CLI, ROOT, build, run_cli, scenario_mod
 
@@ -43,13 +44,16 @@ def test_quickstart_is_faithful(tmp_path: Path):
     results = tmp_path / "first"
     res = run_cli("run", "--no-report", "--require-faithful", results=results, timeout=300)
     if res.returncode == 7:
-        for run in sorted(results.iterdir()):
-            _check_measured(run)
-            reasons = meta(run)["fidelity"]["reasons"]
-            assert not any(r.startswith("links kept pace") for r in reasons), reasons
+        first = _on_the_cpus_side(results)
         print("first sitting not faithful, on the CPU's side:\n" + res.stderr)
         results = tmp_path / "again"
         res = run_cli("run", "--no-report", "--require-faithful", results=results, timeout=300)
+        if res.returncode == 7 and _stolen([*first, *_on_the_cpus_side(results)]):
+            # a virtual machine whose host runs other guests on its cores: the verdict said so,
+            # and this machine cannot show now whether quickstart is faithful
+            pytest.skip("the hypervisor took this VM's CPU in both sittings (steal "
+                        + ", ".join(f"{meta(r)['fidelity']['cpu']['steal']:.0%}"
+                                    for r in sorted(results.iterdir())) + ")")
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr
     runs = sorted(results.iterdir())
     assert len(runs) == 2
@@ -65,6 +69,29 @@ def test_quickstart_is_faithful(tmp_path: Path):
         assert f["cpu"]["run_total"] < 0.8
         assert "fidelity: faithful" in (run / "summary.txt").read_text()
     assert (res.stdout + res.stderr).count("fidelity: faithful") == 2
+
+
+def _on_the_cpus_side(results: Path) -> list[Path]:
+    """The runs of a sitting that were not faithful, each measured in full and judged on the
+    CPU's side only (never on links falling behind), and never worse than degraded."""
+    runs = []
+    for run in sorted(results.iterdir()):
+        f = _check_measured(run)
+        assert not any(r.startswith("links kept pace") for r in f["reasons"]), f["reasons"]
+        assert f["verdict"] in ("faithful", "degraded"), f
+        if f["verdict"] != "faithful":
+            runs.append(run)
+    return runs
+
+
+def _stolen(runs: list[Path]) -> bool:
+    """Every run's verdict named the hypervisor's steal among its reasons, while the run itself
+    used less of the cores than its own bound (a slow agent is not excused by steal)."""
+    for run in runs:
+        f = meta(run)["fidelity"]
+        assert f["cpu"]["run_total"] < 0.8, f
+    return bool(runs) and all(any("(steal)" in r for r in meta(run)["fidelity"]["reasons"])
+                              for run in runs)
 
 
 def _check_measured(run: Path) -> dict:

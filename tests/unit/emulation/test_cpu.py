@@ -9,7 +9,7 @@ import pytest
 from testbed.emulation.cpu import CpuSampler, parse_psi, parse_stat, summarize
 from testbed.emulation.machine_monitor import Machine
 
-STAT = """cpu  100 5 50 800 20 3 7 0 11 0
+STAT = """cpu  100 5 50 800 20 3 7 13 11 0
 cpu0 50 2 25 400 10 1 3 0 5 0
 intr 1 2 3
 """
@@ -19,9 +19,9 @@ full avg10=0.00 avg60=0.00 avg300=0.00 total=0
 
 
 def test_stat_busy_is_all_but_idle_and_iowait_guest_not_twice():
-    busy, softirq, total = parse_stat(STAT)
-    assert total == 100 + 5 + 50 + 800 + 20 + 3 + 7 + 0  # guest is inside user already
-    assert busy == total - 800 - 20 and softirq == 7
+    busy, softirq, steal, total = parse_stat(STAT)
+    assert total == 100 + 5 + 50 + 800 + 20 + 3 + 7 + 13  # guest is inside user already
+    assert busy == total - 800 - 20 and softirq == 7 and steal == 13
 
 
 def test_psi_some_total_in_microseconds():

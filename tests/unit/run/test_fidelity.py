@@ -146,6 +146,19 @@ def test_a_busy_machine_alone_is_not_a_verdict_but_is_quoted():
     assert late.line().startswith("fidelity: NOT FAITHFUL (these numbers measure the CPU")
 
 
+def test_a_hypervisors_steal_is_named_when_the_run_is_not_faithful():
+    assert judge(observe(steal=0.3), BOUNDS).reasons == []  # faithful: nothing to explain
+    late = AgentLag("h1", p99=0.001, max=0.002, samples=10, stalled=0.05, timed=1.0)
+    v = judge(observe(agents=[late], steal=0.23), BOUNDS)
+    assert v.verdict == DEGRADED and v.numbers["cpu"]["steal"] == 0.23
+    assert v.reasons[-1] == ("the hypervisor ran other guests for 23% of this machine's CPU "
+                             "time (steal): the host, not this run, took the CPU")
+    # below 5% of the time stolen it is no explanation; unmeasured, nothing is said
+    for steal in (0.049, None):
+        assert not any("steal" in r for r in judge(observe(agents=[late], steal=steal),
+                                                    BOUNDS).reasons)
+
+
 def test_starved_telemetry_degrades():
     assert judge(observe(telemetry_max_interval_s=1.0), BOUNDS).verdict == FAITHFUL  # 4 periods
     v = judge(observe(telemetry_max_interval_s=1.01), BOUNDS)
