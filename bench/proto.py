@@ -30,7 +30,9 @@ two Drivers in one event loop, each with its listening socket, over UDP on loopb
 so the driver, asyncio and the batched system calls (hostagent/_fastio.c) are in the count;
 their kernel time is not (the process's user CPU: both ends). Run as root, the sockets
 get the agents' buffers; the QPs' timeout is a second, so that a slow run (callgrind's) does
-not resend, and RoCEv2's base RTT 10 ms (DCQCN's timers count elapsed periods).
+not resend, and RoCEv2's base RTT 10 ms (DCQCN's timers count elapsed periods). How the
+datagrams batch depends on the loop's timing, so an instruction count through the driver
+varies between runs of the same code (MRC's by up to 8%): compare runs in one sitting.
 
 `--instructions` counts instructions per data packet under valgrind's callgrind instead of
 timing: the same count for the same code and inputs whatever else the machine does, so two
@@ -312,6 +314,9 @@ def main() -> None:
     CFG = dataclasses.replace(CFG, mss=args.mss)
     if args.against and not args.instructions:
         parser.error("--against compares instruction counts: add --instructions")
+    if args.against_pure and args.instructions:
+        parser.error("--instructions counts one build: run it again with MRC_TESTBED_PURE=1 "
+                     "for the sources")
     if args.sockets and (args.paced or args.profile):
         parser.error("--sockets paces as the driver does: without --paced and --profile")
     if args.instructions:
