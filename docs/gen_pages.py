@@ -13,7 +13,7 @@ from typing import Any
 
 import mkdocs_gen_files
 
-from hostagent.compiled import SOURCES
+from hostagent.compiled import file_of
 from hostagent.protocol.ev_states import TRANSITIONS, EVState
 from testbed import cli
 
@@ -109,7 +109,8 @@ def ev_health_page() -> str:
     lines += [f"- **{s.value}** stays on {', '.join(f'`{e}`' for e in ev)}." for s, ev in
               stays.items()]
     # from the source: a module compiled by mypyc (`make fast`) keeps no docstring
-    module_doc = ast.get_docstring(ast.parse((SOURCES / "ev_states.py").read_text())) or ""
+    source = file_of("protocol.ev_states", ".py").read_text()
+    module_doc = ast.get_docstring(ast.parse(source)) or ""
     doc = module_doc.split("\n", 1)[1].strip()
     return "\n".join(lines) + "\n\n## The events\n\n" + doc + "\n"
 
