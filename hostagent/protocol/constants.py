@@ -8,92 +8,94 @@ tests/unit/hostagent/test_constants.py).
 """
 from __future__ import annotations
 
+from typing import Final
+
 # ---- the EV set (evs.py) ----
-PROBE_INTERVAL = 0.005
+PROBE_INTERVAL: Final = 0.005
 """s | chosen, not measured [f0db126]; the spec's host agent probes its T0s every 1 ms, our RTTs
 are ms"""
-PROBE_SUCCESSES = 16
+PROBE_SUCCESSES: Final = 16
 """probes | chosen; measured on the simnet, one path losing 20% for 2.5 s, seeds 1-6: condemned 1-2
 times, 0.04-0.13% of the packets on it [8116614]"""
-PROBE_RUN_GROWTH = 2
+PROBE_RUN_GROWTH: Final = 2
 """x | chosen; the same measurement (the run doubles per broken run)"""
-MAX_PROBE_RUN = 256
+MAX_PROBE_RUN: Final = 256
 """probes | chosen; the same measurement (the 20% path's run reached it)"""
-FLAP_MEMORY = 1.0
+FLAP_MEMORY: Final = 1.0
 """s | chosen; measured on drill host-flap at 25 Mbit/s (a port flapping every 0.4 s) [8116614]"""
-PROBE_TIMEOUT_INTERVALS = 4
+PROBE_TIMEOUT_INTERVALS: Final = 4
 """probe intervals | chosen, not measured [e119743]; the probe timeout's floor, above it RFC 6298's
 srtt + 4 rttvar"""
-LATE_PROBES_KEPT = 64
+LATE_PROBES_KEPT: Final = 64
 """probes | chosen: at 5 ms, replies up to 0.32 s past their timeout still count"""
-MAX_PROBE_RTTS = 1000
+MAX_PROBE_RTTS: Final = 1000
 """samples | chosen: a bound on what an EV records of its probes"""
-CONGESTION_HOLDOFF = 0.001
+CONGESTION_HOLDOFF: Final = 0.001
 """s | chosen; measured on degrade at 25 Mbit/s with the hot rule below: MRC 62-64% -> 72-76% of
 ideal, 3 runs [f57936d]"""
-CONGESTION_MEMORY_RTTS = 8.0
+CONGESTION_MEMORY_RTTS: Final = 8.0
 """srtt | chosen, not measured [e119743]"""
-HOT_RATIO = 1.5
+HOT_RATIO: Final = 1.5
 """x | chosen; measured on degrade at 25 Mbit/s [f57936d]"""
-HOT_RTTS = 4.0
+HOT_RTTS: Final = 4.0
 """srtt | chosen; measured on degrade at 25 Mbit/s [f57936d]"""
-MARK_GAIN = 1 / 16
+MARK_GAIN: Final = 1 / 16
 """per ACK | chosen; measured on degrade at 25 Mbit/s [f57936d]"""
-MARK_FLOOR = 0.02
+MARK_FLOOR: Final = 0.02
 """share of ACKs | chosen; measured on degrade at 25 Mbit/s [f57936d]"""
-LOSS_WINDOW = 64
+LOSS_WINDOW: Final = 64
 """packets | chosen; measured on the simnet, 2% loss per path, 100 x 128 KB: 2.34-2.56 s ->
 1.44-1.59 s, 15-23 -> 0-3 condemnations [b8acb64]"""
-LOSS_MIN = 3
+LOSS_MIN: Final = 3
 """losses | chosen; the same measurement [b8acb64]"""
-LOSS_SIGMAS = 5.0
+LOSS_SIGMAS: Final = 5.0
 """standard deviations | chosen; the same measurement [b8acb64]"""
-LOSS_RATE_FLOOR = 0.005
+LOSS_RATE_FLOOR: Final = 0.005
 """share of packets | chosen; the same measurement [b8acb64]"""
-SILENT_LOSSES = 3
+SILENT_LOSSES: Final = 3
 """losses in a row | chosen; measured on drills leaf-down, plane-down, host-flap at 25 Mbit/s: a
 dead EV condemned within RTTs, not 0.1-0.5 s [7cf428c]"""
-HELD_SHIFT = 2
+HELD_SHIFT: Final = 2
 """x in flight | chosen; measured on paper-incast-victim-apart at 25 Mbit/s, seeds 1-3: victim
 0.84-0.92 of its speed, 0.72-0.78 never passing a held plane over [e3b775f]"""
-HOT_SAMPLES = 4
+HOT_SAMPLES: Final = 4
 """RTT samples | chosen; measured on paper-incast-victim-apart at 25 Mbit/s, 2 seeds: victim 0.82
 -> 0.97-0.98 [4e2aa84]"""
-HOT_MEMORY_RTTS = 16.0
+HOT_MEMORY_RTTS: Final = 16.0
 """the plane's best srtt | chosen; the same measurement [4e2aa84]"""
 
 # ---- RTT estimation and loss recovery (nscc.py's smoothed, recovery.py, evs.py) ----
-SRTT_GAIN = 1 / 8
+SRTT_GAIN: Final = 1 / 8
 """per sample | RFC 6298 (alpha)"""
-RTTVAR_GAIN = 1 / 4
+RTTVAR_GAIN: Final = 1 / 4
 """per sample | RFC 6298 (beta)"""
-RTTVAR_WEIGHT = 4
+RTTVAR_WEIGHT: Final = 4
 """rttvar | RFC 6298 (K: RTO = srtt + 4 rttvar)"""
-RACK_REORDER_SHARE = 1 / 4
+RACK_REORDER_SHARE: Final = 1 / 4
 """srtt | RFC 8985 6.2 (reo_wnd = min_rtt / 4)"""
-TLP_SRTTS = 2
+TLP_SRTTS: Final = 2
 """srtt | RFC 8985 7.2 (PTO = 2 srtt)"""
 
 # ---- NSCC (nscc.py): the knobs are mrc_ctl_cc_nscc_cfg's (UET 1.0); htsim scales its
 # values to a 100 Gbit/s, 12 us network, so ours are chosen for ms RTTs at Mbit/s ----
-TARGET_DELAY = 0.002
+TARGET_DELAY: Final = 0.002
 """s | chosen, not measured [e119743]"""
-QA_THRESHOLD_TARGETS = 4
+QA_THRESHOLD_TARGETS: Final = 4
 """target delays | chosen, not measured [e119743]"""
-QA_GATE = 3
+QA_GATE: Final = 3
 """shift of max_cwnd | chosen, not measured [e119743]"""
-ETA = 0.15
+ETA: Final = 0.15
 """MSS per adjust period | chosen, not measured [e119743]"""
-FI = 1.0
+FI: Final = 1.0
 """MSS per window | chosen, not measured [e119743]"""
-FI_SCALE = 2.0
+FI_SCALE: Final = 2.0
 """MSS per window | chosen, not measured [e119743]"""
-GAMMA = 0.8
+GAMMA: Final = 0.8
 """of the overshoot | chosen, not measured [e119743]"""
-MAX_MD_JUMP = 0.5
+MAX_MD_JUMP: Final = 0.5
 """of the window | UET 1.0 NSCC (a decrease takes at most half)"""
-ADJUST_BYTES_MSS = 8
+ADJUST_BYTES_MSS: Final = 8
 """MSS | chosen, not measured [e119743]"""
-DELAY_GAIN = 1 / 8
+DELAY_GAIN: Final = 1 / 8
 """per sample | chosen, not measured [e119743]: an agent sees hundreds of ACKs a second, not
 htsim's millions (1/80)"""

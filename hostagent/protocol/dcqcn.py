@@ -47,8 +47,8 @@ from typing import Final
 from hostagent.protocol import nic, wire
 from hostagent.protocol.nscc import smoothed
 
-PACING_SLACK = 1e-9  # s: float rounding must not cost a burst its last packet
-REFERENCE_RTT = 10e-6  # s: the datacenter fabric RTT DCQCN's microsecond timers are tuned to
+PACING_SLACK: Final = 1e-9  # s: float rounding must not cost a burst its last packet
+REFERENCE_RTT: Final = 10e-6  # s: the datacenter fabric RTT DCQCN's microsecond timers are tuned to
 
 
 @dataclass(frozen=True)

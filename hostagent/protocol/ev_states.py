@@ -22,6 +22,7 @@ complete (every state x every event has an entry) and a unit test checks each ce
 from __future__ import annotations
 
 from enum import Enum
+from typing import Final
 
 
 class EVState(str, Enum):
@@ -42,9 +43,9 @@ class EVEvent(str, Enum):
 
 
 G, B, D = EVState.GOOD, EVState.ASSUMED_BAD, EVState.DENIED
-E = EVEvent
+E: Final = EVEvent
 
-TRANSITIONS: dict[tuple[EVState, EVEvent], EVState] = {
+TRANSITIONS: Final[dict[tuple[EVState, EVEvent], EVState]] = {
     (G, E.LOSS): B,
     (G, E.LOSS_AT_FLOOR): G,
     (G, E.CONGESTION): G,

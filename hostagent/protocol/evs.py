@@ -154,6 +154,17 @@ class EVPolicy:
     hot_rtts: float = HOT_RTTS  # a hot EV is skipped this many smoothed RTTs when marked
 
 
+def _least(loads: list[int], taken: int) -> int:
+    """The turn with the fewest packets in flight among those not `taken` (a bit each), the
+    first in turn among ties: the order a stable sort by load gives, one turn at a time, since
+    the first plane tried nearly always has an EV."""
+    best = -1
+    for k in range(len(loads)):
+        if not taken >> k & 1 and (best < 0 or loads[k] < loads[best]):
+            best = k
+    return best
+
+
 @dataclass
 class EVSet:
     evs: list[EV]
@@ -271,9 +282,12 @@ class EVSet:
         resend = avoid is not None
         start = self.rng.randrange(n) if rand else self._plane_cursor % n
         load = self._plane_inflight
-        turns = sorted(range(n), key=lambda k: load[order[(start + k) % n]])  # stable: ties
+        loads = [load[order[(start + k) % n]] for k in range(n)]  # in turn from `start`
+        taken = 0  # a bit per turn already tried
         held = None  # the least loaded plane whose every EV is held off
-        for k in turns:  # in turn
+        for _ in range(n):
+            k = _least(loads, taken)
+            taken |= 1 << k
             plane = order[(start + k) % n]
             if held is not None and \
                     load[plane] > HELD_SHIFT * load[order[(start + held) % n]] + 1:

@@ -41,13 +41,15 @@ What this class adds to the shared QP machinery (qp.py):
 """
 from __future__ import annotations
 
+from typing import Final
+
 from hostagent.protocol import wire
 from hostagent.protocol.evs import EVSet
 from hostagent.protocol.qp import Packet, QPConfig, QueuePair, nscc, us_clock
 from hostagent.protocol.recovery import TailRecovery, probe_timeout, rack_wait
 
-NO_PSN = wire.NO_PSN
-_URGENT = wire.IMM | wire.LAST  # a data packet that completes something is ACKed at once
+NO_PSN: Final = wire.NO_PSN
+_URGENT: Final = wire.IMM | wire.LAST  # a data packet that completes something is ACKed at once
 
 
 class MrcQP(QueuePair):

@@ -12,12 +12,14 @@ Pure: the driver feeds it the clock.
 """
 from __future__ import annotations
 
+from typing import Final
+
 # Ethernet, IPv6 and UDP headers around a transport datagram: what the line carries.
-FRAME_OVERHEAD = 14 + 40 + 8
+FRAME_OVERHEAD: Final = 14 + 40 + 8
 # Line time a port keeps queued when the QPs blocked on it are woken: twice the 4 ms of line a
 # port's limit holds at least (testbed/run/traffic.py nic_limits: the agents' timers are about
 # a millisecond coarse), so that the port does not run dry while the agent wakes up.
-RESERVE_S = 0.008
+RESERVE_S: Final = 0.008
 
 
 class Port:

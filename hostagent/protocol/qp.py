@@ -24,6 +24,7 @@ import heapq
 import random
 from collections import deque
 from dataclasses import dataclass, field
+from typing import Final
 
 from hostagent.protocol import nic, wire
 from hostagent.protocol.dcqcn import DcqcnCC
@@ -32,12 +33,12 @@ from hostagent.protocol.nscc import NsccCC, NsccConfig
 
 _decode, _DATA = wire.decode, wire.DATA
 
-TIMEOUT_UNIT = 1.024e-6  # s: the spec's ACK timeout is TIMEOUT_UNIT x 2^timeout
-MAX_TIMEOUT_EXP = 24  # mrc.h: timeout at most 24 (17.2 s)
-MAX_LINEAR_CNT = 7  # mrc.h: retry.linear_cnt at most 7
-MAX_EXP_CNT = 25  # mrc.h: retry.exp_cnt at most 25, and 25 means retry forever
-EXP_FOREVER = MAX_EXP_CNT
-MAX_RETRY_INTERVAL: float = TIMEOUT_UNIT * 2 ** MAX_TIMEOUT_EXP  # the doubling stops there
+TIMEOUT_UNIT: Final = 1.024e-6  # s: the spec's ACK timeout is TIMEOUT_UNIT x 2^timeout
+MAX_TIMEOUT_EXP: Final = 24  # mrc.h: timeout at most 24 (17.2 s)
+MAX_LINEAR_CNT: Final = 7  # mrc.h: retry.linear_cnt at most 7
+MAX_EXP_CNT: Final = 25  # mrc.h: retry.exp_cnt at most 25, and 25 means retry forever
+EXP_FOREVER: Final = MAX_EXP_CNT
+MAX_RETRY_INTERVAL: Final = TIMEOUT_UNIT * 2 ** MAX_TIMEOUT_EXP  # the doubling stops there
 
 
 def timeout_seconds(timeout_exp: int) -> float:
@@ -89,7 +90,8 @@ def time_to_fail(cfg: QPConfig, base: float | None = None) -> float:
     return sum(retry_interval(cfg, n, base) for n in range(cfg.linear_cnt + cfg.exp_cnt + 1))
 
 
-PACKET_OVERHEAD = wire.HEADER_SIZE + nic.FRAME_OVERHEAD  # line bytes of a packet beyond its payload
+# line bytes of a packet beyond its payload
+PACKET_OVERHEAD: Final = wire.HEADER_SIZE + nic.FRAME_OVERHEAD
 
 
 def wire_bytes(p: Packet) -> int:

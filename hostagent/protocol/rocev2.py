@@ -34,12 +34,14 @@ on plane k mod planes, and the scenario's default is one QP per plane (testbed/s
 """
 from __future__ import annotations
 
+from typing import Final
+
 from hostagent.protocol import wire
 from hostagent.protocol.dcqcn import REFERENCE_RTT, DcqcnCC, DcqcnConfig
 from hostagent.protocol.qp import Packet, QPConfig, QueuePair
 
-PATH = 0  # the single path: what it is, the fabric's ECMP decides
-UNLIMITED_RATE = 100e9  # bit/s where no line rate is given (unit tests): never the limit
+PATH: Final = 0  # the single path: what it is, the fabric's ECMP decides
+UNLIMITED_RATE: Final = 100e9  # bit/s where no line rate is given (unit tests): never the limit
 
 
 def dcqcn(cfg: QPConfig, **ratios: float) -> DcqcnCC:

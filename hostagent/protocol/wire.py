@@ -22,31 +22,37 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Callable
-from typing import NamedTuple
+from typing import Final, NamedTuple
 
 from hostagent.native import fastio
 
-VERSION = 1
-HEADER = struct.Struct("!BBHHHIIQIIII")  # ver type flags ev length qp psn offset imm aux ts crc
-HEADER_SIZE = HEADER.size  # 40 bytes
-NO_PSN = 0xFFFFFFFF
+VERSION: Final = 1
+# the header's fields: ver type flags ev length qp psn offset imm aux ts crc
+HEADER: Final = struct.Struct("!BBHHHIIQIIII")
+HEADER_SIZE: Final = HEADER.size  # 40 bytes
+NO_PSN: Final = 0xFFFFFFFF
 
-DATA, ACK, NACK, PROBE, PROBE_REPLY = 1, 2, 3, 4, 5
-TYPE_NAMES = {DATA: "DATA", ACK: "ACK", NACK: "NACK", PROBE: "PROBE", PROBE_REPLY: "PROBE_REPLY"}
+DATA: Final = 1
+ACK: Final = 2
+NACK: Final = 3
+PROBE: Final = 4
+PROBE_REPLY: Final = 5
+TYPE_NAMES: Final = {DATA: "DATA", ACK: "ACK", NACK: "NACK",
+                     PROBE: "PROBE", PROBE_REPLY: "PROBE_REPLY"}
 
 # Control packets (ACK, NACK, probes) carry DSCP CS6 in the IPv6 traffic class; every fabric
 # port serves that class first (testbed/kernel/shaping.py), as NDP and UET switches let headers and
 # acknowledgements overtake data.
-CONTROL_DSCP = 48
-CONTROL_TCLASS = CONTROL_DSCP << 2
+CONTROL_DSCP: Final = 48
+CONTROL_TCLASS: Final = CONTROL_DSCP << 2
 
 # flags
-IMM = 0x01  # DATA: last packet of a WRITE_WITH_IMM, `imm` is valid
-TRIMMED = 0x02  # DATA: payload cut by a switch; NACK: the reason
-ECN = 0x04  # ACK: the acknowledged packet arrived with CE
-GAP = 0x08  # NACK: lost on its path (a later packet on the same EV arrived)
-RETX = 0x10  # DATA: a retransmission
-LAST = 0x20  # DATA: last packet of its message
+IMM: Final = 0x01  # DATA: last packet of a WRITE_WITH_IMM, `imm` is valid
+TRIMMED: Final = 0x02  # DATA: payload cut by a switch; NACK: the reason
+ECN: Final = 0x04  # ACK: the acknowledged packet arrived with CE
+GAP: Final = 0x08  # NACK: lost on its path (a later packet on the same EV arrived)
+RETX: Final = 0x10  # DATA: a retransmission
+LAST: Final = 0x20  # DATA: last packet of its message
 
 
 class Header(NamedTuple):
@@ -84,16 +90,16 @@ def encode(h: Header, payload: bytes | memoryview = b"") -> bytes:
                        h.offset, h.imm, h.aux, h.ts, crc) + bytes(payload)
 
 
-_pack = HEADER.pack
+_pack: Final = HEADER.pack
 
 # data_datagram(flags, ev, length, qp, psn, offset, imm, prev, ts, payload) -> bytes:
 # `encode` of a DATA header and its payload without building a Header first, in C
 # (hostagent/_fastio.c: the fields packed, the payload copied once, its CRC-32 taken from the
 # copy). Every data packet the QPs send goes through it.
-data_datagram = fastio.data_datagram
+data_datagram: Final = fastio.data_datagram
 # CRC-32 of a payload, zlib.crc32's value, folded with PCLMULQDQ where the CPU has it
 # (hostagent/_crc32.c: a quarter of zlib's time for a 4096 B payload)
-crc32: Callable[[bytes | memoryview], int] = fastio.crc32
+crc32: Final[Callable[[bytes | memoryview], int]] = fastio.crc32
 
 
 def control_datagram(kind: int, flags: int, ev: int, qp: int, psn: int, offset: int = 0,
@@ -105,7 +111,7 @@ def control_datagram(kind: int, flags: int, ev: int, qp: int, psn: int, offset: 
 # decode(datagram) -> (Header, payload memoryview); a short payload with TRIMMED set is a
 # trimmed packet. WireError for a datagram too short, of another version or of an unknown type
 # (TYPE_NAMES). In C (every datagram received goes through it): unpacked straight into a Header.
-decode: Callable[[bytes | memoryview], tuple[Header, memoryview]] = fastio.decode
+decode: Final[Callable[[bytes | memoryview], tuple[Header, memoryview]]] = fastio.decode
 
 
 def payload_ok(h: Header, payload: memoryview) -> bool:

@@ -40,6 +40,7 @@ import time
 from collections import defaultdict, deque
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Final
 
 from mypy_extensions import mypyc_attr
 
@@ -50,15 +51,19 @@ from hostagent.protocol.qp import ImmArrived, QPFailed, QueuePair, WriteDone
 from hostagent.runtime import batchio
 from hostagent.runtime.per_loop import PerLoop
 
-PORT = 4791
-QPS_PER_PEER_MAX = 64  # QPN stride per peer: covers the scenario's limit (test_qpn.py)
-ECT0 = 0x02
-_CONTROL_CMSG = batchio.tclass_cmsg(wire.CONTROL_TCLASS)  # control overtakes data at every port
-BATCH = batchio.BATCH if os.environ.get("HOSTAGENT_BATCH", "1") != "0" else 1  # datagrams/call
-READ_BATCHES = int(os.environ.get("HOSTAGENT_READ_BATCHES", "1"))  # of batchio.BATCH per wake-up
-_READS = max(1, READ_BATCHES * batchio.BATCH // BATCH)  # recvmmsg calls per wake-up at most
+PORT: Final = 4791
+QPS_PER_PEER_MAX: Final = 64  # QPN stride per peer: covers the scenario's limit (test_qpn.py)
+ECT0: Final = 0x02
+# control packets' traffic class: they overtake data at every port
+_CONTROL_CMSG: Final = batchio.tclass_cmsg(wire.CONTROL_TCLASS)
+# datagrams per sendmmsg / recvmmsg call
+BATCH: Final = batchio.BATCH if os.environ.get("HOSTAGENT_BATCH", "1") != "0" else 1
+# batches of batchio.BATCH datagrams read per wake-up
+READ_BATCHES: Final = int(os.environ.get("HOSTAGENT_READ_BATCHES", "1"))
+_READS: Final = max(1, READ_BATCHES * batchio.BATCH // BATCH)  # recvmmsg calls per wake-up at most
 _io: tuple[batchio.Receiver, batchio.Sender] | None = None
-NIC_ROOM = -1  # a Driver's wake for NIC room, in the timer heap beside its QPs' (QPNs are >= 0)
+# a Driver's wake for NIC room, in the timer heap beside its QPs' (QPNs are >= 0)
+NIC_ROOM: Final = -1
 
 
 def io_stats() -> dict[str, int]:
@@ -117,7 +122,7 @@ def qpn(local_rank: int, peer_rank: int, k: int) -> tuple[int, int]:
 # far above what windows can fill (the *FORCE options pass net.core.[rw]mem_max: agents are
 # root in their namespace); the NIC pacing (nic.py) keeps what waits in a host port short.
 _SO_SNDBUFFORCE, _SO_RCVBUFFORCE = 32, 33
-SOCKET_BUFFER = 64 << 20
+SOCKET_BUFFER: Final = 64 << 20
 
 
 def _big_buffer(sock: socket.socket, force: int, plain: int) -> None:
@@ -222,7 +227,7 @@ class _Timers:
         _batch_io()[1].flush()
 
 
-TIMERS = PerLoop(lambda: _Timers(asyncio.get_running_loop()))  # the process's
+TIMERS: Final = PerLoop(lambda: _Timers(asyncio.get_running_loop()))  # the process's
 
 
 class Driver:

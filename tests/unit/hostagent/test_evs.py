@@ -8,7 +8,10 @@ import random
 from collections import Counter
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
+from hostagent.protocol import evs
 from hostagent.protocol.constants import (
     FLAP_MEMORY,
     HOT_MEMORY_RTTS,
@@ -687,3 +690,15 @@ def test_a_late_reply_counts_and_the_probe_timeout_follows_the_probe_rtt():
     assert 2 in ev.outstanding and ev.probe_run == 1
     s.probes_due(1.035 + 0.091)
     assert 2 not in ev.outstanding and ev.probe_run == 0
+
+
+@given(st.lists(st.integers(0, 5), min_size=1, max_size=12))
+def test_planes_are_tried_by_load_ties_in_turn(loads: list[int]):
+    # one turn at a time, the order a stable sort by load gives (the least loaded plane
+    # first, ties in the turn's order from the cursor)
+    taken, order = 0, []
+    for _ in loads:
+        k = evs._least(loads, taken)
+        taken |= 1 << k
+        order.append(k)
+    assert order == sorted(range(len(loads)), key=loads.__getitem__)
