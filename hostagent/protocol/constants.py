@@ -11,6 +11,9 @@ from __future__ import annotations
 from typing import Final
 
 # ---- the EV set (evs.py) ----
+NO_EV: Final = -1
+"""EV index | chosen: stands for no EV where a native int is wanted (EVs are 16-bit unsigned on
+the wire, so never negative)"""
 PROBE_INTERVAL: Final = 0.005
 """s | chosen, not measured [f0db126]; the spec's host agent probes its T0s every 1 ms, our RTTs
 are ms"""

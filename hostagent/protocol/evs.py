@@ -62,6 +62,7 @@ from hostagent.protocol.constants import (
     MARK_GAIN,
     MAX_PROBE_RTTS,
     MAX_PROBE_RUN,
+    NO_EV,
     PROBE_INTERVAL,
     PROBE_RUN_GROWTH,
     PROBE_SUCCESSES,
@@ -177,7 +178,8 @@ class EVSet:
     _plane_order: list[int] = field(default_factory=list)  # planes with a usable EV
     _plane_cursor: int = 0
     _ev_cursor: dict[int, int] = field(default_factory=dict)
-    _plane_inflight: dict[int, int] = field(default_factory=dict)  # plane -> packets in flight
+    # packets in flight by plane number: a list, since it is read for every plane at every pick
+    _plane_inflight: list[int] = field(default_factory=list)
     _bad: list[EV] = field(default_factory=list)  # the ASSUMED_BAD EVs: what probes look at
 
     @classmethod
@@ -188,9 +190,11 @@ class EVSet:
                   probe_required=policy.probe_successes) for i, plane in table]
         ev_set = cls(evs, policy, rng)
         ev_set._by_index = {e.index: e for e in evs}
+        if any(e.plane < 0 for e in evs):
+            raise ValueError("a plane number is negative")
+        ev_set._plane_inflight = [0] * (max((e.plane for e in evs), default=-1) + 1)
         for e in evs:
             ev_set._planes.setdefault(e.plane, []).append(e)
-            ev_set._plane_inflight[e.plane] = 0
         for plane in ev_set._planes:
             ev_set._fill_plane(plane)
         ev_set._refresh()
@@ -280,6 +284,7 @@ class EVSet:
         n = len(order)
         rand = self.policy.spray == "random"
         resend = avoid is not None
+        avoid_ev = NO_EV if avoid is None else avoid  # a native int: compared at every EV
         start = self.rng.randrange(n) if rand else self._plane_cursor % n
         load = self._plane_inflight
         loads = [load[order[(start + k) % n]] for k in range(n)]  # in turn from `start`
@@ -292,15 +297,15 @@ class EVSet:
             if held is not None and \
                     load[plane] > HELD_SHIFT * load[order[(start + held) % n]] + 1:
                 break
-            ev = self._pick_in(plane, now, avoid, rand, held_ok=False, resend=resend)
+            ev = self._pick_in(plane, now, avoid_ev, rand, held_ok=False, resend=resend)
             if ev is not None:
                 if not rand:
                     self._plane_cursor = (start + k + 1) % n
                 return ev
-            if held is None and any(e.index != avoid for e in self._usable[plane]):
+            if held is None and any(e.index != avoid_ev for e in self._usable[plane]):
                 held = k
         if held is not None:
-            ev = self._pick_in(order[(start + held) % n], now, avoid, rand, held_ok=True,
+            ev = self._pick_in(order[(start + held) % n], now, avoid_ev, rand, held_ok=True,
                               resend=resend)
             if ev is not None:
                 if not rand:
@@ -308,7 +313,7 @@ class EVSet:
                 return ev
         return self._usable[order[start]][0]  # only `avoid` is usable: use it anyway
 
-    def _pick_in(self, plane: int, now: float, avoid: int | None, rand: bool,
+    def _pick_in(self, plane: int, now: float, avoid: int, rand: bool,
                  held_ok: bool, resend: bool) -> EV | None:
         """The plane's next usable EV in turn (or at random) that is not held off (for a
         `resend`, nor suspect), else (if `held_ok`) the first such one, never `avoid`; None if
@@ -344,7 +349,7 @@ class EVSet:
 
     def plane_inflight(self) -> dict[int, int]:
         """Packets in flight per plane (what the spray balances)."""
-        return dict(self._plane_inflight)
+        return {plane: self._plane_inflight[plane] for plane in self._planes}
 
     def usable_indexes(self) -> list[int]:
         return [e.index for plane in self._plane_order for e in self._usable[plane]]

@@ -702,3 +702,9 @@ def test_planes_are_tried_by_load_ties_in_turn(loads: list[int]):
         taken |= 1 << k
         order.append(k)
     assert order == sorted(range(len(loads)), key=loads.__getitem__)
+
+
+def test_a_negative_plane_number_is_refused():
+    # planes index the per-plane load: a negative one would count on another plane's
+    with pytest.raises(ValueError, match="negative"):
+        EVSet.build([(0, 0), (1, -1)], EVPolicy(), random.Random(0))
