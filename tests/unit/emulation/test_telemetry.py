@@ -3,8 +3,12 @@ rows whether this machine or a server's agent read them, queue statistics every 
 from __future__ import annotations
 
 import time
+from types import SimpleNamespace
+
+import pytest
 
 from testbed import scenario
+from testbed.emulation import telemetry
 from testbed.emulation.telemetry import Sampler
 from testbed.fabric.plan import make_plan
 
@@ -19,20 +23,40 @@ def _spend(seconds: float) -> None:
         pass
 
 
+class FakeCPU:
+    """The sampler's CPU clock, advanced by what the fake sweeps cost and nothing else: the
+    period's arithmetic without the machine's load in it (the rows' own processing and a
+    hypervisor's steal would add to a real clock)."""
+
+    def __init__(self) -> None:
+        self.spent = 0.0
+
+    def thread_time(self) -> float:
+        return self.spent
+
+
 class Ports:
     """A network as the sampler sees it: its plan and its ports' counters, `sweep` s of CPU a
     sample (`loaded` s after the first two, as traffic starts), 1 ms more with queue
     statistics (a netlink dump's cost, on the sampler's own thread)."""
 
-    def __init__(self, sweep: float = 0.0, loaded: float | None = None) -> None:
+    def __init__(self, sweep: float = 0.0, loaded: float | None = None,
+                 cpu: FakeCPU | None = None, queues: float = 0.001) -> None:
         self.plan = PLAN
         self.sweep = sweep
+        self.queues = queues  # what queue statistics add to a sweep
         self.loaded = sweep if loaded is None else loaded  # a sweep's cost once traffic runs
+        self.cpu = cpu  # where the cost is counted instead of spent
         self.asked: list[bool] = []
 
     def sample_ports(self, queues: bool) -> dict[str, dict[str, list]]:
         self.asked.append(queues)
-        _spend((0.001 if queues else 0.0) + (self.sweep if len(self.asked) <= 2 else self.loaded))
+        cost = (self.queues if queues else 0.0) + (self.sweep if len(self.asked) <= 2
+                                                   else self.loaded)
+        if self.cpu is None:
+            _spend(cost)
+        else:
+            self.cpu.spent += cost
         fifo = [10, 11] if queues else [None, None]
         bpf = {"marked": 1, "trimmed": 2, "dropped": 3, "queue": 4, "overflow": 5}
         return {name: {p.ifname: [list(range(8)), *fifo, bpf if router(name) else None,
@@ -88,14 +112,25 @@ def test_a_default_period_stretches_to_the_sweeps_cost():
     assert given.period == 0.05
 
 
-def test_a_default_period_stretches_further_when_sweeps_cost_more_under_load():
-    """1 ms a sweep on the idle machine (the fit keeps 10 Hz), 10 ms once the traffic runs:
-    the period follows the running mean of the sweeps' cost toward 10 ms / a twentieth of a
-    core = 0.2 s, and never shrinks."""
-    network = Ports(sweep=0.001, loaded=0.01)
+def test_a_default_period_stretches_further_when_sweeps_cost_more_under_load(monkeypatch):
+    """1 ms a sweep on the idle machine (the fit keeps 10 Hz), 10 ms once the traffic runs,
+    then 4 ms: the period follows the running mean of the sweeps' cost to 10 ms / a twentieth
+    of a core = 0.2 s, and does not shrink when sweeps get cheaper. Queue statistics cost 20 ms
+    here, so that they are read every few sweeps and the others keep measuring."""
+    cpu = FakeCPU()
+    monkeypatch.setattr(telemetry, "time", SimpleNamespace(thread_time=cpu.thread_time,
+                                                         monotonic=time.monotonic))
+    network = Ports(sweep=0.001, loaded=0.01, cpu=cpu, queues=0.02)
     sampler = Sampler(network, period=None)  # type: ignore[arg-type]
+    t0 = time.monotonic()
     sampler.start()
-    time.sleep(1.5)
+    time.sleep(0.5)
+    assert sampler.period == pytest.approx(0.2), sampler.period  # 0.01 / 0.05
+    network.loaded = 0.004
+    measured = network.asked.count(False)
+    time.sleep(0.7)
     sampler.stop()
-    assert 0.14 <= sampler.period <= 0.21, sampler.period
-    assert sampler.cpu_seconds <= 0.12 * 1.5 + 0.03  # about a tenth of a core, not a fifth
+    assert network.asked.count(False) > measured  # a cheaper sweep was measured
+    assert sampler.period == pytest.approx(0.2), sampler.period
+    # about a tenth of a core (a twentieth each for sweeps and queue statistics), not a fifth
+    assert sampler.cpu_seconds <= 0.12 * (time.monotonic() - t0) + 0.03
