@@ -23,7 +23,7 @@ from __future__ import annotations
 import heapq
 import random
 from collections import deque
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Final
 
 from hostagent.protocol import nic, wire
@@ -103,20 +103,34 @@ class AccessError(ValueError):
     """A write outside the registered buffer."""
 
 
-@dataclass
+# The events a QP hands its driver: plain classes, as Packet, so that a compiled build makes
+# them with compiled constructors (a dataclass's generated __init__ stays interpreted).
 class WriteDone:
-    msg_id: int
-    stats: MessageStats
+    """A write is acknowledged in full."""
+
+    __slots__ = ("msg_id", "stats")
+
+    def __init__(self, msg_id: int, stats: MessageStats) -> None:
+        self.msg_id = msg_id
+        self.stats = stats
 
 
-@dataclass
 class ImmArrived:
-    imm: int
+    """A write with an immediate has landed, with everything before it."""
+
+    __slots__ = ("imm",)
+
+    def __init__(self, imm: int) -> None:
+        self.imm = imm
 
 
-@dataclass
 class QPFailed:
-    reason: str
+    """The QP gave up (retries exhausted): `reason` says where."""
+
+    __slots__ = ("reason",)
+
+    def __init__(self, reason: str) -> None:
+        self.reason = reason
 
 
 @dataclass
@@ -146,37 +160,44 @@ class QPCounters:
     rearmed: int = 0  # timers restarted when due: the timeout rose, or the path delivered, since
 
 
-# memoryview by a name of this module: compiled (mypyc), a dataclass field's type is looked up
-# among the module's globals, which hold memoryview no more than other builtins mypyc lacks.
-View = memoryview
-
-
-@dataclass(slots=True)  # one per write, one Packet per packet: slots make both cheaper
 class Message:
-    msg_id: int
-    data: View
-    remote_offset: int
-    imm: int | None
-    stats: MessageStats
-    unacked: int = 0
-    evs: set[int] = field(default_factory=set)
+    """One posted write: its bytes and what its packets have left to be acknowledged (one per
+    write, one Packet per packet: plain classes, whose constructors a compiled build compiles;
+    a dataclass's generated __init__ would stay interpreted, setting one attribute at a time)."""
+
+    __slots__ = ("msg_id", "data", "remote_offset", "imm", "stats", "unacked", "evs")
+
+    def __init__(self, msg_id: int, data: memoryview, remote_offset: int, imm: int | None,
+                 stats: MessageStats) -> None:
+        self.msg_id = msg_id
+        self.data = data
+        self.remote_offset = remote_offset
+        self.imm = imm
+        self.stats = stats
+        self.unacked = 0
+        self.evs: set[int] = set()
 
 
-@dataclass(slots=True)
 class Packet:
-    psn: int
-    msg: Message
-    start: int  # offset in msg.data
-    length: int
-    flags: int
-    ev: int = 0
-    sent_at: float = 0.0
-    sends: int = 0  # transmissions so far (a resend for any reason counts)
-    timeouts: int = 0  # consecutive timeouts (only timeouts; reset when the QP progresses)
-    epoch: int = 0  # the QP's progress count when `timeouts` was last counted
-    deadline: float = 0.0
-    clock: float = 0.0  # when its timer started: its last send, or its last timeout if held
-    timed_out_at: float = -1.0  # when it last timed out (its ACK may show that was spurious)
+    """One packet of a message, from its posting to its acknowledgement."""
+
+    __slots__ = ("psn", "msg", "start", "length", "flags", "ev", "sent_at", "sends",
+                 "timeouts", "epoch", "deadline", "clock", "timed_out_at")
+
+    def __init__(self, psn: int, msg: Message, start: int, length: int, flags: int) -> None:
+        self.psn = psn
+        self.msg = msg
+        self.start = start  # offset in msg.data
+        self.length = length
+        self.flags = flags
+        self.ev = 0
+        self.sent_at = 0.0
+        self.sends = 0  # transmissions so far (a resend for any reason counts)
+        self.timeouts = 0  # consecutive timeouts (only timeouts; reset when the QP progresses)
+        self.epoch = 0  # the QP's progress count when `timeouts` was last counted
+        self.deadline = 0.0
+        self.clock = 0.0  # when its timer started: its last send, or its last timeout if held
+        self.timed_out_at = -1.0  # when it last timed out (its ACK may show that was spurious)
 
 
 def us_clock(now: float) -> int:

@@ -214,6 +214,17 @@ def test_a_build_in_use_is_every_module_compiled():
         assert path.as_posix().endswith(f"hostagent/{m.replace('.', '/')}{compiled.SUFFIX}")
 
 
+@pytest.mark.skipif(not compiled.ACTIVE, reason="no compiled protocol in use (`make fast`)")
+@pytest.mark.parametrize("name", ["Packet", "Message", "WriteDone", "ImmArrived", "QPFailed"])
+def test_what_a_qp_makes_per_packet_or_event_has_a_compiled_constructor(name):
+    """A dataclass's __init__ is generated Python, interpreted even in a compiled module: one
+    made per packet was an eighth of a data packet's instructions."""
+    import types
+
+    from hostagent.protocol import qp
+    assert not isinstance(getattr(qp, name).__init__, types.FunctionType), name
+
+
 def _file(root: Path, module: str, suffix: str) -> Path:
     """Where `module`'s source or build lies under `root`, its directory made."""
     path = compiled.file_of(module, suffix, root)
