@@ -177,8 +177,9 @@ class EVSet:
     _usable: dict[int, list[EV]] = field(default_factory=dict)  # plane -> active GOOD EVs
     _plane_order: list[int] = field(default_factory=list)  # planes with a usable EV
     _plane_cursor: int = 0
-    _ev_cursor: dict[int, int] = field(default_factory=dict)
-    # packets in flight by plane number: a list, since it is read for every plane at every pick
+    # by plane number, lists, since they are read at every pick: the next EV's turn in the
+    # plane, and the packets in flight
+    _ev_cursor: list[int] = field(default_factory=list)
     _plane_inflight: list[int] = field(default_factory=list)
     _bad: list[EV] = field(default_factory=list)  # the ASSUMED_BAD EVs: what probes look at
 
@@ -192,7 +193,8 @@ class EVSet:
         ev_set._by_index = {e.index: e for e in evs}
         if any(e.plane < 0 for e in evs):
             raise ValueError("a plane number is negative")
-        ev_set._plane_inflight = [0] * (max((e.plane for e in evs), default=-1) + 1)
+        planes = max((e.plane for e in evs), default=-1) + 1
+        ev_set._plane_inflight, ev_set._ev_cursor = [0] * planes, [0] * planes
         for e in evs:
             ev_set._planes.setdefault(e.plane, []).append(e)
         for plane in ev_set._planes:
@@ -320,7 +322,7 @@ class EVSet:
         there is none."""
         usable = self._usable[plane]
         m = len(usable)
-        first = self.rng.randrange(m) if rand else self._ev_cursor.get(plane, 0) % m
+        first = self.rng.randrange(m) if rand else self._ev_cursor[plane] % m
         held, held_j = None, 0
         for j in range(m):
             ev = usable[(first + j) % m]

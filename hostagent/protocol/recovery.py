@@ -55,6 +55,12 @@ def rack_wait(srtt: float | None, rttvar: float, ack_delay: float,
     return min(srtt + RTTVAR_WEIGHT * rttvar + ack_delay + RACK_REORDER_SHARE * srtt, timeout)
 
 
+def _after(sent: float, psn: int, other_sent: float, other_psn: int) -> bool:
+    """Whether the copy (sent, psn) was sent after (other_sent, other_psn): send time first,
+    PSN among copies of one instant. The tuples' order, without building two per packet."""
+    return sent > other_sent or (sent == other_sent and psn > other_psn)
+
+
 # Compiled by mypyc, a class may be subclassed by interpreted code only where it says so: tests
 # turn RACK or the tail probe off in a subclass.
 @mypyc_attr(allow_interpreted_subclasses=True)
@@ -71,7 +77,7 @@ class TailRecovery:
     losses: int = 0
 
     def delivered(self, sent_at: float, psn: int) -> None:
-        if (sent_at, psn) > (self.rack_sent, self.rack_psn):
+        if _after(sent_at, psn, self.rack_sent, self.rack_psn):
             self.rack_sent, self.rack_psn = sent_at, psn
 
     def heard(self, now: float) -> None:
@@ -92,9 +98,9 @@ class TailRecovery:
         be."""
         out: list[int] = []
         deadline = None
-        rack = (self.rack_sent, self.rack_psn)
+        rack_sent, rack_psn = self.rack_sent, self.rack_psn
         for psn, sent_at, wait in outstanding:
-            if (sent_at, psn) >= rack:
+            if not _after(rack_sent, rack_psn, sent_at, psn):
                 continue
             due = sent_at + wait
             if due <= now:

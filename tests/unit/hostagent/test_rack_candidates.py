@@ -68,3 +68,19 @@ def test_rack_finds_what_a_scan_of_the_whole_window_finds(data):
     assert list(qp._resend)[len(before):] == [q for q in want[0] if q not in before]
     assert qp.counters.rack_losses == len(want[0])
     assert qp.tail.deadline == want[1]
+
+
+_COPIES = st.tuples(st.sampled_from([0.0, 0.5, 1.0]), st.integers(0, 3))
+
+
+@given(st.lists(_COPIES, min_size=1, max_size=12), st.lists(_COPIES, max_size=6))
+def test_rack_keeps_the_newest_delivered_copy_and_finds_what_was_sent_before_it(
+        delivered, outstanding):
+    """Newest by send time, then by PSN among copies of one instant (the order of the
+    (send time, PSN) tuples), as RACK defines it; lost: what was sent before it, once due."""
+    tail = TailRecovery()
+    for sent_at, psn in delivered:
+        tail.delivered(sent_at, psn)
+    assert (tail.rack_sent, tail.rack_psn) == max(delivered)
+    lost = tail.lost([(psn, sent_at, 0.0) for sent_at, psn in outstanding], now=2.0)
+    assert lost == [psn for sent_at, psn in outstanding if (sent_at, psn) < max(delivered)]
