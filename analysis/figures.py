@@ -386,7 +386,8 @@ def fidelity(gaps: pd.DataFrame, cpu: pd.DataFrame, disturbances: pd.DataFrame,
              verdict: dict | None, t0: float, t_max: float, title: str) -> Figure:
     """Left: the CCDF of link lateness as Mininet-HiFi plots it (log y down to 1e-3), one
     curve per link kind, with the one-packet-time bound. Right: the CPU over the traffic
-    (machine busy, its softirq part, PSI), fault windows shaded. The verdict is the title."""
+    (machine busy, its softirq and steal parts, PSI), fault windows shaded. The verdict is
+    the title."""
     fig, (left, right) = plt.subplots(1, 2, figsize=(10, 3.6),
                                       gridspec_kw={"width_ratios": [1, 1.3]})
     ccdf = link_gap_ccdf(gaps) if not gaps.empty else pd.DataFrame()
@@ -420,6 +421,9 @@ def fidelity(gaps: pd.DataFrame, cpu: pd.DataFrame, disturbances: pd.DataFrame,
         right.plot(t, 100 * cpu["busy"], label="CPU busy (all cores)", **_line(0))
         if "softirq" in cpu:
             right.plot(t, 100 * cpu["softirq"], label="of which softirq (forwarding)", **_line(1))
+        if "steal" in cpu and cpu["steal"].notna().any():  # inside busy, as softirq is
+            right.plot(t, 100 * cpu["steal"], label="of which steal (the host's other guests)",
+                       **_line(3))
         if cpu["psi_some"].notna().any():
             right.plot(t, 100 * cpu["psi_some"], label="PSI: some task waiting for a CPU",
                        **_line(2))

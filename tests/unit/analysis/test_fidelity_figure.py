@@ -47,3 +47,19 @@ def test_summary_says_each_runs_verdict_loud_when_not_faithful():
         "# fidelity rocev2: NOT FAITHFUL - links kept pace in 90% (these numbers measure the "
         "CPU, not the network)",
         "# fidelity old: not judged (a run made before the monitor)"]
+
+
+def test_the_cpu_panel_draws_steal_where_the_run_recorded_it():
+    """A VM whose host ran other guests shows it in the plot, not only in the verdict."""
+    import matplotlib
+    matplotlib.use("Agg")
+    cpu = pd.DataFrame({"time": [0.0, 1.0, 2.0], "busy": [0.5, 0.6, 0.5],
+                        "softirq": [0.1, 0.1, 0.1], "steal": [0.2, 0.3, 0.25],
+                        "psi_some": [None, None, None]})
+    fig = figures.fidelity(pd.DataFrame(), cpu, pd.DataFrame(), None, 0.0, 2.0, "run")
+    right = fig.axes[1]
+    steal = [line for line in right.get_lines() if "steal" in str(line.get_label())]
+    assert len(steal) == 1 and list(steal[0].get_ydata()) == [20.0, 30.0, 25.0]
+    older = figures.fidelity(pd.DataFrame(), cpu.drop(columns="steal"), pd.DataFrame(), None,
+                             0.0, 2.0, "an older run")
+    assert not any("steal" in str(line.get_label()) for line in older.axes[1].get_lines())
