@@ -14,21 +14,25 @@ MRC's (and RoCE's) RDMA WRITE / WRITE_WITH_IMM:
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Protocol
 
 
-@dataclass
 class MessageStats:
-    """What the transport reports for one completed write (for `messages.parquet`)."""
+    """What the transport reports for one completed write (for `messages.parquet`). A plain
+    class, made for every write: compiled, its constructor is compiled too."""
 
-    peer: int
-    size: int  # payload bytes
-    start: float  # seconds, wall clock (time.time()), when the write was posted
-    end: float  # when its last byte was acknowledged
-    retransmits: int = 0  # packets sent again
-    trims: int = 0  # packets of this message trimmed in the fabric (NACKed as trimmed)
-    evs_used: list[int] = field(default_factory=list)  # EV indexes its packets went on (MRC)
+    __slots__ = ("peer", "size", "start", "end", "retransmits", "trims", "evs_used")
+
+    def __init__(self, peer: int, size: int, start: float, end: float, retransmits: int = 0,
+                 trims: int = 0, evs_used: list[int] | None = None) -> None:
+        self.peer = peer
+        self.size = size  # payload bytes
+        self.start = start  # seconds, wall clock (time.time()), when the write was posted
+        self.end = end  # when its last byte was acknowledged
+        self.retransmits = retransmits  # packets sent again
+        self.trims = trims  # packets of this message trimmed in the fabric (NACKed as trimmed)
+        # EV indexes its packets went on (MRC)
+        self.evs_used: list[int] = [] if evs_used is None else evs_used
 
 
 class Endpoint(Protocol):

@@ -39,7 +39,7 @@ import socket
 import time
 from collections import defaultdict, deque
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Final
 
 from mypy_extensions import mypyc_attr
@@ -105,11 +105,15 @@ class Route:
         return tuple(sorted(set(self.planes.values())))
 
 
-@dataclass
 class _Pending:
-    parts: int
-    stats: list[MessageStats] = field(default_factory=list)
-    future: asyncio.Future[MessageStats] | None = None
+    """A write split over the peer's QPs: its parts' stats until every part is done."""
+
+    __slots__ = ("parts", "stats", "future")
+
+    def __init__(self, parts: int, future: asyncio.Future[MessageStats]) -> None:
+        self.parts = parts
+        self.stats: list[MessageStats] = []
+        self.future = future
 
 
 def qpn(local_rank: int, peer_rank: int, k: int) -> tuple[int, int]:
@@ -252,7 +256,6 @@ class Driver:
         self._timers = TIMERS.get()
         self._timer_key: int | None = self._timers.add(self)
         self._writes: dict[tuple[int, int], _Pending] = {}  # (qpn, msg_id) -> pending
-        self._write_parts: dict[int, _Pending] = {}  # write id -> pending
         self._next_write = 0
         self._imms: dict[tuple[int, int], int] = defaultdict(int)  # (peer, imm) -> parts seen
         self._imm_waiters: dict[tuple[int, int], asyncio.Future[None]] = {}
@@ -286,7 +289,7 @@ class Driver:
         write_id = self._next_write
         self._next_write += 1
         future: asyncio.Future[MessageStats] = self.loop.create_future()
-        pending = _Pending(parts=n, future=future)
+        pending = _Pending(n, future)
         size = len(data)
         bounds = [size * k // n for k in range(n + 1)]
         now = self.loop.time()
@@ -392,7 +395,6 @@ class Driver:
             if isinstance(event, WriteDone):
                 pending = self._writes.pop((qp.qpn, event.msg_id))
                 pending.stats.append(event.stats)
-                assert pending.future is not None  # write() builds every _Pending with one
                 if len(pending.stats) == pending.parts and not pending.future.done():
                     pending.future.set_result(_merge(pending.stats))
             elif isinstance(event, ImmArrived):
@@ -411,7 +413,7 @@ class Driver:
             self.failure = reason
         error = TransportFailed(self.failure)
         for pending in self._writes.values():
-            if pending.future and not pending.future.done():
+            if not pending.future.done():
                 pending.future.set_exception(error)
         for waiter in self._imm_waiters.values():
             if not waiter.done():

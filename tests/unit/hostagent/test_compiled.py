@@ -215,14 +215,19 @@ def test_a_build_in_use_is_every_module_compiled():
 
 
 @pytest.mark.skipif(not compiled.ACTIVE, reason="no compiled protocol in use (`make fast`)")
-@pytest.mark.parametrize("name", ["Packet", "Message", "WriteDone", "ImmArrived", "QPFailed"])
-def test_what_a_qp_makes_per_packet_or_event_has_a_compiled_constructor(name):
+@pytest.mark.parametrize("name", ["protocol.qp.Packet", "protocol.qp.Message",
+                                  "protocol.qp.WriteDone", "protocol.qp.ImmArrived",
+                                  "protocol.qp.QPFailed", "protocol.endpoint.MessageStats",
+                                  "runtime.driver._Pending"])
+def test_what_is_made_per_packet_write_or_event_has_a_compiled_constructor(name):
     """A dataclass's __init__ is generated Python, interpreted even in a compiled module: one
     made per packet was an eighth of a data packet's instructions."""
+    import importlib
     import types
 
-    from hostagent.protocol import qp
-    assert not isinstance(getattr(qp, name).__init__, types.FunctionType), name
+    module, cls = name.rsplit(".", 1)
+    made = getattr(importlib.import_module(f"hostagent.{module}"), cls)
+    assert not isinstance(made.__init__, types.FunctionType), name
 
 
 def _file(root: Path, module: str, suffix: str) -> Path:
