@@ -388,7 +388,7 @@ def fidelity(gaps: pd.DataFrame, cpu: pd.DataFrame, disturbances: pd.DataFrame,
     curve per link kind, with the one-packet-time bound. Right: the CPU over the traffic
     (machine busy, its softirq and steal parts, PSI), fault windows shaded. The verdict is
     the title."""
-    fig, (left, right) = plt.subplots(1, 2, figsize=(10, 3.6),
+    fig, (left, right) = plt.subplots(1, 2, figsize=(10, 4.2),
                                       gridspec_kw={"width_ratios": [1, 1.3]})
     ccdf = link_gap_ccdf(gaps) if not gaps.empty else pd.DataFrame()
     lowest = 1e-3
@@ -431,8 +431,9 @@ def fidelity(gaps: pd.DataFrame, cpu: pd.DataFrame, disturbances: pd.DataFrame,
     right.axhline(90, color="#888888", linewidth=0.8, linestyle=":")
     right.set(ylim=(0, 105), xlim=(0, max(t_max, 1e-3)), xlabel=TIME_LABEL,
               ylabel="share of the interval (%)")
+    # below the axes: the low lines (softirq, steal, PSI) lie where a legend inside would be
     right.legend(handles=right.get_legend_handles_labels()[0] + handles, fontsize=7,
-                 loc="lower right")
+                 loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=2, frameon=False)
     right.set_title("CPU over the traffic", fontsize=9)
     v = verdict or {}
     head = f"{title}: fidelity {v.get('verdict', 'not judged (an older run)')}"

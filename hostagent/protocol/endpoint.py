@@ -18,8 +18,8 @@ from typing import Protocol
 
 
 class MessageStats:
-    """What the transport reports for one completed write (for `messages.parquet`). A plain
-    class, made for every write: compiled, its constructor is compiled too."""
+    """What the transport reports for one completed write (for `messages.parquet`); a plain
+    class, as qp.py's per-write ones, so that a compiled build compiles its constructor."""
 
     __slots__ = ("peer", "size", "start", "end", "retransmits", "trims", "evs_used")
 

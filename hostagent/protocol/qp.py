@@ -103,8 +103,9 @@ class AccessError(ValueError):
     """A write outside the registered buffer."""
 
 
-# The events a QP hands its driver: plain classes, as Packet, so that a compiled build makes
-# them with compiled constructors (a dataclass's generated __init__ stays interpreted).
+# What a QP makes per packet, per write and per event (these events, Message, Packet): plain
+# classes, since compiled, a dataclass's generated __init__ stays interpreted Python that sets
+# one attribute at a time; their own constructors are compiled (test_compiled.py).
 class WriteDone:
     """A write is acknowledged in full."""
 
@@ -161,9 +162,7 @@ class QPCounters:
 
 
 class Message:
-    """One posted write: its bytes and what its packets have left to be acknowledged (one per
-    write, one Packet per packet: plain classes, whose constructors a compiled build compiles;
-    a dataclass's generated __init__ would stay interpreted, setting one attribute at a time)."""
+    """One posted write: its bytes and what its packets have left to be acknowledged."""
 
     __slots__ = ("msg_id", "data", "remote_offset", "imm", "stats", "unacked", "evs")
 
