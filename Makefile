@@ -13,9 +13,11 @@ SYSTEM_PYTHON ?= /usr/bin/python3
 install:
 	./scripts/install.sh
 
-# The eBPF programs, built from source with clang: the in-fabric ECN/trimming queue (tc) and
-# the fidelity monitor's link-gap histogram (qdisc:qdisc_dequeue tracepoint).
-BPF_OBJ := testbed/kernel/bpf/fabric_queue.o testbed/kernel/bpf/link_gap.o
+# The eBPF programs, built from source with clang: the in-fabric ECN/trimming queue (tc), the
+# fidelity monitor's link-gap histogram (qdisc:qdisc_dequeue tracepoint), and routers' End SIDs
+# for kernels without seg6local (tc).
+BPF_OBJ := testbed/kernel/bpf/fabric_queue.o testbed/kernel/bpf/link_gap.o \
+	testbed/kernel/bpf/usid_end.o
 bpf: $(BPF_OBJ)
 testbed/kernel/bpf/%.o: testbed/kernel/bpf/%.c
 	clang -O2 -g -Wall -Werror -target bpf -I/usr/include/$$(uname -m)-linux-gnu -c $< -o $@

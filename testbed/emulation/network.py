@@ -33,9 +33,10 @@ from testbed.emulation.shells import MininetFabric
 from testbed.emulation.verify import probe_all, read_counters
 from testbed.fabric.plan import FabricPlan, Link, Port
 from testbed.fabric.routes import node_configs
-from testbed.kernel import netns, shaping
+from testbed.kernel import features, netns, shaping, usid_end
 from testbed.kernel.fabric_queue import FabricQueues, port_config, router_ports
 from testbed.kernel.rtnl import NodeNetlink
+from testbed.kernel.usid_end import EbpfEndSids
 from testbed.lifecycle import cleanup, files
 from testbed.lifecycle.progress import Progress
 from testbed.lifecycle.registry import RunRegistry
@@ -144,11 +145,11 @@ def veth_message(a: tuple[Port, str, int], b: tuple[Port, str, int], mtu: int) -
 
 def _configure_node(job: tuple) -> tuple[str, dict[str, int] | str]:
     """Configure one node; its interface indexes, or what went wrong."""
-    pid, cfg, ports, mtu, queue_prog = job
+    pid, cfg, ports, mtu, queue_prog, end_sids, end_prog = job
     try:
         handle = NodeNetlink(pid)
         try:
-            handle.configure(cfg, ports, mtu, queue_prog)
+            handle.configure(cfg, ports, mtu, queue_prog, end_sids, end_prog)
             return cfg.name, handle.ifindexes()
         finally:
             handle.close()
@@ -184,6 +185,7 @@ class FabricNetwork(MininetFabric):
         super().__init__(plan, registry, progress)
         self.inodes: set[int] = set()
         self.queues: FabricQueues | None = None  # the eBPF ECN/trimming program, if asked for
+        self.end_sids: EbpfEndSids | None = None  # the eBPF End SIDs, on a kernel without seg6local
         self.monitor: MachineMonitor | None = None  # the fidelity monitor's, while it runs
         self._netlink: dict[str, NodeNetlink] = {}
         self._thread_sockets = threading.local()  # each thread's own (injector, telemetry)
@@ -232,14 +234,18 @@ class FabricNetwork(MininetFabric):
             self.queues = FabricQueues()
             for port, link in router_ports(self.plan):
                 self.queues.configure(port.ifindex, port_config(link))
+        mode = features.end_sid_mode()
+        if mode == "ebpf":
+            self.end_sids = usid_end.load(self.plan)
         jobs = []
         for name, cfg in configs.items():
             router = self.plan.nodes[name].role != "host"
             prog = self.queues.prog_fd if self.queues is not None and router else None
+            end_prog = self.end_sids.prog_fd if self.end_sids is not None and router else None
             ports = [(port, links[(name, port.ifname)].rate,
                       self.fifo_limit(port, links[(name, port.ifname)]))
                      for port in self.plan.ports(name)]
-            jobs.append((self.pid(name), cfg, ports, mtu, prog))
+            jobs.append((self.pid(name), cfg, ports, mtu, prog, mode, end_prog))
         for name, result in parallel_map(_configure_node, jobs, self.progress, "routes"):
             if isinstance(result, str):
                 raise RuntimeError(result)
@@ -280,7 +286,10 @@ class FabricNetwork(MininetFabric):
         return probe_all(job, progress)
 
     def end_sid_counters(self, progress: Progress) -> dict[tuple[str, IPv6Network], int]:
-        """Packets through every router's End SIDs, read over this machine's cores."""
+        """Packets through every router's End SIDs, read over this machine's cores (from
+        the eBPF program's map where it stands in for seg6local)."""
+        if self.end_sids is not None:
+            return self.end_sids.router_counters(self.plan)
         return read_counters([(r, self.pid(r), self.ifindex[r]) for r in self.plan.routers],
                              progress)
 
@@ -415,5 +424,8 @@ class FabricNetwork(MininetFabric):
         killed = cleanup.kill_namespaces(self.inodes)
         if self.queues is not None:
             self.queues.close()  # the program goes when its last port (namespace) is gone
+        if self.end_sids is not None:
+            self.end_sids.close()
+            self.end_sids = None
         self.close_shells()
         return killed

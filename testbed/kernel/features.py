@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 import shutil
 import socket
+from functools import cache
 from ipaddress import IPv6Network
 
 from pyroute2 import IPRoute
@@ -15,7 +16,7 @@ from pyroute2.netlink import NETLINK_ROUTE
 from pyroute2.netlink.exceptions import NetlinkError
 
 from testbed.errors import EnvironmentProblem
-from testbed.kernel import netns, rtnl, seg6local, shaping
+from testbed.kernel import netns, rtnl, seg6local, shaping, usid_end
 
 
 def require_root() -> None:
@@ -78,16 +79,22 @@ def probe_kernel() -> dict[str, bool | str]:
     return found
 
 
+@cache
+def end_sid_mode() -> str:
+    """How routers execute their End SIDs on this machine: "seg6local" (the kernel's SRv6,
+    preferred) or "ebpf" (testbed/kernel/usid_end.py, on a kernel without seg6local). Probed
+    once per process: every process that builds nodes asks for its own machine."""
+    found = probe_kernel()
+    if found["srv6_end_next_csid"] is True and found["seg6local_counters"] is True:
+        return "seg6local"
+    usid_end.EbpfEndSids().close()  # loads on this kernel, or a clear error
+    return "ebpf"
+
+
 def require_fabric_features() -> dict[str, bool | str]:
     found = probe_kernel()
-    fixes = {
-        "srv6_end_next_csid": "a kernel with SRv6 micro-SIDs (Linux 6.1 or newer, "
-                              "CONFIG_IPV6_SEG6_LWTUNNEL), e.g. Debian 12's or Ubuntu 24.04's",
-        "seg6local_counters": "a kernel with seg6local counters (Linux 5.14 or newer)",
-        "htb": "the sch_htb module (`modprobe sch_htb`)",
-    }
-    for name, fix in fixes.items():
-        if found.get(name) is not True:
-            raise EnvironmentProblem(f"this kernel cannot run the fabric: {name}: {found[name]}",
-                                     f"use {fix}")
+    if found.get("htb") is not True:
+        raise EnvironmentProblem(f"this kernel cannot run the fabric: htb: {found['htb']}",
+                                 "use the sch_htb module (`modprobe sch_htb`)")
+    found["end_sids"] = end_sid_mode()
     return found

@@ -62,6 +62,7 @@ def _lib() -> ctypes.CDLL:
                                        ctypes.c_uint64], ctypes.c_int),
         ("bpf_map_update_elem", [ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p,
                                  ctypes.c_uint64], ctypes.c_int),
+        ("bpf_map_delete_elem", [ctypes.c_int, ctypes.c_void_p], ctypes.c_int),
         ("bpf_prog_test_run_opts", [ctypes.c_int, ctypes.c_void_p], ctypes.c_int),
         ("bpf_program__attach", [ctypes.c_void_p], ctypes.c_void_p),
         ("bpf_link__destroy", [ctypes.c_void_p], ctypes.c_int),
@@ -149,6 +150,15 @@ def update(fd: int, key: ctypes.Structure | ctypes._SimpleCData,
            flags: int = BPF_ANY) -> None:
     _check(_lib().bpf_map_update_elem(fd, ctypes.byref(key), ctypes.byref(value), flags),
            "map update")
+
+
+def delete(fd: int, key: ctypes.Structure | ctypes._SimpleCData) -> bool:
+    """Remove the key's entry; False when it was absent."""
+    rc = _lib().bpf_map_delete_elem(fd, ctypes.byref(key))
+    if rc < 0 and ctypes.get_errno() == 2:  # ENOENT
+        return False
+    _check(rc, "map delete")
+    return True
 
 
 class _TestRunOpts(ctypes.Structure):

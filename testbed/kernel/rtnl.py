@@ -26,7 +26,7 @@ from pyroute2.netlink.rtnl.rtmsg import rtmsg
 
 from testbed.fabric.plan import BLOCK_BITS, USID_BITS, Port
 from testbed.fabric.routes import NodeConfig, Route
-from testbed.kernel import fabric_queue, netns, seg6local, shaping
+from testbed.kernel import fabric_queue, netns, seg6local, shaping, usid_end
 
 SOL_NETLINK = 270
 NETLINK_GET_STRICT_CHK = 12
@@ -122,15 +122,17 @@ class NodeNetlink:
         sock.setsockopt(SOL_NETLINK, NETLINK_GET_STRICT_CHK, 1)
         self.ipr = IPRoute(fileno=sock.detach())
         self._index: dict[str, int] = dict(ifindexes or {})
+        self._read = False
 
     def close(self) -> None:
         self.ipr.close()
 
     def ifindexes(self) -> dict[str, int]:
         """Interface name -> index, read once (interfaces are only created, never renamed)."""
-        if not self._index or SID_DEVICE not in self._index:
+        if not self._read and (not self._index or SID_DEVICE not in self._index):
             self._index = {link.get_attr("IFLA_IFNAME"): link["index"]
                            for link in self.ipr.get_links()}
+            self._read = True  # (a node whose End SIDs run in eBPF has no SID device)
         return self._index
 
     def ifindex(self, ifname: str) -> int:
@@ -138,9 +140,12 @@ class NodeNetlink:
         return index if index is not None else self.ifindexes()[ifname]
 
     def configure(self, cfg: NodeConfig, ports: list[tuple[Port, int, int]], mtu: int,
-                  queue_prog: int | None = None) -> None:
+                  queue_prog: int | None = None, end_sids: str = "seg6local",
+                  end_prog: int | None = None) -> None:
         """Install cfg; `ports` lists (port, rate bit/s, buffer bytes) to shape; `queue_prog`,
         when given, is the fd of the ECN/trimming program to attach at every port's egress.
+        `end_sids` says how End SIDs run (features.end_sid_mode): as seg6local routes, or,
+        "ebpf", by the program `end_prog` at every port's ingress (a router's; hosts get none).
 
         Shapers go through pyroute2's tc API (htb's rate tables are its job); everything else
         is sent as one batch of messages per kind, which costs a fraction of one call each."""
@@ -149,16 +154,19 @@ class NodeNetlink:
             shaping.shape_port(ipr, self.ifindex(port.ifname), rate, buffer, mtu)
             if queue_prog is not None:
                 fabric_queue.attach(ipr, self.ifindex(port.ifname), queue_prog)
-        sid_dev = add_sid_device(ipr)
+            if end_prog is not None:
+                usid_end.attach(ipr, self.ifindex(port.ifname), end_prog)
         idx = self.ifindex
         batches = [
             [_link_up(idx("lo"))] + [_link_up(idx(port.ifname)) for port, _, _ in ports],
             [_address(idx(ifname), address) for ifname, address in cfg.addresses],
             [_neighbor(idx(ifname), address, mac) for ifname, address, mac in cfg.neighbors],
             [_route(route, idx) for route in cfg.routes],
-            [seg6local.end_sid_message(sid, sid_dev, BLOCK_BITS, USID_BITS)
-             for sid in cfg.end_sids],
         ]
+        if end_sids == "seg6local":
+            sid_dev = self._index[SID_DEVICE] = add_sid_device(ipr)
+            batches.append([seg6local.end_sid_message(sid, sid_dev, BLOCK_BITS, USID_BITS)
+                            for sid in cfg.end_sids])
         for batch in batches:  # in order: routes need their addresses' connected routes
             ipr.nlm_request_batch(batch)
 

@@ -99,7 +99,10 @@ def run(scenario: Scenario, scenario_text: str, options: RunOptions,
                     f"faults.{delays[0]} adds delay, which needs sch_netem: {found.get('netem')}",
                     "use a kernel with netem (stock Ubuntu/Debian kernels, e.g. the Vagrant "
                     "VM), or remove the delay faults")
-            done = "root, Mininet, SRv6 next-csid, seg6local counters, htb"
+            done = "root, Mininet, " + ("SRv6 next-csid, seg6local counters"
+                                        if found["end_sids"] == "seg6local" else
+                                        "End SIDs in eBPF (this kernel has no seg6local)") \
+                + ", htb"
             if scenario.switch.enabled:
                 FabricQueues().close()  # built and accepted by this kernel, or a clear error
                 found["fabric_queue"] = True

@@ -63,9 +63,10 @@ from testbed.emulation.port_counters import read_net_dev, read_node_ports
 from testbed.fabric.placement import place
 from testbed.fabric.plan import FabricPlan, make_plan
 from testbed.fabric.routes import node_configs
-from testbed.kernel import netns, shaping, vxlan
+from testbed.kernel import features, netns, shaping, usid_end, vxlan
 from testbed.kernel.fabric_queue import FabricQueues, port_config, router_ports
 from testbed.kernel.rtnl import NodeNetlink
+from testbed.kernel.usid_end import EbpfEndSids
 from testbed.lifecycle import cleanup, registry
 from testbed.lifecycle.progress import Progress
 from testbed.lifecycle.workers import parallel_map
@@ -114,6 +115,7 @@ class ServerAgent:
         self.inodes: set[int] = set()
         self.ifindex: dict[str, dict[str, int]] = {}
         self.queues: FabricQueues | None = None
+        self.end_sids: EbpfEndSids | None = None  # on a kernel without seg6local
         self.handles: dict[str, NodeNetlink] = {}
         self.prober: _Prober | None = None
         self.nft: dict[str, tuple[NodeNft, threading.Event]] = {}
@@ -192,14 +194,19 @@ class ServerAgent:
             for port, link in router_ports(plan):
                 if port.node in mine:
                     self.queues.configure(port.ifindex, port_config(link))
+        mode = features.end_sid_mode()  # this server's kernel's
+        if mode == "ebpf" and self.end_sids is None:
+            self.end_sids = usid_end.load(plan, mine)
         fifo = req.fifo  # "node/ifname" -> bytes (the runner's rule)
         jobs = []
         for name in sorted(mine):
             router = plan.nodes[name].role != "host"
             prog = self.queues.prog_fd if self.queues is not None and router else None
+            end_prog = self.end_sids.prog_fd if self.end_sids is not None and router else None
             ports = [(port, links[(name, port.ifname)].rate, fifo[f"{name}/{port.ifname}"])
                      for port in plan.ports(name)]
-            jobs.append((self.pids[name], configs[name], ports, plan.scenario.fabric.mtu, prog))
+            jobs.append((self.pids[name], configs[name], ports, plan.scenario.fabric.mtu, prog,
+                         mode, end_prog))
         out = {}
         for name, result in parallel_map(_configure_node, jobs, Progress(quiet=True), "routes"):
             if isinstance(result, str):
@@ -207,7 +214,8 @@ class ServerAgent:
             out[name] = result
             self.ifindex[name] = result
         self.say(f"configure {len(out)} nodes: {' '.join(sorted(out))}"
-                 + (", eBPF queue loaded" if self.queues is not None else ""))
+                 + (", eBPF queue loaded" if self.queues is not None else "")
+                 + (", End SIDs in eBPF" if self.end_sids is not None else ""))
         return out
 
     def _handle(self, name: str) -> NodeNetlink:
@@ -219,9 +227,12 @@ class ServerAgent:
     def op_end_sids(self, req: ops.EndSids) -> dict[str, dict[str, int]]:
         """Packets through every End SID of this server's routers."""
         plan = self._plan()
-        out = {}
+        out: dict[str, dict[str, int]] = {}
+        if self.end_sids is not None:
+            for (name, sid), packets in self.end_sids.router_counters(plan, self.pids).items():
+                out.setdefault(name, {})[str(sid)] = packets
         for name in sorted(self.pids):
-            if plan.nodes[name].role == "host":
+            if plan.nodes[name].role == "host" or self.end_sids is not None:
                 continue
             out[name] = {str(sid): c["packets"] or 0
                          for sid, c in self._handle(name).end_sid_counters().items()}
@@ -550,6 +561,9 @@ class ServerAgent:
         if self.queues is not None:
             self.queues.close()
             self.queues = None
+        if self.end_sids is not None:
+            self.end_sids.close()
+            self.end_sids = None
         return killed
 
     def _plan(self) -> FabricPlan:
