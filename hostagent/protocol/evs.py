@@ -172,7 +172,8 @@ class EVSet:
     policy: EVPolicy
     rng: random.Random
     transitions: list[Transition] = field(default_factory=list)
-    _by_index: dict[int, EV] = field(default_factory=dict)
+    # by EV index (None: no such EV), a list since it is read for nearly every packet
+    _by_index: list[EV | None] = field(default_factory=list)
     _planes: dict[int, list[EV]] = field(default_factory=dict)
     _usable: dict[int, list[EV]] = field(default_factory=dict)  # plane -> active GOOD EVs
     _plane_order: list[int] = field(default_factory=list)  # planes with a usable EV
@@ -190,9 +191,13 @@ class EVSet:
         evs = [EV(i, plane, EVState.DENIED if i in denied else EVState.GOOD,
                   probe_required=policy.probe_successes) for i, plane in table]
         ev_set = cls(evs, policy, rng)
-        ev_set._by_index = {e.index: e for e in evs}
         if any(e.plane < 0 for e in evs):
             raise ValueError("a plane number is negative")
+        if any(e.index < 0 for e in evs):
+            raise ValueError("an EV index is negative")
+        ev_set._by_index = [None] * (max((e.index for e in evs), default=-1) + 1)
+        for e in evs:
+            ev_set._by_index[e.index] = e
         planes = max((e.plane for e in evs), default=-1) + 1
         ev_set._plane_inflight, ev_set._ev_cursor = [0] * planes, [0] * planes
         for e in evs:
@@ -344,7 +349,7 @@ class EVSet:
 
     def landed(self, index: int) -> None:
         """A packet sent on EV `index` left flight: acknowledged, or resent elsewhere."""
-        ev = self._by_index.get(index)
+        ev = self.by_index(index)
         if ev is not None and ev.inflight > 0:
             ev.inflight -= 1
             self._plane_inflight[ev.plane] -= 1
@@ -360,7 +365,19 @@ class EVSet:
         return sum(e.state is EVState.GOOD for e in self.evs)
 
     def by_index(self, index: int) -> EV | None:
-        return self._by_index.get(index)
+        evs = self._by_index
+        return evs[index] if 0 <= index < len(evs) else None
+
+    def index_limit(self) -> int:
+        """One past the highest EV index: the length of a list by EV index."""
+        return len(self._by_index)
+
+    def _known(self, index: int) -> EV:
+        """The EV of an index this set gave out (KeyError otherwise, as the dict's was)."""
+        ev = self.by_index(index)
+        if ev is None:
+            raise KeyError(index)
+        return ev
 
     # ---- health ----
     def explained_by_congestion(self, ev: EV, now: float, rtt: float | None,
@@ -528,7 +545,7 @@ class EVSet:
                 [(i, sent_at, reason, i in queued) for i, sent_at, reason in timed_out],
                 now, rtt, silent_condemns=True)):
             if event is EVEvent.LOSS:
-                self._by_index[index].timeout_condemned = now
+                self._known(index).timeout_condemned = now
         return False
 
     def on_losses_found(self, lost: list[tuple[int, float, str, bool]], now: float,
@@ -558,10 +575,11 @@ class EVSet:
         congestion explains it."""
         first_sent: dict[int, float] = {}
         for i, sent_at, _, _ in lost:
-            if i in self._by_index and self._by_index[i].delivered_sent <= sent_at:
+            ev = self.by_index(i)
+            if ev is not None and ev.delivered_sent <= sent_at:
                 first_sent[i] = min(sent_at, first_sent.get(i, sent_at))
         for index, sent_at in first_sent.items():
-            fell = self._by_index[index]
+            fell = self._known(index)
             if not fell.silent_losses:
                 fell.silent_since = sent_at
             fell.silent_losses += 1
@@ -582,7 +600,7 @@ class EVSet:
                  "congested)" if dead else ""),
                 rtt=rtt, delay_high=delay_high and not (dead and silent_condemns),
                 gap=works or not (dead or silent_condemns)))
-        for plane in set() if queued else {self._by_index[i].plane for i in first_sent}:
+        for plane in set() if queued else {self._known(i).plane for i in first_sent}:
             self._condemn_if_gone(plane, now, rtt)
         return events
 

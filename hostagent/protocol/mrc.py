@@ -57,12 +57,14 @@ class MrcQP(QueuePair):
                  evset: EVSet, seed: int) -> None:
         super().__init__(qpn, peer_qpn, buffer, cfg, nscc(cfg), seed)
         self.evset = evset
-        self._last_on_ev: dict[int, int] = {}
+        # by EV index, lists, since both are read or written for nearly every packet: the PSN
+        # last sent on the EV, and when an ACK last came back for it (-1: never)
+        self._last_on_ev = [NO_PSN] * evset.index_limit()
+        self._heard = [-1.0] * evset.index_limit()
         self._trimmed: set[int] = set()  # PSNs whose trimmed header arrived, data not yet
         self._probe_seq = 0
         self.tail = TailRecovery()
         self._timed_out: list[tuple[int, float, str]] = []  # this timer pass's timeouts
-        self._heard: dict[int, float] = {}  # EV -> when an ACK last came back for it
         self._heard_any = -1.0  # when any ACK last came back
         self._silent_resend = False  # this timer pass resent a packet the peer is silent on
         self._stalled = -1.0  # the last timer pass judged a host stall
@@ -85,8 +87,9 @@ class MrcQP(QueuePair):
         return ev.index
 
     def _prev_on_path(self, p: Packet) -> int:
-        prev = self._last_on_ev.get(p.ev, wire.NO_PSN)
-        self._last_on_ev[p.ev] = p.psn
+        last = self._last_on_ev
+        prev = last[p.ev]
+        last[p.ev] = p.psn
         return prev
 
     # ---- sender: loss and congestion ----
@@ -106,7 +109,7 @@ class MrcQP(QueuePair):
         self._resend_now(h.psn)
 
     def _heard_on(self, ev: int) -> float:
-        return self._heard.get(ev, -1.0)
+        return self._heard[ev]
 
     def _on_timeout(self, p: Packet, now: float) -> None:
         """Resend it elsewhere; but while the peer has answered nothing since it was sent,
@@ -181,7 +184,9 @@ class MrcQP(QueuePair):
         # reordered ACK whose trigger an earlier ACK covered would count that copy twice.
         if trigger is not None:
             self.evset.on_rtt(h.ev, rtt, now, self.cfg.target_delay)
-        self._heard[h.ev] = self._heard_any = now
+        if h.ev < len(self._heard):  # (an echo of an EV this QP never used changes nothing)
+            self._heard[h.ev] = now
+        self._heard_any = now
         # the copy that triggered it was sent at or after this (the echo is in whole us)
         sent = now - rtt - 1e-6
         self.evset.on_delivered(h.ev, sent, packet=False)

@@ -243,9 +243,12 @@ class QueuePair:
         self._cum = 0  # every PSN below this has landed
         self._got: set[int] = set()
         self._pending_imm: list[tuple[int, int]] = []  # (last psn of the write, imm)
-        self._ack_owed = 0
+        self._ack_owed = 0  # packets the next ACK answers (0: no ACK owed)
         self._ack_deadline: float | None = None
-        self._ack_for: tuple[int, int, int, bool] | None = None  # psn, ev, ts, ecn
+        # what the owed ACK echoes of its trigger: PSN, EV, send time and CE mark (fields, not
+        # a tuple: one would be built per packet received)
+        self._ack_psn = self._ack_ev = self._ack_ts = 0
+        self._ack_ecn = False
 
     # ---- posting ----
     def post_write(self, msg_id: int, data: memoryview, remote_offset: int,
@@ -331,7 +334,7 @@ class QueuePair:
         if self.failed:
             self._out.clear()
             return []
-        if self._ack_for is not None:
+        if self._ack_owed:
             self._flush_ack(now, force=False)
         self._pace_wait = None
         room = float("inf") if budget is None else budget
@@ -477,18 +480,18 @@ class QueuePair:
 
     def _owe_ack(self, h: wire.Header, now: float, ecn: bool, urgent: bool) -> None:
         self._ack_owed = owed = self._ack_owed + 1
-        prior = self._ack_for
-        self._ack_for = (h.psn, h.ev, h.ts, ecn or (prior is not None and prior[3]))
+        # a mark is never held: it sends the ACK now, so an owed ACK echoes only its trigger's
+        self._ack_psn, self._ack_ev, self._ack_ts, self._ack_ecn = h.psn, h.ev, h.ts, ecn
         if urgent or ecn or owed >= self.cfg.ack_every:
             self._flush_ack(now, force=True)
         elif self._ack_deadline is None:
             self._ack_deadline = now + self.cfg.ack_delay
 
     def _flush_ack(self, now: float, force: bool) -> None:
-        if self._ack_for is None or not (force or (self._ack_deadline is not None
-                                                   and now >= self._ack_deadline)):
+        if not self._ack_owed or not (force or (self._ack_deadline is not None
+                                                and now >= self._ack_deadline)):
             return
-        psn, ev, ts, ecn = self._ack_for
+        psn, ev, ts, ecn = self._ack_psn, self._ack_ev, self._ack_ts, self._ack_ecn
         # The 64-bit SACK window ends at the PSN that triggered this ACK (UET places it with an
         # offset too): with spraying, what the sender needs to hear about is the newest arrivals,
         # which can lie far beyond a hole at the cumulative point.
@@ -501,7 +504,7 @@ class QueuePair:
                                                     self.peer_qpn, self._cum, bitmap, psn,
                                                     base, ts)))
         self.counters.acks_sent += 1
-        self._ack_owed, self._ack_for, self._ack_deadline = 0, None, None
+        self._ack_owed, self._ack_deadline = 0, None
 
     def _receive_ack(self, h: wire.Header, now: float) -> None:
         newly = [psn for psn in range(self._lowest_unacked, h.psn) if psn in self._inflight]

@@ -708,3 +708,15 @@ def test_a_negative_plane_number_is_refused():
     # planes index the per-plane load: a negative one would count on another plane's
     with pytest.raises(ValueError, match="negative"):
         EVSet.build([(0, 0), (1, -1)], EVPolicy(), random.Random(0))
+
+
+def test_a_negative_ev_index_is_refused():
+    # EVs are looked up in a list by index: a negative one would find another EV
+    with pytest.raises(ValueError, match="EV index is negative"):
+        EVSet.build([(0, 0), (-1, 0)], EVPolicy(), random.Random(0))
+
+
+def test_evs_are_found_by_index_and_unknown_indexes_are_not():
+    s = EVSet.build([(0, 0), (3, 1)], EVPolicy(), random.Random(0))
+    assert [s.by_index(i) for i in (0, 3)] == s.evs
+    assert [s.by_index(i) for i in (1, 2, 4, 70_000)] == [None] * 4

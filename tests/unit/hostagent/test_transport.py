@@ -112,6 +112,20 @@ def test_mrc_clean_network_sprays_every_ev():
     assert b.counters.out_of_order > 0, "jitter across paths reorders; placement copes"
 
 
+def test_mrc_an_ack_echoing_an_ev_it_never_had_changes_nothing():
+    # the EV index comes from the wire: the QP's per-EV lists must not index out of range
+    writes, total = layout([3_000], seed=2)
+    a, b, bufs = mrc_pair(total)
+    post_all(a, writes)
+    a.poll_transmit(0.0)
+    foreign = wire.control_datagram(wire.ACK, 0, len(TABLE) + 5, a.qpn, 0, 0, wire.NO_PSN,
+                                    0, 0)
+    a.receive(foreign, 0.001)
+    net = SimNet(a, b, seed=2)
+    net.run(lambda: len(events(a, WriteDone)) == 1)
+    assert bytes(bufs[1]) == writes[0][0]
+
+
 class ImmChecker(list):
     """Events list that checks, when an immediate arrives, that every byte written before it
     (by its write and all earlier ones) is already in place: WRITE_WITH_IMM's promise."""
