@@ -13,14 +13,12 @@ import ctypes
 import time
 from pathlib import Path
 
-from testbed.errors import EnvironmentProblem
 from testbed.fabric.plan import FabricPlan, Link, Port
-from testbed.kernel import libbpf
+from testbed.kernel import libbpf, tc_bpf
 
 BPF_DIR = Path(__file__).resolve().parent / "bpf"
 OBJECT = BPF_DIR / "fabric_queue.o"
 PROGRAM = "fabric_queue"
-TC_H_CLSACT_EGRESS = 0xFFFFFFF3  # parent "ffff:fff3": clsact's egress hook
 COUNTERS = ("packets", "bytes", "marked", "trimmed", "dropped", "queue", "queue_max",
             "overflow")
 LOSSLESS = 1  # PortConfig.flags: a drop above `buffer` is a lossless overflow
@@ -70,32 +68,21 @@ def router_ports(plan: FabricPlan) -> list[tuple[Port, Link]]:
 def attach(ipr, ifindex: int, prog_fd: int) -> None:
     """The program at the port's egress, ahead of its htb shaper (clsact runs before the root
     qdisc enqueues)."""
-    ipr.tc("add", "clsact", index=ifindex)
-    ipr.tc("add-filter", "bpf", index=ifindex, handle=1, parent=TC_H_CLSACT_EGRESS,
-           fd=prog_fd, name=PROGRAM, direct_action=True)
+    tc_bpf.attach(ipr, ifindex, prog_fd, PROGRAM, tc_bpf.EGRESS)
 
 
 class FabricQueues:
     """The loaded program and its two maps; `close()` when the fabric is gone."""
 
     def __init__(self, path: Path = OBJECT) -> None:
-        if not path.exists():
-            raise EnvironmentProblem(
-                f"the in-fabric ECN/trimming program {path} is not built",
-                "run `make bpf` (needs clang and libbpf-dev; scripts/install.sh installs and "
-                "builds it), or set `switch: {ecn: false, trim: false}` in the scenario")
-        try:
-            self._obj = libbpf.BpfObject(str(path))
-            self.prog_fd = self._obj.program_fd(PROGRAM)
-            self._config = self._obj.map_fd("port_config")
-            self._state = self._obj.map_fd("port_state")
-            self._rates: dict[int, int] = {}  # ifindex -> bytes/s, as last configured
-        except libbpf.LibbpfError as exc:
-            raise EnvironmentProblem(
-                f"cannot load the in-fabric ECN/trimming program: {exc}",
-                "this kernel needs eBPF with tc (CONFIG_BPF_SYSCALL, CONFIG_NET_CLS_BPF, "
-                "CONFIG_NET_SCH_INGRESS) and BTF; or set `switch: {ecn: false, trim: false}` "
-                "in the scenario") from None
+        self._obj, self.prog_fd, (self._config, self._state) = tc_bpf.load(
+            path, PROGRAM, ("port_config", "port_state"), "the in-fabric ECN/trimming program",
+            "run `make bpf` (needs clang and libbpf-dev; scripts/install.sh installs and "
+            "builds it), or set `switch: {ecn: false, trim: false}` in the scenario",
+            "this kernel needs eBPF with tc (CONFIG_BPF_SYSCALL, CONFIG_NET_CLS_BPF, "
+            "CONFIG_NET_SCH_INGRESS) and BTF; or set `switch: {ecn: false, trim: false}` "
+            "in the scenario")
+        self._rates: dict[int, int] = {}  # ifindex -> bytes/s, as last configured
 
     def configure(self, ifindex: int, config: PortConfig) -> None:
         """Settings of a port, and an empty queue with zero counters."""

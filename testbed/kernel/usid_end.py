@@ -18,16 +18,11 @@ from collections.abc import Iterable
 from ipaddress import IPv6Network
 from pathlib import Path
 
-from pyroute2.netlink.exceptions import NetlinkError
-
-from testbed.errors import EnvironmentProblem
 from testbed.fabric.plan import BLOCK_BITS, USID_BITS, FabricPlan, Port
-from testbed.kernel import libbpf
+from testbed.kernel import libbpf, tc_bpf
 
 OBJECT = Path(__file__).resolve().parent / "bpf" / "usid_end.o"
 PROGRAM = "usid_end"
-TC_H_CLSACT_INGRESS = 0xFFFFFFF2  # parent "ffff:fff2": clsact's ingress hook
-EEXIST = 17
 
 
 class EndSid(ctypes.Structure):
@@ -35,10 +30,10 @@ class EndSid(ctypes.Structure):
 
 
 class EndCounters(ctypes.Structure):
-    _fields_ = [("packets", ctypes.c_uint64), ("bytes", ctypes.c_uint64)]
+    _fields_ = [("packets", ctypes.c_uint64)]
 
 
-assert ctypes.sizeof(EndSid) == 8 and ctypes.sizeof(EndCounters) == 16  # as in the C file
+assert ctypes.sizeof(EndSid) == 8 and ctypes.sizeof(EndCounters) == 8  # as in the C file
 
 
 def end_sid(sid: IPv6Network) -> EndSid:
@@ -64,38 +59,21 @@ def router_sid_ports(plan: FabricPlan, nodes: Iterable[str] | None = None
 
 
 def attach(ipr, ifindex: int, prog_fd: int) -> None:
-    """The program at the port's ingress; the port's clsact is made here unless the ECN/trimming
-    program's attachment made it already."""
-    try:
-        ipr.tc("add", "clsact", index=ifindex)
-    except NetlinkError as exc:  # EEXIST: the ECN/trimming program's clsact
-        if exc.code != EEXIST:
-            raise
-    ipr.tc("add-filter", "bpf", index=ifindex, handle=1, parent=TC_H_CLSACT_INGRESS,
-           fd=prog_fd, name=PROGRAM, direct_action=True)
+    """The program at the port's ingress, where a packet arrives before its routing lookup."""
+    tc_bpf.attach(ipr, ifindex, prog_fd, PROGRAM, tc_bpf.INGRESS)
 
 
 class EbpfEndSids:
     """The loaded program and its maps; `close()` when the fabric is gone."""
 
     def __init__(self, path: Path = OBJECT) -> None:
-        if not path.exists():
-            raise EnvironmentProblem(
-                f"this kernel has no seg6local, and the eBPF End SID program {path} that "
-                "stands in for it is not built",
-                "run `make bpf` (needs clang and libbpf-dev; scripts/install.sh installs and "
-                "builds it), or use a kernel with SRv6 micro-SIDs (CONFIG_IPV6_SEG6_LWTUNNEL)")
-        try:
-            self._obj = libbpf.BpfObject(str(path))
-            self.prog_fd = self._obj.program_fd(PROGRAM)
-            self._sids = self._obj.map_fd("end_sid")
-            self._counters = self._obj.map_fd("end_counters")
-        except libbpf.LibbpfError as exc:
-            raise EnvironmentProblem(
-                f"this kernel has no seg6local, and refused the eBPF End SID program that "
-                f"stands in for it: {exc}",
-                "use a kernel with SRv6 micro-SIDs (CONFIG_IPV6_SEG6_LWTUNNEL), or with eBPF "
-                "at tc (CONFIG_BPF_SYSCALL, CONFIG_NET_CLS_BPF, CONFIG_NET_SCH_INGRESS)") from None
+        self._obj, self.prog_fd, (self._sids, self._counters) = tc_bpf.load(
+            path, PROGRAM, ("end_sid", "end_counters"),
+            "the eBPF End SID program (this kernel has no seg6local, which it stands in for)",
+            "run `make bpf` (needs clang and libbpf-dev; scripts/install.sh installs and "
+            "builds it), or use a kernel with SRv6 micro-SIDs (CONFIG_IPV6_SEG6_LWTUNNEL)",
+            "use a kernel with SRv6 micro-SIDs (CONFIG_IPV6_SEG6_LWTUNNEL), or with eBPF at tc "
+            "(CONFIG_BPF_SYSCALL, CONFIG_NET_CLS_BPF, CONFIG_NET_SCH_INGRESS)")
 
     def configure(self, ifindex: int, sid: IPv6Network) -> None:
         """The SID of the port's router, and zero counters."""

@@ -33,7 +33,6 @@ struct end_sid {
 
 struct end_counters {
 	__u64 packets;
-	__u64 bytes;
 };
 
 struct {
@@ -77,15 +76,12 @@ int usid_end(struct __sk_buff *skb)
 	}
 	if (!any)
 		return TC_ACT_OK; /* no next uSID: the routing table decides (see above) */
-	__u64 len = skb->len;
 	/* bytes 4..15 of the destination: the next uSIDs up by one, zeros after them */
 	if (bpf_skb_store_bytes(skb, DADDR_OFF + 4, rest, sizeof(rest), BPF_F_RECOMPUTE_CSUM))
 		return TC_ACT_SHOT;
 	struct end_counters *c = bpf_map_lookup_elem(&end_counters, &key);
-	if (c) {
+	if (c)
 		__sync_fetch_and_add(&c->packets, 1);
-		__sync_fetch_and_add(&c->bytes, len);
-	}
 	return TC_ACT_OK;
 }
 
