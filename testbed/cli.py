@@ -23,7 +23,7 @@ from testbed.fabric import timeline
 from testbed.fabric.placement import place
 from testbed.fabric.plan import make_plan
 from testbed.kernel import features
-from testbed.lifecycle import cleanup, registry
+from testbed.lifecycle import cleanup, interrupts, registry
 from testbed.lifecycle.progress import Progress
 from testbed.run import results
 from testbed.scenario.units import format_rate
@@ -367,5 +367,18 @@ def main(argv: list[str] | None = None) -> int:
         return 1
 
 
+def command() -> int:
+    """The process's entry: `main`, with signals handled for the whole process (a signal
+    between two steps of `main` ends it with 130, and one after it changes nothing)."""
+    try:
+        interrupts.for_process()
+        status = main()
+    except KeyboardInterrupt as exc:  # between `main`'s own handling and its return
+        print(f"error: {exc or 'interrupted'}", file=sys.stderr)
+        status = 130
+    interrupts.at_exit()
+    return status
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(command())

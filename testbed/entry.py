@@ -10,10 +10,10 @@ from testbed.errors import EnvironmentProblem
 
 def main() -> int:
     try:
-        from testbed.cli import main as cli
+        from testbed.cli import command
     except ImportError as exc:
         if exc.name != "hostagent._fastio":
             raise
         print(f"error: {exc}", file=sys.stderr)
         return EnvironmentProblem.exit_code
-    return cli()
+    return command()

@@ -71,6 +71,26 @@ def ignored() -> Iterator[None]:
             signal.signal(s, h)
 
 
+def _raise(signum: int, _frame) -> None:
+    raise Interrupted(f"interrupted by {signal.Signals(signum).name}")
+
+
+def for_process() -> None:
+    """For the command's own process, outside any run region: all three signals end it as
+    Ctrl-C does (a line saying so, exit 130). Python's defaults would let SIGTERM and SIGHUP
+    end it silently, by the signal, with the results folder already written."""
+    for s in SIGNALS:
+        signal.signal(s, _raise)
+
+
+def at_exit() -> None:
+    """The command has returned its status: from here a signal is ignored. The interpreter's
+    shutdown restores the default actions of the signals it handles (not of ignored ones), so a
+    signal in its last moments would otherwise replace the status with a death by signal."""
+    for s in SIGNALS:
+        signal.signal(s, signal.SIG_IGN)
+
+
 def worker_init() -> None:
     """For forked workers. Ctrl-C reaches the whole process group: the runner alone handles
     it (and kills its workers); SIGTERM and SIGHUP must end a worker at once (the runner's
