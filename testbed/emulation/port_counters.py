@@ -2,8 +2,9 @@
 
 Interface counters come from /proc/<pid>/net/dev, which shows the namespace of the node's
 shell: no netlink, no namespace switch. Queue drops and backlog (the byte FIFO behind each
-port's shaper) come from a netlink qdisc dump of the node, when asked for (it costs about 1 ms
-a node). Router ports running the ECN/trimming program add its counters, read from its BPF map.
+port's shaper) come from a netlink qdisc dump of the node, when asked for (about 0.1 ms a node,
+testbed/kernel/qdisc_stats.py). Router ports running the ECN/trimming program add its
+counters, read from its BPF map.
 `FabricNetwork.sample_ports` reads every node of a single machine with this; in the cluster mode
 each server's agent reads its own nodes with it.
 """

@@ -9,13 +9,14 @@ fixed 0.25 s it had took 27% of a core: 14 of the 95 points of the run's CPU wit
 
 The network reads its nodes' ports (`FabricNetwork.sample_ports`; in the cluster mode each
 server's agent reads its own, all servers at once): interface counters from
-/proc/<pid>/net/dev, about 50 microseconds a node; queue drops and backlog (the byte FIFO
+/proc/<pid>/net/dev, about 70 microseconds a node; queue drops and backlog (the byte FIFO
 behind each port's shaper, where congestion losses happen) from a netlink qdisc dump per node,
-which costs about 1 ms a node in pyroute2: they are read every k-th sample, k chosen from their
-measured cost so that they take at most QUEUE_BUDGET of a core (their rows carry them; the others
-leave them empty). Router ports running the ECN/trimming program also carry its counters
-(`ecn_marked`, `trimmed`, `bpf_dropped`, `lossless_overflow`) and virtual queue (`vq_bytes`),
-read from its BPF map every sample (a few microseconds a port); host ports leave them empty.
+about 0.1 ms a node (testbed/kernel/qdisc_stats.py): they are read every k-th sample, k chosen
+from their measured cost so that they take at most QUEUE_BUDGET of a core (their rows carry
+them; the others leave them empty). On ref-64 that is every sample or every second one.
+Router ports running the ECN/trimming program also carry its counters (`ecn_marked`,
+`trimmed`, `bpf_dropped`, `lossless_overflow`) and virtual queue (`vq_bytes`), read from its
+BPF map every sample (a few microseconds a port); host ports leave them empty.
 Timestamps are wall clock (the clock the agents use), taken as each node's counters are read
 (a server's, shifted into this machine's clock by its measured offset). The sampler runs in a
 thread and measures its own CPU time, so its cost is a number in meta.json, not a guess.

@@ -27,6 +27,7 @@ from pyroute2.netlink.rtnl.rtmsg import rtmsg
 from testbed.fabric.plan import BLOCK_BITS, USID_BITS, Port
 from testbed.fabric.routes import NodeConfig, Route
 from testbed.kernel import fabric_queue, netns, seg6local, shaping, usid_end
+from testbed.kernel.qdisc_stats import QueueStats
 
 SOL_NETLINK = 270
 NETLINK_GET_STRICT_CHK = 12
@@ -121,11 +122,15 @@ class NodeNetlink:
         # pyroute2 parsing every route of a router in Python
         sock.setsockopt(SOL_NETLINK, NETLINK_GET_STRICT_CHK, 1)
         self.ipr = IPRoute(fileno=sock.detach())
+        self._pid = pid
         self._index: dict[str, int] = dict(ifindexes or {})
         self._read = False
+        self._queues: QueueStats | None = None  # opened by the first queue_stats()
 
     def close(self) -> None:
         self.ipr.close()
+        if self._queues is not None:
+            self._queues.close()
 
     def ifindexes(self) -> dict[str, int]:
         """Interface name -> index, read once (interfaces are only created, never renamed)."""
@@ -171,16 +176,11 @@ class NodeNetlink:
             ipr.nlm_request_batch(batch)
 
     def queue_stats(self) -> dict[int, tuple[int, int]]:
-        """Per port (ifindex): backlog bytes and drops of the data FIFO behind its shaper."""
-        out = {}
-        for msg in self.ipr.get_qdiscs():
-            if msg.get_attr("TCA_KIND") != "bfifo":
-                continue
-            stats = msg.get_attr("TCA_STATS2")
-            queue = stats.get_attr("TCA_STATS_QUEUE") if stats else None
-            if queue is not None:
-                out[msg["index"]] = (queue["backlog"], queue["drops"])
-        return out
+        """Per port (ifindex): backlog bytes and drops of the data FIFO behind its shaper
+        (qdisc_stats.py: read with struct, not pyroute2, since telemetry asks every sweep)."""
+        if self._queues is None:
+            self._queues = QueueStats(self._pid)
+        return self._queues.read()
 
     def replace_plain_routes(self, delete: list[str],
                              replace: list[tuple[str, list[tuple[str, str]]]]) -> None:
