@@ -31,7 +31,6 @@ arrived, so WRITE_WITH_IMM keeps its meaning across QPs.
 from __future__ import annotations
 
 import asyncio
-import functools
 import heapq
 import itertools
 import os
@@ -39,7 +38,6 @@ import socket
 import time
 from collections import defaultdict, deque
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import Final
 
 from mypy_extensions import mypyc_attr
@@ -92,17 +90,21 @@ class TransportFailed(RuntimeError):
     """A QP exhausted its retry budget: the collective cannot complete."""
 
 
-@dataclass
 class Route:
-    """How one QP reaches its peer: where each of its EVs (or its single path) sends to."""
+    """How one QP reaches its peer: where each of its EVs (or its single path) sends to.
 
-    sock: socket.socket
-    destinations: dict[int, tuple[str, int]]  # EV index (0 for RoCEv2) -> (address, port)
-    planes: dict[int, int]  # EV index -> the plane (NIC port) it leaves through
+    `plane_set` is asked at every kick, so it is computed here, once: compiled by mypyc, a
+    `functools.cached_property` is an ordinary property, computed (a set, a sort) at each
+    access."""
 
-    @functools.cached_property
-    def plane_set(self) -> tuple[int, ...]:  # asked at every kick: computed once
-        return tuple(sorted(set(self.planes.values())))
+    __slots__ = ("sock", "destinations", "planes", "plane_set")
+
+    def __init__(self, sock: socket.socket, destinations: dict[int, tuple[str, int]],
+                 planes: dict[int, int]) -> None:
+        self.sock = sock
+        self.destinations = destinations  # EV index (0 for RoCEv2) -> (address, port)
+        self.planes = planes  # EV index -> the plane (NIC port) it leaves through
+        self.plane_set: tuple[int, ...] = tuple(sorted(set(planes.values())))
 
 
 class _Pending:
