@@ -14,6 +14,7 @@ MRC's (and RoCE's) RDMA WRITE / WRITE_WITH_IMM:
 """
 from __future__ import annotations
 
+from collections.abc import Awaitable
 from typing import Protocol
 
 
@@ -42,9 +43,11 @@ class Endpoint(Protocol):
     def register(self, buffer: memoryview) -> None:
         """The region peers write into (must be called once, before any traffic)."""
 
-    async def write(self, peer: int, data: memoryview, remote_offset: int,
-                    imm: int | None = None) -> MessageStats:
-        """RDMA WRITE (with immediate if imm is not None) of `data` into peer's buffer."""
+    def write(self, peer: int, data: memoryview, remote_offset: int,
+              imm: int | None = None) -> Awaitable[MessageStats]:
+        """RDMA WRITE (with immediate if imm is not None) of `data` into peer's buffer; await
+        what it returns for its completion (a coroutine, or the IO driver's future, which has
+        posted the write already)."""
 
     async def wait_imm(self, peer: int, imm: int) -> None:
         """Until a WRITE_WITH_IMM carrying `imm` from `peer` has fully landed here."""

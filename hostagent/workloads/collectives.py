@@ -192,7 +192,7 @@ class _Call:
         self.data = self.region[self.data_at:self.slots_at]
         self._tag: int = (comm._calls % 2**_STEP_BITS) << _STEP_BITS
         self._comm = comm
-        self._writes: list[asyncio.Task[None]] = []
+        self._writes: list[asyncio.Future[MessageStats]] = []
 
     def block(self, index: int) -> slice:
         return slice(self.bounds[index], self.bounds[index + 1])
@@ -203,18 +203,26 @@ class _Call:
     def imm(self, step: int) -> int:
         return self._tag | step
 
-    async def write(self, peer: int, source: np.ndarray, remote_element: int, step: int) -> None:
-        stats = await self.endpoint.write(peer, memoryview(cast("Buffer", source)).cast("B"),
-                                          remote_element * DTYPE.itemsize, self.imm(step))
-        self._comm._messages.append(stats)
+    def write(self, peer: int, source: np.ndarray, remote_element: int,
+              step: int) -> asyncio.Future[MessageStats]:
+        """Start the write; its stats go to the call's messages when it completes. The IO
+        driver's write is a future already: no task is made for it."""
+        write = asyncio.ensure_future(self.endpoint.write(
+            peer, memoryview(cast("Buffer", source)).cast("B"), remote_element * DTYPE.itemsize,
+            self.imm(step)))
+        write.add_done_callback(self._record)
+        return write
+
+    def _record(self, write: asyncio.Future[MessageStats]) -> None:
+        if not write.cancelled() and write.exception() is None:
+            self._comm._messages.append(write.result())
 
     async def ring_step(self, step: int, source: np.ndarray, remote_element: int) -> None:
         """Start the write to the right neighbour and wait for the left one's write of the same
         step. The next step does not wait for this write's acknowledgement (a round trip of
         idle link per step otherwise): its source block is never modified again within the
         call, and `drain` collects every write before the call returns."""
-        self._writes.append(asyncio.ensure_future(
-            self.write(self.right, source, remote_element, step)))
+        self._writes.append(self.write(self.right, source, remote_element, step))
         await self.endpoint.wait_imm(self.left, self.imm(step))
 
     def abandon(self) -> None:

@@ -117,11 +117,11 @@ class _GroupView:
     def _imm(self, imm: int) -> int:
         return self._tag | (imm >> 16 & 0xFF) << 16 | (imm & 0xFFFF)
 
-    async def write(self, peer: int, data: memoryview, remote_offset: int,
-                    imm: int | None = None) -> MessageStats:
+    def write(self, peer: int, data: memoryview, remote_offset: int,
+              imm: int | None = None) -> Awaitable[MessageStats]:
         rank = self._members[peer]
-        return await self._endpoint.write(rank, data, self._bases[rank] + remote_offset,
-                                          None if imm is None else self._imm(imm))
+        return self._endpoint.write(rank, data, self._bases[rank] + remote_offset,
+                                    None if imm is None else self._imm(imm))
 
     async def wait_imm(self, peer: int, imm: int) -> None:
         await self._endpoint.wait_imm(self._members[peer], self._imm(imm))
