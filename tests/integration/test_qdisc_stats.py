@@ -5,6 +5,7 @@ from __future__ import annotations
 import socket
 from pathlib import Path
 
+from bench.telemetry import pyroute2_fifos
 from testbed.kernel import netns
 
 from .helpers import build
@@ -14,15 +15,6 @@ fabric: {planes: 1, leaves_per_plane: 2, spines_per_plane: 1, hosts_per_leaf: 1,
          host_link: {rate: 1Mbit, buffer: 20KB}, fabric_link: {rate: 1Mbit, buffer: 20KB}}
 """
 FRAME = 14 + 40 + 8 + 1200  # Ethernet, IPv6, UDP, payload: what the FIFO counts
-
-
-def fifos_by_pyroute2(handle) -> dict[int, tuple[int, int]]:
-    out = {}
-    for msg in handle.ipr.get_qdiscs():
-        if msg.get_attr("TCA_KIND") == "bfifo":
-            queue = msg.get_attr("TCA_STATS2").get_attr("TCA_STATS_QUEUE")
-            out[msg["index"]] = (queue["backlog"], queue["drops"])
-    return out
 
 
 def test_backlog_and_drops_match_pyroute2(tmp_path: Path):
@@ -40,14 +32,14 @@ def test_backlog_and_drops_match_pyroute2(tmp_path: Path):
             sock.close()
         host = network.netlink("h0")
         ours = host.queue_stats()
-        theirs = fifos_by_pyroute2(host)
+        theirs = pyroute2_fifos(host)
         port = host.ifindex(plan.ports("h0")[0].ifname)
         backlog, drops = ours[port]
         assert backlog >= FRAME and backlog % FRAME == 0 and drops > 0  # bytes of whole frames
         assert ours.keys() == theirs.keys() and drops == theirs[port][1]
         for router in ("p0l0", "p0s0"):  # idle ports, several qdiscs each: equal throughout
             handle = network.netlink(router)
-            assert handle.queue_stats() == fifos_by_pyroute2(handle)
+            assert handle.queue_stats() == pyroute2_fifos(handle)
             assert len(handle.queue_stats()) == len(plan.ports(router))
     finally:
         network.close()
