@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import socket
 import struct
+from collections.abc import Iterator
 
 from testbed.kernel import netns
 
@@ -42,7 +43,7 @@ def request(seq: int) -> bytes:
                          seq, 0) + _TCMSG.pack(0, 0, 0, 0, 0))
 
 
-def _attrs(buf: bytes, start: int, end: int):
+def _attrs(buf: bytes, start: int, end: int) -> Iterator[tuple[int, int, int]]:
     """(type, payload start, payload end) of each attribute in buf[start:end]."""
     while start + _ATTR.size <= end:
         length, kind = _ATTR.unpack_from(buf, start)
