@@ -143,22 +143,30 @@ async def wait_for_start(cfg: AgentConfig, out: Path) -> None:
 
 
 
-PROGRESS_FILE = "progress"  # how many iterations this host has completed, for the runner
+PROGRESS_FILE = "progress"  # a line per iteration this host has completed, for the runner
+
+
+def progress_count(text: str | None) -> int:
+    """Iterations a host has completed, from its progress file's text (None: no file yet)."""
+    return (text or "").count("\n")
 
 
 class ProgressRecords(list[IterationRecord]):
-    """Iteration records that also tell the runner how many have completed: `path` holds the
-    count, rewritten (atomically) at each; the runner's deadline follows the slowest rank's."""
+    """Iteration records that also tell the runner how many have completed (its deadline
+    follows the slowest rank's): a line appended to `path` at each. Appended, a reader sees a
+    count that only grows and never a half-written one, and no file is renamed over another:
+    ext4 writes such a file out at once (auto_da_alloc), 0.3-1 ms at every iteration's end of
+    every host, with the event loop of its whole pooled process waiting."""
 
     def __init__(self, path: Path) -> None:
         super().__init__()
         self.path = path
+        path.write_text("")
 
     def append(self, record: IterationRecord) -> None:
         super().append(record)
-        tmp = self.path.with_name(self.path.name + ".tmp")
-        tmp.write_text(str(len(self)))
-        tmp.replace(self.path)
+        with open(self.path, "a") as fh:
+            fh.write("\n")
 
 
 LINGER_MAX = 30.0  # s an agent waits for its peers to finish before it closes anyway

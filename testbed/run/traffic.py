@@ -23,7 +23,7 @@ from typing import Any, cast
 from hostagent.protocol.nic import FRAME_OVERHEAD
 from hostagent.protocol.qp import QPConfig, time_to_fail
 from hostagent.protocol.wire import HEADER_SIZE
-from hostagent.runtime.agent import PROGRESS_FILE
+from hostagent.runtime.agent import PROGRESS_FILE, progress_count
 from hostagent.runtime.config import AgentConfig, PeerConfig
 from hostagent.runtime.driver import PORT as ROCE_PORT
 from hostagent.workloads.graph import Job
@@ -211,12 +211,7 @@ class IterationWatch:
         self.completions: list[float] = []
 
     def __call__(self, now: float) -> str | None:
-        counts = []
-        for text in self.files.read(PROGRESS_FILE).values():
-            try:
-                counts.append(int(text or 0))
-            except ValueError:
-                counts.append(0)
+        counts = [progress_count(text) for text in self.files.read(PROGRESS_FILE).values()]
         done = min(counts, default=0)
         self.completions += [now] * (done - len(self.completions))
         return _failed(self.files.read("result.json")) or self.rule.stalled(

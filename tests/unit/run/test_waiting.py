@@ -91,12 +91,12 @@ def test_iteration_watch_counts_iterations_every_rank_completed(tmp_path: Path):
         d.mkdir()
     watch = IterationWatch(local_files(dirs), waiting.ProgressRule(first_s=10.0, floor_s=5.0),
                            start=0.0)
-    (dirs[0] / "progress").write_text("2")  # h1 has written nothing yet: none on every rank
+    (dirs[0] / "progress").write_text("\n" * 2)  # h1 has written nothing yet: none on every rank
     assert watch(1.0) is None and watch.completions == []
-    (dirs[1] / "progress").write_text("1")
+    (dirs[1] / "progress").write_text("\n" * 1)
     assert watch(4.0) is None and watch.completions == [4.0]
-    (dirs[1] / "progress").write_text("3")
-    (dirs[0] / "progress").write_text("3")
+    (dirs[1] / "progress").write_text("\n" * 3)
+    (dirs[0] / "progress").write_text("\n" * 3)
     assert watch(6.0) is None and watch.completions == [4.0, 6.0, 6.0]
     # longest interval 4 s -> 3 x 4 = 12 s after the last completion
     assert watch(18.0) is None
