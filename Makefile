@@ -61,7 +61,7 @@ demo: install
 
 # The quickstart and a fault on one machine and over 2 emulated servers (VXLAN between them).
 cluster-demo: install
-	$(BIN)/python bench/cluster.py
+	$(BIN)/python -m bench.cluster
 
 test: install lint
 	$(PYTEST) tests
@@ -108,7 +108,7 @@ $(VENV)/.docs: pyproject.toml $(VENV)/.dev
 	touch $@
 
 bench: install
-	$(BIN)/python bench/build.py
+	$(BIN)/python -m bench.build
 
 # Leftovers of crashed runs (namespaces, processes), found by the names the testbed recorded.
 clean:

@@ -19,8 +19,8 @@
 2. Ring all-reduce busbw against the ideal (planes used x host link rate) on quickstart (links
    at 25 Mbit/s, a rate the agents sustain; 4096 B packets), for both transports.
 
-    sudo .venv/bin/python bench/agent.py
-    sudo BENCH_TIMEOUT=0.2 .venv/bin/python bench/agent.py   # another ACK timeout, s
+    sudo .venv/bin/python -m bench.agent
+    sudo BENCH_TIMEOUT=0.2 .venv/bin/python -m bench.agent   # another ACK timeout, s
 """
 from __future__ import annotations
 
@@ -34,15 +34,13 @@ from pathlib import Path
 
 import pandas as pd
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-from bench import cpu  # noqa: E402
-from hostagent.protocol.wire import HEADER_SIZE  # noqa: E402
-from testbed import scenario as scenario_mod  # noqa: E402
-from testbed.run.collect import collect  # noqa: E402
-from testbed.run.runner import fabric  # noqa: E402
-from testbed.run.traffic import run_agents  # noqa: E402
+from bench import cpu
+from bench.common import ROOT
+from hostagent.protocol.wire import HEADER_SIZE
+from testbed import scenario as scenario_mod
+from testbed.run.collect import collect
+from testbed.run.runner import fabric
+from testbed.run.traffic import run_agents
 
 MSS = 1024
 PATH = """name: bench-path

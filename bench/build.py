@@ -13,7 +13,7 @@ last process exits, so after each teardown the bench also waits until the machin
 again and counts that as part of teardown ("+ kernel"): otherwise one side's clean-up would
 slow the other side's build. Prints medians and the ratios testbed / bare Mininet.
 
-    sudo .venv/bin/python bench/build.py [--repeat 3] [scenarios/quickstart.yaml ...]
+    sudo .venv/bin/python -m bench.build [--repeat 3] [scenarios/quickstart.yaml ...]
 """
 from __future__ import annotations
 
@@ -26,7 +26,8 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+from bench.common import ROOT
+
 PYTHON = str(ROOT / ".venv/bin/python")
 DEFAULT = ["scenarios/quickstart.yaml", "scenarios/ref-64.yaml"]
 
@@ -118,7 +119,7 @@ def main() -> None:
         sc = scenario.load(ROOT / file)[0]
         bare_runs, tb_runs = [], []
         for _ in range(args.repeat):
-            out = subprocess.run([PYTHON, __file__, "--bare", file], cwd=ROOT,
+            out = subprocess.run([PYTHON, "-m", "bench.build", "--bare", file], cwd=ROOT,
                                  capture_output=True, text=True, check=True).stdout
             bare_runs.append(json.loads(out.strip().splitlines()[-1]))
             bare_runs[-1]["teardown"] += settle()

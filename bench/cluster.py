@@ -3,7 +3,7 @@
 side: every EV proven, every rank verified, busbw as a share of each transport's ideal, and
 what crossed the underlay. `sudo make cluster-demo` runs it.
 
-    sudo .venv/bin/python bench/cluster.py [NAME ...] [--repeat N] [--results DIR]
+    sudo .venv/bin/python -m bench.cluster [NAME ...] [--repeat N] [--results DIR]
 
 For NAME (default: quickstart link-down) it runs scenarios/NAME.yaml and
 scenarios/cluster-NAME.yaml (the same file with a `cluster:` section), both transports each,
@@ -20,11 +20,9 @@ import sys
 import tempfile
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-from analysis.load import load_run  # noqa: E402
-from analysis.metrics import nccl_rows  # noqa: E402
+from analysis.load import load_run
+from analysis.metrics import nccl_rows
+from bench.common import ROOT
 
 
 def measure(run_dir: Path) -> dict:

@@ -18,8 +18,8 @@ For each setting: the time until the last QP's 1 MiB write completes, its share 
 QPs ("fail": a QP used up its retries). `*` marks the default ratios, `<` the best share per
 case. No root; about 15 s of CPU.
 
-    .venv/bin/python bench/dcqcn.py           # share-of-ideal matrices, default and best rows
-    .venv/bin/python bench/dcqcn.py --full    # and every setting's row
+    .venv/bin/python -m bench.dcqcn           # share-of-ideal matrices, default and best rows
+    .venv/bin/python -m bench.dcqcn --full    # and every setting's row
 
 On the testbed, each scenario (default: scenarios/degrade.yaml, incast-victim.yaml,
 gray-loss.yaml: a slowed link, an incast beside the collective, a lossy link) runs once per
@@ -32,7 +32,7 @@ it added first. As root; 3 scenarios x 6 settings x 3 seeds of one variant are 5
 8-10 s each on a 2-core machine (more where a setting slows the collective): about 10 min,
 twice that with rocev2-lossless:
 
-    sudo .venv/bin/python bench/dcqcn.py --testbed [--seeds 1,2,3]
+    sudo .venv/bin/python -m bench.dcqcn --testbed [--seeds 1,2,3]
         [--variants rocev2[,rocev2-lossless]] [--grid 5:5.5,0.5:2,1:1,2:2,10:10,20:20]
         [--results DIR] [SCENARIO.yaml ...]
 
@@ -48,17 +48,14 @@ from __future__ import annotations
 
 import argparse
 import sys
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-from analysis.load import RunError, load_run  # noqa: E402
-from bench import faults  # noqa: E402
-from bench.fair import (  # noqa: E402
+from analysis.load import RunError, load_run
+from bench import faults
+from bench.common import ROOT, results_folder
+from bench.fair import (
     Spread,
     counted,
     header,
@@ -69,14 +66,14 @@ from bench.fair import (  # noqa: E402
     table,
     why,
 )
-from hostagent.protocol import nic, wire  # noqa: E402
-from hostagent.protocol.dcqcn import CONSTANTS, DcqcnCC, DcqcnConfig  # noqa: E402
-from hostagent.protocol.qp import QPConfig, WriteDone  # noqa: E402
-from hostagent.protocol.rocev2 import RoceQP  # noqa: E402
-from testbed.run.traffic import base_rtt  # noqa: E402
-from testbed.scenario import limits  # noqa: E402
-from testbed.scenario.schema import load as load_scenario  # noqa: E402
-from tests.unit.hostagent.simnet import Link, PathModel, SimNet  # noqa: E402
+from hostagent.protocol import nic, wire
+from hostagent.protocol.dcqcn import CONSTANTS, DcqcnCC, DcqcnConfig
+from hostagent.protocol.qp import QPConfig, WriteDone
+from hostagent.protocol.rocev2 import RoceQP
+from testbed.run.traffic import base_rtt
+from testbed.scenario import limits
+from testbed.scenario.schema import load as load_scenario
+from tests.unit.hostagent.simnet import Link, PathModel, SimNet
 
 LINE = 25e6  # bit/s: every host port
 MSS = 4096
@@ -328,7 +325,7 @@ def sweep_report(results: dict[str, Runs], rtts: dict[str, float | None],
 
 def sweep_testbed(files: list[Path], grid: list[Setting], variants: list[str],
                   seeds: list[int], out: Path) -> int:
-    top = header("bench/dcqcn.py --testbed", sys.argv)
+    top = header("bench/dcqcn.py --testbed", sys.orig_argv)
     print(f"results: {out}", file=sys.stderr, flush=True)
     results: dict[str, Runs] = {}
     rtts = {file.stem: base_rtt_of(file) for file in files}  # a bad file fails before any run
@@ -406,8 +403,7 @@ def main() -> int:
         parser.error(str(exc))
     files = [Path(f) for f in args.scenarios] or \
         [ROOT / "scenarios" / f"{n}.yaml" for n in SCENARIOS]
-    out = args.results or \
-        ROOT / "results" / f"dcqcn-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}"
+    out = args.results or results_folder("dcqcn")
     return sweep_testbed(files, grid, variants, seeds, out)
 
 

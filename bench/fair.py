@@ -8,6 +8,7 @@ Variants: `mrc`, `rocev2` (lossy: Go-Back-N over a fabric that drops) and `rocev
 """
 from __future__ import annotations
 
+import argparse
 import functools
 import shlex
 import signal
@@ -22,7 +23,8 @@ from typing import Any
 
 import yaml
 
-ROOT = Path(__file__).resolve().parents[1]
+from bench.common import ROOT, results_folder
+
 VARIANTS = {"mrc": ("mrc", False), "rocev2": ("rocev2", False),
             "rocev2-lossless": ("rocev2", True)}  # name: (transport, lossless switch)
 FAITHFUL = "faithful"
@@ -142,6 +144,48 @@ def key(variant: str, checkout: Checkout) -> str:
     return variant if checkout == THIS else f"{variant}@{checkout.commit()}"
 
 
+def add_options(ap: argparse.ArgumentParser, bench: str) -> None:
+    """The options of a bench that compares variants: seeds, variants, the other checkout and
+    the results folder (`results/<bench>-<utc>` by default)."""
+    ap.add_argument("--seeds", default="1,2,3", help="every variant runs every seed")
+    ap.add_argument("--variants", default=",".join(VARIANTS))
+    ap.add_argument("--against", type=Path, metavar="CHECKOUT",
+                    help="another checkout of the project to run beside this one (A/B)")
+    ap.add_argument("--results", type=Path, help="where the run folders go "
+                    f"(default: results/{bench}-<utc>)")
+
+
+@dataclass(frozen=True)
+class Sitting:
+    """What a comparing bench runs, from its options: each seed runs `plan` in order."""
+
+    seeds: list[int]
+    variants: list[str]
+    runs_on: list[Checkout]
+    plan: list[tuple[str, Checkout]]
+    out: Path
+
+    @property
+    def keys(self) -> list[str]:
+        return [key(v, c) for v, c in self.plan]
+
+    def lines(self) -> str:
+        """The report's header lines on the sitting: results folder, seeds, what was left out."""
+        return (f"- results: {self.out}\n- seeds: {', '.join(map(str, self.seeds))}\n"
+                + left_out(self.variants, self.runs_on))
+
+
+def sitting(ap: argparse.ArgumentParser, args: argparse.Namespace, bench: str) -> Sitting:
+    """The options `add_options` added, checked (a bad one ends the bench with its usage)."""
+    try:
+        seeds, variants = parse_seeds(args.seeds), parse_variants(args.variants)
+        runs_on = checkouts(args.against)
+    except ValueError as exc:
+        ap.error(str(exc))
+    return Sitting(seeds, variants, runs_on, pairs(variants, runs_on),
+                   args.results or results_folder(bench))
+
+
 def run_variant(file: Path, variant: str, seed: int, out: Path,
                 timeout: float = RUN_TIMEOUT,
                 checkout: Checkout = THIS, overrides: dict[str, Any] | None = None,
@@ -210,7 +254,9 @@ def spread(values: Sequence[float | None], keep: Sequence[bool]) -> Spread:
 
 
 def header(title: str, argv: Sequence[str]) -> str:
-    """The lines a pasted table starts with: what it is, the command, the commit, when."""
+    """The lines a pasted table starts with: what it is, the command (`argv`: the interpreter's
+    own, `sys.orig_argv`, so that `python -m bench.NAME ...` reads as it was typed), the commit,
+    when."""
     def git(*args: str) -> str:
         done = subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True)
         return done.stdout.strip() if done.returncode == 0 else "?"

@@ -4,7 +4,7 @@ the same seeds: busbw as a share of each variant's ideal (planes it may use x ho
 min / median / max over the runs judged `faithful`, the busbw ratio of MRC to each RoCEv2
 variant seed by seed, the CCT tail, retransmissions and in-fabric trims.
 
-    sudo .venv/bin/python bench/faults.py [--seeds 1,2,3]
+    sudo .venv/bin/python -m bench.faults [--seeds 1,2,3]
         [--variants mrc,rocev2,rocev2-lossless] [--against CHECKOUT] [--results DIR]
         [SCENARIO.yaml ...]
 
@@ -21,29 +21,12 @@ from __future__ import annotations
 
 import argparse
 import sys
-import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-from analysis.load import RunError, load_run  # noqa: E402
-from analysis.metrics import cct, nccl_rows, percentiles  # noqa: E402
-from bench.fair import (  # noqa: E402
-    VARIANTS,
-    checkouts,
-    counted,
-    header,
-    key,
-    left_out,
-    pairs,
-    parse_seeds,
-    parse_variants,
-    run_variant,
-    spread,
-    table,
-    why,
-)
+from analysis.load import RunError, load_run
+from analysis.metrics import cct, nccl_rows, percentiles
+from bench import fair
+from bench.common import ROOT
 
 DEFAULT = ["quickstart", "loss-0", "loss-0.1pct", "loss-1pct", "gray-loss", "link-down",
            "host-flap", "degrade", "t1-blackhole-reboot", "leaf-down", "plane-down", "delay",
@@ -83,7 +66,7 @@ def paired(rows: dict[tuple[str, int], dict], variant: str, seeds: list[int]) ->
     for seed in seeds:
         a, b = rows.get((mrc, seed)), rows.get((variant, seed))
         out.append(a["busbw"] / b["busbw"] if a and b and b["busbw"]
-                   and counted([a["fidelity"], b["fidelity"]]) else None)
+                   and fair.counted([a["fidelity"], b["fidelity"]]) else None)
     return out
 
 
@@ -93,28 +76,28 @@ def report(results: dict[str, dict[tuple[str, int], dict]], variants: list[str],
     per scenario and variant the spread over the faithful runs."""
     per_run = [[name, v, seed, f"{m['share']:.0%}", f"{m['p50']:.0f}/{m['p99']:.0f}", m["n"],
                 m["retx"], m["trims"], m["verified"],
-                m["fidelity"] + ("" if counted([m["fidelity"]]) else " **excluded**")]
+                m["fidelity"] + ("" if fair.counted([m["fidelity"]]) else " **excluded**")]
                for name, runs in results.items() for (v, seed), m in runs.items()]
-    out = table(["scenario", "variant", "seed", "share of ideal", "CCT p50/p99 (ms)", "n",
-                 "retx", "trims", "verified", "fidelity"], per_run)
+    out = fair.table(["scenario", "variant", "seed", "share of ideal", "CCT p50/p99 (ms)", "n",
+                      "retx", "trims", "verified", "fidelity"], per_run)
     if missing:
-        out += "\nruns that made no result:\n\n" + table(["scenario", "variant", "seed", "why"],
-                                                         missing)
+        out += "\nruns that made no result:\n\n" + fair.table(
+            ["scenario", "variant", "seed", "why"], missing)
     summary = []
     for name, runs in results.items():
         for v in variants:
             mine = [runs[(v, s)] for s in seeds if (v, s) in runs]
-            keep = [counted([m["fidelity"]]) for m in mine]
-            share = spread([m["share"] for m in mine], keep)
-            p99 = spread([m["p99"] for m in mine], keep)
-            vs = spread(paired(runs, v, seeds), [True] * len(seeds)) \
+            keep = [fair.counted([m["fidelity"]]) for m in mine]
+            share = fair.spread([m["share"] for m in mine], keep)
+            p99 = fair.spread([m["p99"] for m in mine], keep)
+            vs = fair.spread(paired(runs, v, seeds), [True] * len(seeds)) \
                 if not v.startswith("mrc") and "mrc" in variants else None
             summary.append([name, v, f"{share.n} of {len(seeds)}", share.text("{:.0%}"),
                             p99.text("{:.0f}"), vs.text("{:.2f}x") if vs else "",
                             "" if share.n == len(seeds) else "**runs excluded or missing**"])
     out += "\nmin/median/max over the faithful runs (same seeds for every variant):\n\n"
-    out += table(["scenario", "variant", "runs counted", "share of ideal", "CCT p99 (ms)",
-                  "busbw MRC / this (paired by seed)", ""], summary)
+    out += fair.table(["scenario", "variant", "runs counted", "share of ideal", "CCT p99 (ms)",
+                       "busbw MRC / this (paired by seed)", ""], summary)
     out += ("\nshare of ideal: busbw as a share of the variant's own ideal (the planes it may "
             "use x the host\nlink rate). MRC / this: the ratio of the busbw themselves, seed by "
             "seed, over the seeds\nwhere both runs were faithful. CCT over the timed iterations "
@@ -130,25 +113,13 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("scenarios", nargs="*", metavar="SCENARIO.yaml",
                     help="default: the quickstart-sized fault scenarios in scenarios/")
-    ap.add_argument("--seeds", default="1,2,3", help="every variant runs every seed")
-    ap.add_argument("--variants", default=",".join(VARIANTS))
-    ap.add_argument("--results", type=Path, help="where the run folders go "
-                    "(default: results/faults-<utc>)")
-    ap.add_argument("--against", type=Path, metavar="CHECKOUT",
-                    help="another checkout of the project to run beside this one (A/B)")
+    fair.add_options(ap, "faults")
     args = ap.parse_args()
-    try:
-        seeds, variants = parse_seeds(args.seeds), parse_variants(args.variants)
-        runs_on = checkouts(args.against)
-    except ValueError as exc:
-        ap.error(str(exc))
-    plan = pairs(variants, runs_on)
-    keys = [key(v, c) for v, c in plan]
-    top = header("bench/faults.py", sys.argv)
+    sit = fair.sitting(ap, args, "faults")
+    seeds, out = sit.seeds, sit.out
+    top = fair.header("bench/faults.py", sys.orig_argv)
     files = [Path(f) for f in args.scenarios] or \
         [ROOT / "scenarios" / f"{n}.yaml" for n in DEFAULT]
-    out = args.results or \
-        ROOT / "results" / f"faults-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}"
     print(f"results: {out}", file=sys.stderr, flush=True)
     results: dict[str, dict[tuple[str, int], dict]] = {}
     skipped = []
@@ -157,10 +128,10 @@ def main() -> int:
         runs: dict[tuple[str, int], dict] = {}
         reason = ""
         for seed in seeds:  # variants (and checkouts) side by side on each seed
-            for v, checkout in plan:
-                k = key(v, checkout)
-                d, err = run_variant(file.resolve(), v, seed, out / file.stem,
-                                     checkout=checkout)
+            for v, checkout in sit.plan:
+                k = fair.key(v, checkout)
+                d, err = fair.run_variant(file.resolve(), v, seed, out / file.stem,
+                                          checkout=checkout)
                 try:
                     if d is not None:
                         runs[(k, seed)] = measure(d)
@@ -170,7 +141,7 @@ def main() -> int:
                         continue
                 except RunError as exc:
                     err = str(exc)
-                reason = why(err)
+                reason = fair.why(err)
                 missing.append([file.stem, k, seed, reason])
                 print(f"{file.stem} {k} s{seed}: no result ({reason})", file=sys.stderr,
                       flush=True)
@@ -181,9 +152,8 @@ def main() -> int:
         else:
             missing = [row for row in missing if row[0] != file.stem]
             skipped.append(f"- {file.stem}: skipped: {reason}")
-    print(top + f"- results: {out}\n- seeds: {', '.join(map(str, seeds))}\n"
-          + left_out(variants, runs_on))
-    print(report(results, keys, seeds, missing), end="")
+    print(top + sit.lines())
+    print(report(results, sit.keys, seeds, missing), end="")
     if skipped:
         print("\n" + "\n".join(skipped))
     return 0

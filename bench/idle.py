@@ -22,9 +22,9 @@ context switches per second.
 On a loaded machine the CPU numbers are noisy (the lead's benchmarks share the cores): the
 wake-up counts are not. On a quiet machine:
 
-    .venv/bin/python bench/idle.py                      # ref-64's pooled process, MRC
-    .venv/bin/python bench/idle.py --transport rocev2   # 4 QPs (and sockets) per peer
-    .venv/bin/python bench/idle.py --hosts 64 --seconds 10 --json
+    .venv/bin/python -m bench.idle                      # ref-64's pooled process, MRC
+    .venv/bin/python -m bench.idle --transport rocev2   # 4 QPs (and sockets) per peer
+    .venv/bin/python -m bench.idle --hosts 64 --seconds 10 --json
 """
 from __future__ import annotations
 
@@ -33,18 +33,14 @@ import asyncio
 import functools
 import json
 import resource
-import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-from hostagent import compiled  # noqa: E402
-from hostagent.runtime import agent, driver, pooled  # noqa: E402
-from hostagent.runtime.config import AgentConfig, PeerConfig  # noqa: E402
+from hostagent import compiled
+from hostagent.runtime import agent, driver, pooled
+from hostagent.runtime.config import AgentConfig, PeerConfig
 
 PLANES, SPINES = 4, 4  # ref-64: 16 EVs toward a peer on another leaf
 

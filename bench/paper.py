@@ -5,7 +5,7 @@ bench/fair.py) on the same seeds. Which spine each RoCEv2 QP lands on depends on
 its seeded source port; which EVs MRC keeps active is a seeded choice too: every variant gets
 every seed.
 
-    sudo .venv/bin/python bench/paper.py [--set paper|validation] [--seeds 1,2,3]
+    sudo .venv/bin/python -m bench.paper [--set paper|validation] [--seeds 1,2,3]
         [--variants mrc,rocev2,rocev2-lossless] [--against CHECKOUT] [--results DIR]
         [EXPERIMENT ...]
 
@@ -31,30 +31,13 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-from analysis.load import RunError, load_run  # noqa: E402
-from analysis.metrics import cct  # noqa: E402
-from bench.fair import (  # noqa: E402
-    VARIANTS,
-    checkouts,
-    counted,
-    header,
-    key,
-    left_out,
-    pairs,
-    parse_seeds,
-    parse_variants,
-    run_variant,
-    spread,
-    table,
-    why,
-)
-from testbed.scenario.schema import load as load_scenario  # noqa: E402
+from analysis.load import RunError, load_run
+from analysis.metrics import cct
+from bench import fair
+from bench.common import ROOT
+from testbed.scenario.schema import load as load_scenario
 
 # per set: its folder and experiments, name: (fault scenario, control scenario or None:
 # compare within the run, the iterations before the fault)
@@ -220,33 +203,33 @@ def report(rows: list[dict], experiments: list[str], variants: list[str],
     per_run = [[m["experiment"], m["variant"], m["seed"], *(_ratio(m[k]) for k, _ in RATIOS),
                 f"{_ms(m['cct'])}/{_ms((m.get('control') or {}).get('cct', m['cct_before']))}",
                 m["n_window"], m["failed_qps"], m["retransmits"], m["timeouts"],
-                "/".join(verdicts(m)) + ("" if counted(verdicts(m)) else " **excluded**"),
+                "/".join(verdicts(m)) + ("" if fair.counted(verdicts(m)) else " **excluded**"),
                 f"{_cpu(m)}/{_cpu(m.get('control'))}", extra(m)] for m in rows]
-    out = table(["experiment", "variant", "seed", "whole", "window", "after",
-                 "CCT ms run/control", "n win",
-                 "failed QPs", "retx", "t/o", "fidelity run/control", "run CPU run/control",
-                 "notes"], per_run)
+    out = fair.table(["experiment", "variant", "seed", "whole", "window", "after",
+                      "CCT ms run/control", "n win",
+                      "failed QPs", "retx", "t/o", "fidelity run/control", "run CPU run/control",
+                      "notes"], per_run)
     if missing:
-        out += "\nruns that made no result:\n\n" + table(
-            ["experiment", "variant", "seed", "run", "why"], missing)
+        out += "\nruns that made no result:\n\n" + fair.table(
+                 ["experiment", "variant", "seed", "run", "why"], missing)
     summary = []
     for name in experiments:
         for variant in variants:
             mine = [m for m in rows if m["experiment"] == name and m["variant"] == variant]
-            faithful = [counted(verdicts(m)) for m in mine]
+            faithful = [fair.counted(verdicts(m)) for m in mine]
             # a QP that failed stopped the collective: a training job would have stopped, and
             # the iterations before it are no ratio of the run
             failed = [f and m["failed_qps"] > 0 for m, f in zip(mine, faithful)]
             keep = [f and not x for f, x in zip(faithful, failed)]
-            spreads = [spread([m[k] for m in mine], keep) for k, _ in RATIOS]
+            spreads = [fair.spread([m[k] for m in mine], keep) for k, _ in RATIOS]
             summary.append([name, variant, f"{sum(keep)} of {len(seeds)}",
                             *(s.text() for s in spreads),
                             f"{sum(failed)} of {sum(faithful)}" if any(failed) else "",
                             "" if all(faithful) and len(mine) == len(seeds)
                             else "**runs excluded or missing**"])
     out += "\nmin/median/max over the counted runs (same seeds for every variant):\n\n"
-    out += table(["experiment", "variant", "runs counted", "whole", "window", "after",
-                  "QPs failed", ""], summary)
+    out += fair.table(["experiment", "variant", "runs counted", "whole", "window", "after",
+                       "QPs failed", ""], summary)
     out += ("\nwhole, window, after: busbw as a ratio to the control run's (same fabric, "
             "variant and seed, no fault).\nCCT: the mean collective completion time of the run "
             "and of its control, the level each\nratio is relative to. For an experiment "
@@ -264,12 +247,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("experiments", nargs="*", help="default: every experiment of the set")
     ap.add_argument("--set", dest="which", choices=list(SETS), default="paper")
-    ap.add_argument("--seeds", default="1,2,3", help="every variant runs every seed")
-    ap.add_argument("--variants", default=",".join(VARIANTS))
-    ap.add_argument("--against", type=Path, metavar="CHECKOUT",
-                    help="another checkout of the project to run beside this one (A/B)")
-    ap.add_argument("--results", type=Path, help="where the run folders go "
-                    "(default: results/paper-<utc>)")
+    fair.add_options(ap, "paper")
     args = ap.parse_args()
     folder, table_of = SETS[args.which]
     experiments = args.experiments or list(table_of)
@@ -277,16 +255,9 @@ def main() -> int:
     if unknown:
         ap.error(f"{', '.join(unknown)}: not in the {args.which} set "
                  f"({', '.join(table_of)})")
-    try:
-        seeds, variants = parse_seeds(args.seeds), parse_variants(args.variants)
-        runs_on = checkouts(args.against)
-    except ValueError as exc:
-        ap.error(str(exc))
-    plan = pairs(variants, runs_on)
-    keys = [key(v, c) for v, c in plan]
-    top = header(f"bench/paper.py, {args.which} set", sys.argv)
-    out = args.results or \
-        ROOT / "results" / f"paper-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}"
+    sit = fair.sitting(ap, args, "paper")
+    seeds, out = sit.seeds, sit.out
+    top = fair.header(f"bench/paper.py, {args.which} set", sys.orig_argv)
     out.mkdir(parents=True, exist_ok=True)
     say(f"results: {out}")
     controls: dict[tuple[str, str, int], dict] = {}
@@ -295,26 +266,26 @@ def main() -> int:
     for name in experiments:
         fault, control = table_of[name]
         for seed in seeds:  # seeds outermost within an experiment: variants side by side
-            for variant, checkout in plan:
-                k = key(variant, checkout)
+            for variant, checkout in sit.plan:
+                k = fair.key(variant, checkout)
                 base = None
                 if control is not None:
                     ck = (control, k, seed)
                     if ck not in controls:
-                        d, err = run_variant(folder / f"{control}.yaml", variant, seed, out,
-                                             checkout=checkout)
+                        d, err = fair.run_variant(folder / f"{control}.yaml", variant, seed, out,
+                                                  checkout=checkout)
                         if d is None:
-                            missing.append([name, k, seed, f"control {control}", why(err)])
-                            say(f"  {control} {k} s{seed}: no run ({why(err)})")
+                            missing.append([name, k, seed, f"control {control}", fair.why(err)])
+                            say(f"  {control} {k} s{seed}: no run ({fair.why(err)})")
                         controls[ck] = (measure(d) if d else None) or {}
                     base = controls[ck]
-                d, err = run_variant(folder / f"{fault}.yaml", variant, seed, out,
-                                     checkout=checkout)
+                d, err = fair.run_variant(folder / f"{fault}.yaml", variant, seed, out,
+                                          checkout=checkout)
                 m = measure(d) if d is not None else None
                 if m is None:
-                    missing.append([name, k, seed, fault, why(err) if d is None
+                    missing.append([name, k, seed, fault, fair.why(err) if d is None
                                     else "incomplete run (stderr above)"])
-                    say(f"  {fault} {k} s{seed}: no run ({why(err)})")
+                    say(f"  {fault} {k} s{seed}: no run ({fair.why(err)})")
                     continue
                 ref = base.get("cct") if base is not None else m["cct_before"]
                 m |= {"experiment": name, "variant": k, "control": base,
@@ -324,11 +295,10 @@ def main() -> int:
                 rows.append(m)
                 say(f"{name} {k} s{seed}: whole {_ratio(m['ratio_whole'])} window "
                     f"{_ratio(m['ratio_window'])} after {_ratio(m['ratio_after'])}, fidelity "
-                    f"{'/'.join(verdicts(m))}{'' if counted(verdicts(m)) else ' (excluded)'}")
+                    f"{'/'.join(verdicts(m))}{'' if fair.counted(verdicts(m)) else ' (excluded)'}")
                 (out / "paper.json").write_text(json.dumps(rows, indent=1, default=str))
-    print(top + f"- results: {out}\n- seeds: {', '.join(map(str, seeds))}\n"
-          + left_out(variants, runs_on))
-    print(report(rows, experiments, keys, seeds, missing), end="")
+    print(top + sit.lines())
+    print(report(rows, experiments, sit.keys, seeds, missing), end="")
     return 0
 
 

@@ -8,11 +8,11 @@ network is perfect (no loss, no reordering beyond what spraying over EVs with eq
 gives) and every byte is checked at the end, so the number is the floor of the protocol's cost,
 on one core, with nothing else of the testbed running. No root needed.
 
-    .venv/bin/python bench/proto.py                 # both transports
-    .venv/bin/python bench/proto.py --profile mrc   # and where the time goes (cProfile)
-    .venv/bin/python bench/proto.py --against-pure  # the compiled protocol (`make fast`)
+    .venv/bin/python -m bench.proto                 # both transports
+    .venv/bin/python -m bench.proto --profile mrc   # and where the time goes (cProfile)
+    .venv/bin/python -m bench.proto --against-pure  # the compiled protocol (`make fast`)
                                                     # beside its sources, rounds alternating
-    .venv/bin/python bench/proto.py --sockets       # through the IO driver, on loopback
+    .venv/bin/python -m bench.proto --sockets       # through the IO driver, on loopback
 
 With --against-pure every measurement is a process of its own, on the compiled modules or on
 the sources (MRC_TESTBED_PURE=1, hostagent/compiled.py), the two alternating round by round so
@@ -41,7 +41,7 @@ the packets it adds (the setup cancels out); the bench's own loop is in the coun
 `--against CHECKOUT` the same count is made with another checkout's protocol (and its
 compiled build), then with this one:
 
-    .venv/bin/python bench/proto.py --paced --instructions --against /tmp/old-checkout
+    .venv/bin/python -m bench.proto --paced --instructions --against /tmp/old-checkout
 """
 from __future__ import annotations
 
@@ -62,17 +62,16 @@ import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-CODE = Path(os.environ.get("BENCH_CODE", ROOT))  # whose protocol runs (--against sets it)
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(CODE))
+from hostagent import compiled
+from hostagent.protocol.evs import EVPolicy, EVSet
+from hostagent.protocol.mrc import MrcQP
+from hostagent.protocol.qp import PACKET_OVERHEAD, QPConfig, QueuePair, WriteDone
+from hostagent.protocol.rocev2 import RoceQP
 
-from hostagent import compiled  # noqa: E402
-from hostagent.protocol.evs import EVPolicy, EVSet  # noqa: E402
-from hostagent.protocol.mrc import MrcQP  # noqa: E402
-from hostagent.protocol.qp import PACKET_OVERHEAD, QPConfig, QueuePair, WriteDone  # noqa: E402
-from hostagent.protocol.rocev2 import RoceQP  # noqa: E402
-
+# The protocol is whichever hostagent the interpreter imports: this checkout's, or in a process
+# of its own (`apart`) another checkout's. This file imports nothing of `bench`, so that such a
+# process can run it as a file with that checkout alone on its path.
+HERE = Path(__file__).resolve().parents[1]  # this checkout
 TABLE = [(i, i // 4) for i in range(16)]  # 4 planes x 4 spines, as bench/scale.py's fabric
 CFG = QPConfig(mss=1024, init_cwnd=256 * 1024, max_cwnd=1024 * 1024)
 LATENCY = 200e-6  # s one way, every path alike
@@ -203,11 +202,18 @@ def best_of(transport: str, args: argparse.Namespace) -> tuple[dict[str, float],
     return min(runs, key=lambda r: r["us_per_packet"]), [r["us_per_packet"] for r in runs]
 
 
+def apart(code: Path, args: list[str], **env: str) -> tuple[list[str], dict[str, str]]:
+    """The command and environment that run this file in a process of its own on `code`'s
+    protocol: `-P` keeps this file's folder off the path and PYTHONPATH puts `code` before
+    the installed packages."""
+    return ([sys.executable, "-P", __file__, *args],
+            {**os.environ, "PYTHONPATH": str(code), **env})
+
+
 def measured_apart(transport: str, pure: bool, args: argparse.Namespace) -> float:
     """us per packet, best of `--repeat`, in a process of its own on the sources or the build."""
-    env = {**os.environ, compiled.PURE: "1" if pure else "0"}
-    cmd = [sys.executable, __file__, transport, *_shape(args), "--repeat", str(args.repeat),
-           "--json"]
+    cmd, env = apart(HERE, [transport, *_shape(args), "--repeat", str(args.repeat), "--json"],
+                     **{compiled.PURE: "1" if pure else "0"})
     out = json.loads(subprocess.run(cmd, env=env, capture_output=True, text=True,
                                     check=True).stdout)
     if out["compiled"] == pure:
@@ -231,16 +237,14 @@ def instructions(transport: str, args: argparse.Namespace, code: Path) -> tuple[
     instructions over the difference in packets (imports, buffers and setup cancel out)."""
     counts = []
     for size in (args.size, 3 * args.size):
-        cmd = ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null",
-               sys.executable, __file__, transport, *_shape(args, size), "--repeat", "1",
-               "--json"]
-        done = subprocess.run(cmd, env={**os.environ, "BENCH_CODE": str(code)},
-                              capture_output=True, text=True)
+        cmd, env = apart(code, [transport, *_shape(args, size), "--repeat", "1", "--json"])
+        done = subprocess.run(["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null",
+                               *cmd], env=env, capture_output=True, text=True)
         found = _COLLECTED.search(done.stderr)
         if done.returncode != 0 or found is None:
             raise SystemExit(f"callgrind of {transport} failed: {done.stderr.strip()[-400:]}")
         out = json.loads(done.stdout)
-        if Path(out["code"]) != code.resolve():  # a path without the project: ROOT's instead
+        if Path(out["code"]) != code.resolve():  # a path without the project: HERE's instead
             raise SystemExit(f"{code} has no hostagent/ of its own: the count would be of "
                              f"{out['code']}; give a checkout of the project")
         counts.append((int(found.group(1)), int(out["packets"]), bool(out["compiled"])))
@@ -251,7 +255,7 @@ def instructions(transport: str, args: argparse.Namespace, code: Path) -> tuple[
 def count_instructions(args: argparse.Namespace) -> None:
     if shutil.which("valgrind") is None:
         raise SystemExit("--instructions needs valgrind (apt-get install valgrind)")
-    codes = ([args.against.resolve()] if args.against else []) + [CODE]
+    codes = ([args.against.resolve()] if args.against else []) + [HERE]
     if not (codes[0] / "hostagent" / "protocol").is_dir():
         raise SystemExit(f"--against {args.against}: not a checkout of the project (no "
                          "hostagent/protocol in it)")

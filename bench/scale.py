@@ -35,7 +35,7 @@ compiled protocol (`make fast`; without it one error says so) and its sources
 on this one: an A/B in one sitting. Agents of commits that report only their CPU's sum leave
 `user`, `system` and `u/k` empty.
 
-    sudo .venv/bin/python bench/scale.py [--hosts 8 16 32 64] [--modes pooled per_host]
+    sudo .venv/bin/python -m bench.scale [--hosts 8 16 32 64] [--modes pooled per_host]
                                          [--transport mrc,rocev2] [--build compiled,pure]
                                          [--rate 10Mbit|auto] [--size 1MiB]
                                          [--mss 4096] [--mtu 4200] [--results DIR]
@@ -48,26 +48,22 @@ import json
 import os
 import re
 import subprocess
-import sys
 import tempfile
 from pathlib import Path
 
 import pandas as pd
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-from bench import cpu  # noqa: E402
-from bench.fair import THIS, Checkout, checkouts  # noqa: E402
-from hostagent import compiled  # noqa: E402
-from testbed import scenario as scenario_mod  # noqa: E402
-from testbed.emulation.calibration import CACHE_DIR, agents_cpu, agents_cpu_split  # noqa: E402
-from testbed.errors import TestbedError  # noqa: E402
-from testbed.lifecycle import registry  # noqa: E402
-from testbed.lifecycle.progress import Progress  # noqa: E402
-from testbed.run import calibrate  # noqa: E402
-from testbed.run.runner import RunOptions, run  # noqa: E402
-from testbed.scenario.units import format_rate  # noqa: E402
+from bench import cpu
+from bench.fair import THIS, Checkout, checkouts
+from hostagent import compiled
+from testbed import scenario as scenario_mod
+from testbed.emulation.calibration import CACHE_DIR, agents_cpu, agents_cpu_split
+from testbed.errors import TestbedError
+from testbed.lifecycle import registry
+from testbed.lifecycle.progress import Progress
+from testbed.run import calibrate
+from testbed.run.runner import RunOptions, run
+from testbed.scenario.units import format_rate
 
 SCENARIO = """name: scale-{hosts}
 fabric: {{planes: 4, leaves_per_plane: {leaves}, spines_per_plane: 4, hosts_per_leaf: {per_leaf},

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Soak: drills in a loop, faults every few seconds, watching the runner and the agents.
 
-    sudo flock /tmp/mrc-testbed.lock .venv/bin/python bench/soak.py [--minutes 10]
+    sudo flock /tmp/mrc-testbed.lock .venv/bin/python -m bench.soak [--minutes 10]
         [--drill-seconds 60] [--fault-every 3]
 
 Each drill is one `mrc-testbed run` of a quickstart-sized fabric over MRC whose workload lasts
@@ -28,7 +28,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+from bench.common import ROOT
+
 CLI = [sys.executable, "-P", "-m", "testbed.cli"]
 STUCK_S = 10.0
 FD_SLACK = 8
@@ -100,7 +101,6 @@ class Series:
 
 
 def snapshot() -> dict[str, set]:
-    sys.path.insert(0, str(ROOT))
     from tests.integration.helpers import snapshot as snap
     return snap()
 

@@ -17,8 +17,8 @@ loopback fabric (hostagent/workloads/loopback.py): no root, no kernel, no fabric
 Every collective moves and verifies real bytes, as on a fabric. The numbers are wall clock on
 this machine: a loaded machine delays timers and shows here as overhead.
 
-    .venv/bin/python bench/steps.py                 # both, 5 iterations each
-    .venv/bin/python bench/steps.py --iterations 10
+    .venv/bin/python -m bench.steps                 # both, 5 iterations each
+    .venv/bin/python -m bench.steps --iterations 10
 """
 from __future__ import annotations
 
@@ -29,20 +29,16 @@ import random
 import sys
 import time
 from dataclasses import asdict
-from pathlib import Path
 
 import pandas as pd
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-from analysis.steps import iteration_times, rank_metrics  # noqa: E402
-from bench.fair import header, table  # noqa: E402
-from hostagent.protocol.endpoint import MessageStats  # noqa: E402
-from hostagent.workloads.graph import Graph, Job, Node  # noqa: E402
-from hostagent.workloads.loopback import LoopbackEndpoint, LoopbackFabric  # noqa: E402
-from hostagent.workloads.steps import NodeRecord, StepExecutor  # noqa: E402
-from hostagent.workloads.training import TrainingSpec, training_job  # noqa: E402
+from analysis.steps import iteration_times, rank_metrics
+from bench.fair import header, table
+from hostagent.protocol.endpoint import MessageStats
+from hostagent.workloads.graph import Graph, Job, Node
+from hostagent.workloads.loopback import LoopbackEndpoint, LoopbackFabric
+from hostagent.workloads.steps import NodeRecord, StepExecutor
+from hostagent.workloads.training import TrainingSpec, training_job
 
 RANKS = 16
 NODES = 30  # compute nodes per rank
@@ -168,7 +164,7 @@ def main() -> int:
     ap.add_argument("--iterations", type=int, default=5)
     ap.add_argument("--seed", type=int, default=1)
     args = ap.parse_args()
-    print(header("Step executor overhead on the loopback fabric", sys.argv))
+    print(header("Step executor overhead on the loopback fabric", sys.orig_argv))
     print(f"- load average: {', '.join(f'{x:.2f}' for x in os.getloadavg())} on "
           f"{os.cpu_count()} cores\n")
     rows, ratio, worst, vs_bare = compute_only(args.iterations, args.seed)

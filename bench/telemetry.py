@@ -14,25 +14,22 @@ size under load) and times, in this thread's CPU, over `--rounds` rounds:
 - `sweep` and `sweep with queues`: `sample_ports` as the sampler calls it.
 It prints the median of each, per sweep and per node, and pyroute2's cost over ours.
 
-    sudo .venv/bin/python bench/telemetry.py                          # ref-64 at 1 Mbit/s
-    sudo .venv/bin/python bench/telemetry.py scenarios/quickstart.yaml --rounds 9
+    sudo .venv/bin/python -m bench.telemetry                          # ref-64 at 1 Mbit/s
+    sudo .venv/bin/python -m bench.telemetry scenarios/quickstart.yaml --rounds 9
 """
 from __future__ import annotations
 
 import argparse
 import statistics
-import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-from testbed import scenario as scenario_mod  # noqa: E402
-from testbed.emulation.port_counters import read_net_dev  # noqa: E402
-from testbed.run.runner import fabric  # noqa: E402
-from testbed.scenario.units import parse_rate  # noqa: E402
+from bench.common import ROOT
+from testbed import scenario as scenario_mod
+from testbed.emulation.port_counters import read_net_dev
+from testbed.run.runner import fabric
+from testbed.scenario.units import parse_rate
 
 
 def pyroute2_fifos(handle) -> dict[int, tuple[int, int]]:

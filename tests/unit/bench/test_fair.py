@@ -81,9 +81,10 @@ def test_the_spread_leaves_out_excluded_runs_and_missing_values():
 
 
 def test_the_report_starts_with_the_command_and_the_commit():
-    top = header("bench/x.py", ["bench/x.py", "--seeds", "1,2,3", "a b"])
+    top = header("bench/x.py", [".venv/bin/python", "-m", "bench.x", "--seeds", "1,2,3", "a b"])
     assert top.startswith("## bench/x.py\n")
-    assert "- command: `bench/x.py --seeds 1,2,3 'a b'`" in top  # as a shell would take it back
+    # as a shell would take it back
+    assert "- command: `.venv/bin/python -m bench.x --seeds 1,2,3 'a b'`" in top
     assert re.search(r"^- commit: ([0-9a-f]{12}|\?)( \(with uncommitted changes\))?$", top, re.M)
 
 
@@ -293,7 +294,7 @@ def test_paper_against_runs_each_variant_on_both_checkouts_with_its_own_control(
                 "n_window": 1, "failed_qps": 0, "retransmits": 0, "timeouts": 0,
                 "fidelity": "faithful", "verified": True}
 
-    monkeypatch.setattr(paper, "run_variant", run_variant)
+    monkeypatch.setattr(fair, "run_variant", run_variant)
     monkeypatch.setattr(paper, "measure", measure)
     monkeypatch.setattr(sys, "argv", ["paper.py", "gray-loss", "--seeds", "1", "--variants",
                                       "rocev2", "--against", str(other),

@@ -31,3 +31,20 @@ def test_over_sockets_every_byte_lands_through_the_driver_without_resends(transp
     out = proto.over_sockets(transport, SIZE, MESSAGE)  # raises if a byte landed wrong
     assert out["packets"] == 2 * (SIZE // proto.CFG.mss) and out["retransmits"] == 0
     assert len(drivers) == 2, "each end a Driver over its own sockets"
+
+
+def test_a_process_apart_runs_the_protocol_of_the_checkout_it_is_given(tmp_path):
+    """`--instructions --against CHECKOUT` counts that checkout's protocol: the process apart
+    imports hostagent from it, not from this checkout (installed or in the working folder)."""
+    import json
+    import shutil
+    import subprocess
+
+    other = tmp_path / "other"
+    shutil.copytree(proto.HERE / "hostagent", other / "hostagent",
+                    ignore=shutil.ignore_patterns("*.so", "__pycache__"))
+    cmd, env = proto.apart(other, ["mrc", "--size", str(SIZE), "--message", str(MESSAGE),
+                                   "--repeat", "1", "--json"], MRC_TESTBED_PURE="1")
+    done = subprocess.run(cmd, env=env, cwd=proto.HERE, capture_output=True, text=True,
+                          check=True)
+    assert json.loads(done.stdout)["code"] == str(other.resolve())
