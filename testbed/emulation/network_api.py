@@ -1,7 +1,7 @@
 """What the runner, the build, verification, telemetry, faults and the workload ask of a
 fabric: the `Network` protocol. Two implementations, siblings on a small shared base
 (shells.py): `FabricNetwork` (network.py), every node on this machine, and `ClusterNetwork`
-(cluster/network.py), nodes on servers, each reached through its server's agent. Nothing
+(testbed/cluster/network.py), nodes on servers, each reached through its server's agent. Nothing
 above this interface asks which one it holds.
 """
 from __future__ import annotations

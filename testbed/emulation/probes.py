@@ -1,6 +1,6 @@
 """EV probes on the wire, and how one probing round is judged: shared by verification on one
-machine (verify.py) and by the server agents (cluster/server_agent.py), which send and
-receive the same datagrams in their own hosts.
+machine (verify.py) and by the server agents (testbed/cluster/server_agent.py), which send
+and receive the same datagrams in their own hosts.
 
 A probe is one UDP datagram to port PROBE_PORT carrying (magic, nonce, EV index); the receiver
 reads, with IPV6_PKTINFO, the destination address it arrived with (every uSID consumed or not)

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -152,6 +153,15 @@ def remove_dirs(paths: list[str]) -> None:
 
 
 SERVER_CLEAN_TIMEOUT = 60.0  # s for one server's clean over ssh
+# The server agent's module (testbed/cluster/server_agent.py) and the names it ran under before:
+# a record written by an earlier version holds its servers' clean command under such a name.
+AGENT_MODULE = "testbed.cluster.server_agent"
+_FORMER_AGENT = re.compile(r"(?<=-m )testbed\.emulation(?:\.cluster)?\.server_agent(?![\w.])")
+
+
+def as_current(command: list[str]) -> list[str]:
+    """A recorded clean command, the agent's former module names replaced by its own."""
+    return [_FORMER_AGENT.sub(AGENT_MODULE, part) for part in command]
 
 
 def clean_servers(record: registry.RunRecord, problems: list[str]) -> int:
@@ -161,7 +171,7 @@ def clean_servers(record: registry.RunRecord, problems: list[str]) -> int:
     killed = 0
     for server, command in record.servers.items():
         try:
-            res = subprocess.run(command, capture_output=True, text=True,
+            res = subprocess.run(as_current(command), capture_output=True, text=True,
                                  timeout=SERVER_CLEAN_TIMEOUT, stdin=subprocess.DEVNULL)
         except (OSError, subprocess.TimeoutExpired) as exc:
             problems.append(f"server {server}: its clean-up did not run ({exc})")

@@ -61,7 +61,7 @@ class RunRecord:
     results: str
     scenario: str
     nodes: dict[str, NodeRecord] = field(default_factory=dict)
-    # emulated servers (testbed/emulation/cluster/emulated_servers.py): named namespaces it made,
+    # emulated servers (testbed/cluster/emulated_servers.py): named namespaces it made,
     # and the folder of their sshd keys and configs
     named_netns: list[str] = field(default_factory=list)
     dirs: list[str] = field(default_factory=list)

@@ -2,8 +2,7 @@
 
 Absent, the fabric is built on this machine as always. Present, it names the servers and how
 nodes are placed on them; links between nodes on two servers become VXLAN tunnels over the
-servers' underlay network (testbed/fabric/placement.py plans which,
-testbed/emulation/cluster/network.py
+servers' underlay network (testbed/fabric/placement.py plans which, testbed/cluster/network.py
 builds them, one server agent per server, over ssh, doing each server's share). For tests
 and demos, `emulated: N` makes N servers on this machine, each a network namespace with its
 own sshd, joined by a veth underlay.

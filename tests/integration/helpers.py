@@ -90,7 +90,7 @@ def server_agents() -> set:
                 cmd = (proc / "cmdline").read_bytes().split(b"\0")
             except OSError:
                 continue
-            if b"testbed.emulation.cluster.server_agent" in cmd:
+            if b"testbed.cluster.server_agent" in cmd:
                 procs.add(f"pid {proc.name}")
     return procs | {str(p) for p in STATE_DIR.glob("*.agents/*")}
 

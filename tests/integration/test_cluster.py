@@ -17,7 +17,7 @@ import pytest
 
 from testbed import errors
 from testbed import scenario as scenario_mod
-from testbed.emulation.cluster.network import ClusterNetwork
+from testbed.cluster.network import ClusterNetwork
 from testbed.emulation.injector import Injector
 from testbed.emulation.port_counters import read_net_dev
 from testbed.fabric.plan import make_plan
@@ -369,7 +369,7 @@ def test_the_runner_never_reaches_into_a_node_the_server_agents_do(tmp_path: Pat
         for server, proc in sessions.items():  # each agent is the far end of an ssh session
             assert proc is not None and "ssh" in proc.args, proc.args
             assert f"root@{network.placement.underlay[server]}" in proc.args
-            assert "testbed.emulation.cluster.server_agent" in proc.args[-1]
+            assert "testbed.cluster.server_agent" in proc.args[-1]
         counters = network.sample_ports(queues=True)
         assert set(counters) == set(network.plan.nodes)
         assert counters["p0s0"]["p0s0-eth1"][3] is not None  # the eBPF queue's counters

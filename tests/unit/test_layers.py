@@ -10,7 +10,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGES = ("testbed", "hostagent", "analysis", "runcontract")
 # testbed's sub-packages from the bottom up: each may import those before it
-LAYERS = ("scenario", "fabric", "kernel", "lifecycle", "emulation", "run")
+LAYERS = ("scenario", "fabric", "kernel", "lifecycle", "emulation", "cluster", "run")
 # what each top-level package may import of the others
 ALLOWED = {"runcontract": set(), "hostagent": set(), "analysis": {"runcontract", "hostagent"},
            "testbed": {"runcontract", "hostagent"}}

@@ -7,7 +7,7 @@ import inspect
 
 import pytest
 
-from testbed.emulation.cluster.network import ClusterNetwork
+from testbed.cluster.network import ClusterNetwork
 from testbed.emulation.network import FabricNetwork
 from testbed.emulation.network_api import Network
 from testbed.emulation.shells import MininetFabric

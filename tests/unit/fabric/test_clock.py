@@ -6,7 +6,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from testbed.emulation.cluster.network import ClusterNetwork
+from testbed.cluster.network import ClusterNetwork
 from testbed.errors import EnvironmentProblem
 from testbed.fabric.clock import ClockOffset, bound_ns, offset_of
 

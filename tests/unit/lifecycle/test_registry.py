@@ -213,3 +213,20 @@ def test_servers_are_recorded_with_their_clean_command_and_cleaned_first(state: 
     assert cleanup.clean_record(record, "test", problems) == 3 and not problems
     assert not run.path.exists()
     run.close()
+
+
+def test_a_server_recorded_under_the_agents_former_module_is_cleaned_under_its_own(state: Path):
+    """A record of an earlier version names the server agent's module as it was then; the
+    clean-up runs the command with the module's current name (here a shell that answers as
+    `--clean` does only when it is given that name)."""
+    answer = ('case "$1" in *"-m testbed.cluster.server_agent --clean"*) '
+              'echo \'{"killed": 2}\';; *) echo "no module $1" >&2; exit 1;; esac')
+    run = RunRegistry("old", state / "r", "x")
+    run.add_server("s1", ["sh", "-c", answer, "sh",
+                          "cd / && exec python -P -m testbed.emulation.cluster.server_agent "
+                          "--clean /run/x s1"])
+    (record,) = registry.read_all()
+    record.runner_start = None  # as if its runner had died
+    problems: list[str] = []
+    assert cleanup.clean_record(record, "test", problems) == 2 and not problems
+    run.close()

@@ -14,8 +14,8 @@ import threading
 import time
 from collections.abc import Callable
 
-from testbed.emulation.cluster import ops
-from testbed.emulation.cluster.client import ServerError, ServerSession
+from testbed.cluster import ops
+from testbed.cluster.client import ServerError, ServerSession
 
 Done = Callable[[float | None, float | None, str | None], None]
 POLL = 0.002  # s between two asks while a job that is due has not reported

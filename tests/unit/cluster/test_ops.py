@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from testbed.emulation.cluster import ops, server_agent
+from testbed.cluster import ops, server_agent
 
 CLUSTER = Path(ops.__file__).parent
 RUNNER_SIDE = ("client.py", "client_nft.py", "network.py")

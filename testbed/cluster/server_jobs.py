@@ -18,7 +18,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from testbed.emulation.cluster import ops
+from testbed.cluster import ops
 
 CHUNK = 1 << 20  # bytes of a file per `chunk` reply (base64 makes it 1.4 MB of JSON)
 SMALL = 1 << 16  # bytes of a file `read` returns (progress, ready, result.json)

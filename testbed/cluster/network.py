@@ -5,7 +5,7 @@ the shared base of shells.py), with Mininet's cluster edition's split (`examples
 `RemoteMixin` nodes, `RemoteLink` tunnels, a placer):
 - each node's shell starts on its server (`placement.server_of`), through the server's command
   prefix: `ssh root@server` as RemoteMixin does, or a plain namespace switch for fast tests;
-- one server agent per server, started over ssh (testbed/emulation/cluster/server_agent.py, its
+- one server agent per server, started over ssh (testbed/cluster/server_agent.py, its
   session in client.py), does everything after the shells, on its own server: sysctls; the
   links (a veth when both ends share the server, else one VXLAN device per end, one VNI per
   link, bound to the server's underlay address); addresses, routes, End SIDs, htb and the eBPF
@@ -23,7 +23,7 @@ folder there (`node_path`), followed through it, and their outputs gathered back
 results (`fetch`); the fidelity monitor runs on every server (`start_monitor`).
 
 Servers are real (`cluster.servers`, reached over ssh) or emulated on this machine
-(testbed/emulation/cluster/emulated_servers.py), both through the same agents and the same ssh
+(testbed/cluster/emulated_servers.py), both through the same agents and the same ssh
 sessions.
 """
 from __future__ import annotations
@@ -35,8 +35,8 @@ from ipaddress import IPv6Address, IPv6Network
 from pathlib import Path
 from typing import Any
 
-from testbed.emulation.cluster import ops
-from testbed.emulation.cluster.client import (
+from testbed.cluster import ops
+from testbed.cluster.client import (
     RemoteProcess,
     ServerError,
     ServerProcesses,
@@ -46,8 +46,8 @@ from testbed.emulation.cluster.client import (
     fetch,
     remote_command,
 )
-from testbed.emulation.cluster.client_nft import NftPoller, RemoteNft
-from testbed.emulation.cluster.emulated_servers import (
+from testbed.cluster.client_nft import NftPoller, RemoteNft
+from testbed.cluster.emulated_servers import (
     EmulatedServers,
     RealServers,
     UnderlayPath,
@@ -100,7 +100,7 @@ class ClusterNetwork(MininetFabric):
     ends the servers too.
 
     Everything done to a node after its shell started goes through its server's agent, over
-    ssh (testbed/emulation/cluster/server_agent.py): sysctls, links, configuration, EV probes, End
+    ssh (testbed/cluster/server_agent.py): sysctls, links, configuration, EV probes, End
     SID counters, telemetry, link state and queue rates. This process never opens a socket in a
     node's namespace nor reads its /proc entries."""
 

@@ -1,6 +1,6 @@
 """The server agent: one per server, started over ssh, doing that server's share of a run.
 
-    ssh root@server <python> -P -m testbed.emulation.cluster.server_agent LOG
+    ssh root@server <python> -P -m testbed.cluster.server_agent LOG
 
 (the repository and its venv at the same path as on the runner). It speaks JSON lines on the
 ssh session's stdin/stdout, one request at a time (ops.py: the requests, their replies, the
@@ -45,9 +45,9 @@ from typing import Any, TextIO, TypeVar
 
 from pyroute2 import IPRoute
 
+from testbed.cluster import ops
+from testbed.cluster.server_jobs import NodeProcesses, ServerFiles
 from testbed.emulation import probes
-from testbed.emulation.cluster import ops
-from testbed.emulation.cluster.server_jobs import NodeProcesses, ServerFiles
 from testbed.emulation.cpu import boot_id
 from testbed.emulation.machine_monitor import MachineMonitor
 from testbed.emulation.network import (

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from testbed.emulation.cluster import ops
-from testbed.emulation.cluster.client import ServerError, ServerSession
+from testbed.cluster import ops
+from testbed.cluster.client import ServerError, ServerSession
 
 
 @dataclass(frozen=True)
@@ -93,8 +93,8 @@ def test_files_go_to_and_come_back_from_the_agents_folder_only(session: ServerSe
                                                                tmp_path: Path):
     """Written into the agent's work folder, read back, fetched chunk by chunk (a file over
     one chunk too); a path outside the folder, through `..` or not, is refused."""
-    from testbed.emulation.cluster.client import fetch
-    from testbed.emulation.cluster.server_jobs import CHUNK
+    from testbed.cluster.client import fetch
+    from testbed.cluster.server_jobs import CHUNK
 
     work = session.hello["work"]
     big = "x" * (CHUNK + 100)
@@ -113,8 +113,20 @@ def test_files_go_to_and_come_back_from_the_agents_folder_only(session: ServerSe
     assert "gathered 2 files" in session.request(ops.Log())["text"]
 
 
-def test_the_old_module_name_still_runs_the_agent():
-    """Crashed runs recorded their servers' clean command under the module's old name."""
-    import testbed.emulation.cluster.server_agent as agent
-    import testbed.emulation.server_agent as old
-    assert old.main is agent.main
+def test_a_clean_command_recorded_under_a_former_module_name_runs_the_agent():
+    """A crashed run's record holds its servers' clean command under the agent's module name
+    of the version that wrote it; a clean-up replays it under the current one."""
+    import importlib
+
+    from testbed.cluster.client import agent_argv, remote_command
+    from testbed.lifecycle import cleanup
+
+    ssh = ["ssh", "root@s1"]
+    now = remote_command(ssh, agent_argv("--clean", "/run/x.agents", "s1"))
+    assert f" -m {cleanup.AGENT_MODULE} --clean " in now[-1]
+    assert callable(importlib.import_module(cleanup.AGENT_MODULE).main)
+    for former in ("testbed.emulation.server_agent", "testbed.emulation.cluster.server_agent"):
+        recorded = [*ssh, now[-1].replace(cleanup.AGENT_MODULE, former)]
+        assert recorded != now and cleanup.as_current(recorded) == now
+    other = ["sh", "-c", "echo testbed.emulation.server_agent; python -m testbed.emulation.x"]
+    assert cleanup.as_current(other) == other

@@ -1,11 +1,10 @@
 """The runner's end of the server agents: one ssh session per server, JSON lines over it.
 
-A `ServerSession` starts `testbed.emulation.cluster.server_agent` over ssh (the same
-command for a real server and an emulated one: only the ssh prefix differs) and sends one
-request at a time, a request of ops.py whose type gives the reply's. `send` and `receive` are
-split so that the runner can ask every server at once and then read
-the answers (`ask_all`). An error reply, a dead session or a reply that is not JSON raises
-`ServerError`, one line naming the server.
+A `ServerSession` starts `testbed.cluster.server_agent` over ssh (the same command for a real
+server and an emulated one: only the ssh prefix differs) and sends one request at a time, a
+request of ops.py whose type gives the reply's. `send` and `receive` are split so that the
+runner can ask every server at once and then read the answers (`ask_all`). An error reply, a
+dead session or a reply that is not JSON raises `ServerError`, one line naming the server.
 
 The session is the agent's life line: closing its stdin (the runner ending, killed or not:
 the kernel closes the pipe) ends the agent, which first cleans its server up.
@@ -27,10 +26,11 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any, TypeVar, cast
 
-from testbed.emulation.cluster import ops
+from testbed.cluster import ops
 from testbed.errors import TestbedError
 from testbed.fabric.clock import ClockOffset, Sample, offset_of
 from testbed.lifecycle import interrupts
+from testbed.lifecycle.cleanup import AGENT_MODULE
 
 REPLY_TIMEOUT = 120.0  # s for one reply (configuring a few hundred nodes takes seconds)
 START_TIMEOUT = 30.0  # s for the agent's first line (ssh login, Python start, imports)
@@ -46,7 +46,7 @@ def agent_argv(*args: str) -> list[str]:
     """The command the server runs (the repository and venv at the same path as here; `-P`:
     root must not import from whatever folder the session starts in): the agent with its log
     path, or `--clean FOLDER SERVER`."""
-    return [sys.executable, "-P", "-m", "testbed.emulation.cluster.server_agent", *args]
+    return [sys.executable, "-P", "-m", AGENT_MODULE, *args]
 
 
 def remote_command(ssh: list[str], argv: list[str]) -> list[str]:
