@@ -67,8 +67,8 @@ class Run:
         runner gave the agents (meta.json), or in older runs the first rank's first start
         (a few ms later)."""
         start = self.meta.get("workload_start")
-        return float(start) if start is not None else \
-            float(self.tables["iterations"]["start"].min())
+        return (float(start) if start is not None else
+                float(self.tables["iterations"]["start"].min()))
 
     @property
     def t_end(self) -> float:
@@ -90,8 +90,8 @@ def _incomplete(path: Path, meta: dict, what: str) -> RunError:
     status = meta.get("status", "unknown")
     phase = meta.get("ended_in_phase")
     error = meta.get("error")
-    how = f"status {status}" + (f", ended in phase {phase}" if phase else "") + \
-        (f": {error}" if error else "")
+    how = (f"status {status}" + (f", ended in phase {phase}" if phase else "") +
+           (f": {error}" if error else ""))
     return RunError(f"{path}: incomplete run ({how}): it has {what}, so nothing to report",
                     "rerun the scenario (`mrc-testbed run FILE`)")
 

@@ -372,8 +372,8 @@ def save(fig: Figure, out_dir: str | Path, name: str) -> None:
     from IPython.display import Image, display
 
     paths = figures.save(fig, Path(out_dir), name)
-    title = fig.get_suptitle() or \
-        next((ax.get_title() for ax in fig.axes if ax.get_title()), name)
+    title = (fig.get_suptitle() or
+             next((ax.get_title() for ax in fig.axes if ax.get_title()), name))
     plt.close(fig)  # shown once, as the saved PNG, not again by the inline backend
     png = next(p for p in paths if p.suffix == ".png")
     display(Image(filename=str(png)), metadata={"image/png": {"alt": f"{name}: {title}"}})

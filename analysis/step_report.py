@@ -181,8 +181,8 @@ def _ms(seconds: float) -> str:
 
 
 def _ratio(value: float, control: float) -> str:
-    return "-" if math.isnan(value) or math.isnan(control) or control <= 0 \
-        else f"{value / control:.2f}x"
+    return ("-" if math.isnan(value) or math.isnan(control) or control <= 0
+            else f"{value / control:.2f}x")
 
 
 def table(views: list[RunView]) -> str:

@@ -204,7 +204,7 @@ def dilation(views: list[RunView]) -> str:
 
 
 def text(views: list[RunView]) -> str:
-    head = step_report.table(views) if all(map(step_report.is_step_run, views)) \
-        else table(views) + dilation(views)
+    head = (step_report.table(views) if all(map(step_report.is_step_run, views))
+            else table(views) + dilation(views))
     return (head + fidelity(views) + protocol(views) + writes(views) + recoveries(views)
             + fault_timing(views))

@@ -55,8 +55,8 @@ BUSBW = ROOT / "scenarios" / "quickstart.yaml"
 # BENCH_TIMEOUT is set. Here the CPU, not the link, sets the RTT (a 1 MiB window takes two
 # agents 30-60 ms to turn around): MRC used to time out whole windows, resend them and fail
 # at the default, and this bench ran at 0.2 s; it converges now (hostagent/protocol/qp.py).
-TIMEOUT: float | None = float(os.environ["BENCH_TIMEOUT"]) if os.environ.get("BENCH_TIMEOUT") \
-    else None
+TIMEOUT: float | None = (float(os.environ["BENCH_TIMEOUT"]) if os.environ.get("BENCH_TIMEOUT")
+                         else None)
 
 
 def iperf3(network, bidir: bool, seconds: float = 4.0) -> dict:

@@ -109,8 +109,8 @@ class Case:
     def ideal(self) -> float:
         """Every sender's bytes through the port at its rate, with our header per packet."""
         packets = -(-SIZE // MSS)
-        return self.senders * (SIZE + packets * wire.HEADER_SIZE) / self.port_rate + \
-            self.base_rtt
+        return (self.senders * (SIZE + packets * wire.HEADER_SIZE) / self.port_rate +
+                self.base_rtt)
 
 
 CASES = (Case("bottleneck", 1, 0.5), Case("incast", 4, 1.0), Case("shared", 2, 1.0))
@@ -401,8 +401,8 @@ def main() -> int:
         variants = parse_roce_variants(args.variants)
     except ValueError as exc:
         parser.error(str(exc))
-    files = [Path(f) for f in args.scenarios] or \
-        [ROOT / "scenarios" / f"{n}.yaml" for n in SCENARIOS]
+    files = ([Path(f) for f in args.scenarios] or
+             [ROOT / "scenarios" / f"{n}.yaml" for n in SCENARIOS])
     out = args.results or results_folder("dcqcn")
     return sweep_testbed(files, grid, variants, seeds, out)
 

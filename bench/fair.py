@@ -123,8 +123,8 @@ def _knows_lossless(python: str, path: Path) -> bool:
 
 def supports(checkout: Checkout, variant: str) -> bool:
     """Whether `checkout`'s code can run `variant` (the lossless one needs the switch mode)."""
-    return not VARIANTS[variant][1] or checkout == THIS or \
-        _knows_lossless(checkout.python, checkout.path)
+    return (not VARIANTS[variant][1] or checkout == THIS or
+            _knows_lossless(checkout.python, checkout.path))
 
 
 def pairs(variants: Sequence[str], runs_on: Sequence[Checkout]) -> list[tuple[str, Checkout]]:
@@ -135,8 +135,8 @@ def pairs(variants: Sequence[str], runs_on: Sequence[Checkout]) -> list[tuple[st
 def left_out(variants: Sequence[str], runs_on: Sequence[Checkout]) -> str:
     """The report's line for the variants a checkout cannot run, empty if none."""
     out = [key(v, c) for v in variants for c in runs_on if not supports(c, v)]
-    return f"- not run: {', '.join(out)} (that code has no lossless switch mode)\n" \
-        if out else ""
+    return (f"- not run: {', '.join(out)} (that code has no lossless switch mode)\n"
+            if out else "")
 
 
 def key(variant: str, checkout: Checkout) -> str:
@@ -261,8 +261,8 @@ def header(title: str, argv: Sequence[str]) -> str:
         done = subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True)
         return done.stdout.strip() if done.returncode == 0 else "?"
 
-    dirty = " (with uncommitted changes)" if git("status", "--porcelain", "--untracked-files=no") \
-        else ""
+    dirty = (" (with uncommitted changes)" if git("status", "--porcelain", "--untracked-files=no")
+             else "")
     return (f"## {title}\n\n"
             f"- command: `{shlex.join(argv)}`\n"
             f"- commit: {git('rev-parse', '--short=12', 'HEAD')}{dirty}\n"

@@ -90,8 +90,8 @@ def report(results: dict[str, dict[tuple[str, int], dict]], variants: list[str],
             keep = [fair.counted([m["fidelity"]]) for m in mine]
             share = fair.spread([m["share"] for m in mine], keep)
             p99 = fair.spread([m["p99"] for m in mine], keep)
-            vs = fair.spread(paired(runs, v, seeds), [True] * len(seeds)) \
-                if not v.startswith("mrc") and "mrc" in variants else None
+            vs = (fair.spread(paired(runs, v, seeds), [True] * len(seeds))
+                  if not v.startswith("mrc") and "mrc" in variants else None)
             summary.append([name, v, f"{share.n} of {len(seeds)}", share.text("{:.0%}"),
                             p99.text("{:.0f}"), vs.text("{:.2f}x") if vs else "",
                             "" if share.n == len(seeds) else "**runs excluded or missing**"])
@@ -118,8 +118,8 @@ def main() -> int:
     sit = fair.sitting(ap, args, "faults")
     seeds, out = sit.seeds, sit.out
     top = fair.header("bench/faults.py", sys.orig_argv)
-    files = [Path(f) for f in args.scenarios] or \
-        [ROOT / "scenarios" / f"{n}.yaml" for n in DEFAULT]
+    files = ([Path(f) for f in args.scenarios] or
+             [ROOT / "scenarios" / f"{n}.yaml" for n in DEFAULT])
     print(f"results: {out}", file=sys.stderr, flush=True)
     results: dict[str, dict[tuple[str, int], dict]] = {}
     skipped = []

@@ -125,10 +125,10 @@ def measure(run_dir: Path) -> dict | None:
     paths = r.tables.get("paths")
     if r.transport == "mrc" and paths is not None and not paths.empty:
         out["condemned_all"] = int(paths["condemned"].sum()) if "condemned" in paths else 0
-        out["congestion_losses_all"] = int(paths["congestion_losses"].sum()) \
-            if "congestion_losses" in paths else 0
-        out["random_losses_all"] = int(paths["random_losses"].sum()) \
-            if "random_losses" in paths else 0
+        out["congestion_losses_all"] = (int(paths["congestion_losses"].sum())
+                                        if "congestion_losses" in paths else 0)
+        out["random_losses_all"] = (int(paths["random_losses"].sum())
+                                    if "random_losses" in paths else 0)
         lossy = [f for f in scenario.faults if f.kind == "loss" and f.duration]
         if lossy:
             t = lossy[0].target

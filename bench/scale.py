@@ -163,8 +163,8 @@ def read_run(d: Path, sc, error: str | None, kernel: float) -> dict:
     out |= {"verdict": f.get("verdict", "none"), "reasons": f.get("reasons", []),
             "run_cpu": (f.get("cpu") or {}).get("run_total"),
             "lag_p99_ms": ((f.get("agents") or {}).get("lag_p99_s") or 0) * 1e3}
-    m = re.search(r"sum\s+\d+\s+\S+\s+(\S+)", (d / "summary.txt").read_text()) \
-        if (d / "summary.txt").exists() else None
+    m = (re.search(r"sum\s+\d+\s+\S+\s+(\S+)", (d / "summary.txt").read_text())
+         if (d / "summary.txt").exists() else None)
     ideal = meta["facts"]["ideal_busbw"] if meta.get("facts") else None
     out["share"] = float(m.group(1)) / ideal if m and ideal else None
     if (d / "iterations.parquet").exists():
@@ -237,8 +237,8 @@ def main() -> None:
             base.mkdir(parents=True, exist_ok=True)
             for hosts in args.hosts:
                 for mode in args.modes:
-                    rate = auto_rate(hosts, mode, transports, args) if args.rate == "auto" \
-                        else args.rate
+                    rate = (auto_rate(hosts, mode, transports, args) if args.rate == "auto"
+                            else args.rate)
                     for transport in transports:
                         for checkout in runs_on[:-1]:  # the other commit (its own auto), then
                             _row(hosts, mode, transport, args.rate, args, base, checkout)
@@ -279,8 +279,8 @@ def _row(hosts: int, mode: str, transport: str, rate: str, args: argparse.Namesp
     rate = f"{r['rate'] / 1e6:g}M" if r["rate"] else "-"
     why = "; ".join(r["reasons"]) if r["verdict"] != "faithful" else ""
     if r["error"]:
-        why = f"RUN FAILED after {r.get('iterations', 0)} iterations: " \
-              f"{r['error'][:200]}" + (f" | {why}" if why else "")
+        why = (f"RUN FAILED after {r.get('iterations', 0)} iterations: "
+               f"{r['error'][:200]}" + (f" | {why}" if why else ""))
     print(f"{head} {r['build']:>27} {rate:>9} {_num(r['share'], '.0%', 9)} "
           f"{r['verdict']:>13} {_num(r['run_cpu'], '.0%', 8)} "
           f"{_num(r.get('gap_ms'), '.0f', 8)} {_num(r.get('agent_us'), '.1f', 13)} "

@@ -169,8 +169,8 @@ def main() -> int:
                 g, f = series.growth()
                 stuck = series.stuck_for()
                 rss = max((s[1] for s in series.samples), default=0)
-                line += f"\n  agent {pid}: peak {rss / 1024:.0f} MiB, growth {g:+.0%}, " \
-                        f"fds {f:+d}, longest without CPU {stuck:.0f} s"
+                line += (f"\n  agent {pid}: peak {rss / 1024:.0f} MiB, growth {g:+.0%}, "
+                         f"fds {f:+d}, longest without CPU {stuck:.0f} s")
                 if g > args.max_growth or f > FD_SLACK:
                     problems.append(f"drill {k}: agent {pid} grew: memory {g:+.0%}, fds {f:+d}")
                 if stuck >= STUCK_S:

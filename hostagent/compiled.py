@@ -58,8 +58,8 @@ def outdated(root: Path = ROOT) -> list[str]:
     out = []
     for name in MODULES:
         source, binary = file_of(name, ".py", root), file_of(name, SUFFIX, root)
-        if not (binary.exists() and library.exists()) \
-                or source.stat().st_mtime > min(binary.stat().st_mtime, library.stat().st_mtime):
+        if (not (binary.exists() and library.exists())
+                or source.stat().st_mtime > min(binary.stat().st_mtime, library.stat().st_mtime)):
             out.append(name)
     return out
 

@@ -210,8 +210,8 @@ class DcqcnCC:
         steps = max(self._timer_steps, self._byte_steps)
         if steps > cfg.fast_recovery:
             both = min(self._timer_steps, self._byte_steps)
-            share = cfg.rate_hai * (both - cfg.fast_recovery) \
-                if both > cfg.fast_recovery else cfg.rate_ai
+            share = (cfg.rate_hai * (both - cfg.fast_recovery)
+                     if both > cfg.fast_recovery else cfg.rate_ai)
             self.target = min(cfg.line_rate, self.target + share * cfg.line_rate)
         self.rate = min(cfg.line_rate, (self.rate + self.target) / 2)
 

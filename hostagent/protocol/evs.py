@@ -301,8 +301,8 @@ class EVSet:
             k = _least(loads, taken)
             taken |= 1 << k
             plane = order[(start + k) % n]
-            if held is not None and \
-                    load[plane] > HELD_SHIFT * load[order[(start + held) % n]] + 1:
+            if (held is not None and
+                    load[plane] > HELD_SHIFT * load[order[(start + held) % n]] + 1):
                 break
             ev = self._pick_in(plane, now, avoid_ev, rand, held_ok=False, resend=resend)
             if ev is not None:

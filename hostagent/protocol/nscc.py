@@ -167,8 +167,8 @@ class NsccCC:
             return True
         done = False
         if now > self._qa_end:
-            qa_threshold = cfg.qa_threshold if cfg.qa_threshold is not None \
-                else QA_THRESHOLD_TARGETS * cfg.target_delay
+            qa_threshold = (cfg.qa_threshold if cfg.qa_threshold is not None
+                            else QA_THRESHOLD_TARGETS * cfg.target_delay)
             if (self._qa_end and (self._trigger_qa or loss or self.delay > qa_threshold)
                     and self._achieved < cfg.max_cwnd >> cfg.qa_gate):
                 if self._achieved < self.cwnd:

@@ -525,8 +525,8 @@ class QueuePair:
         # the copy it echoes was sent before that packet last timed out (in whole us: a resend
         # leaves at the instant of its timeout): the timeout was spurious (RFC 3522, Eifel
         # detection, by the same timestamps)
-        spurious = trigger is not None and trigger.timed_out_at >= 0 and not self.karn and \
-            0 < (us_clock(trigger.timed_out_at) - h.ts) & 0xFFFFFFFF < 1 << 31
+        spurious = (trigger is not None and trigger.timed_out_at >= 0 and not self.karn and
+                    0 < (us_clock(trigger.timed_out_at) - h.ts) & 0xFFFFFFFF < 1 << 31)
         sample: float | None = rtt
         if self.karn and (trigger is None or trigger.sends > 1):
             sample = None

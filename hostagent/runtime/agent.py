@@ -227,8 +227,8 @@ async def run(cfg: AgentConfig, out: Path, ns: str | None = None) -> dict[str, A
         ran_to_end = True
         wrong = [r for r in records if not r.verified]
         if wrong:
-            status, error = "failed", f"{len(wrong)} iterations with a wrong result: " \
-                                      f"{wrong[0].error}"
+            status, error = ("failed", f"{len(wrong)} iterations with a wrong result: "
+                             f"{wrong[0].error}")
     except driver.TransportFailed as exc:
         status, error = "failed", f"transport failed: {exc}"
     except (asyncio.TimeoutError, TimeoutError) as exc:

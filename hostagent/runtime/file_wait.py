@@ -68,8 +68,8 @@ class FileWaits:
             if not missing and not waiter.done():
                 waiter.set_result(None)
         assert self._loop is not None  # set by the first wait
-        self._handle = self._loop.call_later(POLL, self._poll) \
-            if any(missing for missing, _ in self._waits) else None
+        self._handle = (self._loop.call_later(POLL, self._poll)
+                        if any(missing for missing, _ in self._waits) else None)
 
 
 FILES = PerLoop(FileWaits)  # the process's

@@ -290,9 +290,9 @@ def trace_files(path: Path) -> list[Path]:
                              f"prefix; found {prefixes or 'none'}")
     else:
         parent, stem = path.parent, path.name
-        found = [p for p in parent.iterdir()
-                 if (m := _RANK_FILE.match(p.name)) and m["prefix"] == stem and p.is_file()] \
-            if parent.is_dir() else []
+        found = ([p for p in parent.iterdir()
+                  if (m := _RANK_FILE.match(p.name)) and m["prefix"] == stem and p.is_file()]
+                 if parent.is_dir() else [])
         if not found:
             raise TraceError(f"{path}: no such file, directory or prefix of "
                              f"{path.name}.<rank>.et files")
@@ -382,8 +382,8 @@ def to_graph(rank: int, nodes: list[TraceNode], source: str,
             code = _int_attr(n, "comm_type", where)
             collective = COMM_TYPES.get(code) if code is not None else None
             if collective is None:
-                name = COMM_NAMES[code] if code is not None and 0 <= code < len(COMM_NAMES) \
-                    else code
+                name = (COMM_NAMES[code] if code is not None and 0 <= code < len(COMM_NAMES)
+                        else code)
                 raise TraceError(f"{where}: field comm_type {name} cannot be replayed (one of "
                                  f"ALL_REDUCE, ALL_GATHER, REDUCE_SCATTER, REDUCE_SCATTER_BLOCK, "
                                  f"ALL_TO_ALL, BARRIER)")
@@ -502,8 +502,8 @@ def encode_attr(name: str, value: int | bool | str) -> bytes:
 def encode_node(nid: int, name: str, ntype: int, *, data_deps: tuple[int, ...] = (),
                 ctrl_deps: tuple[int, ...] = (), duration_micros: int = 0,
                 attrs: Mapping[str, int | bool | str] | None = None) -> bytes:
-    body = _key(1, 0) + _uvarint(nid) + _bytes_field(2, name.encode()) + _key(3, 0) + \
-        _uvarint(ntype)
+    body = (_key(1, 0) + _uvarint(nid) + _bytes_field(2, name.encode()) + _key(3, 0) +
+            _uvarint(ntype))
     for number, deps in ((4, ctrl_deps), (5, data_deps)):
         if deps:
             body += _bytes_field(number, b"".join(_uvarint(d) for d in deps))

@@ -136,8 +136,8 @@ class ServerSession:
         assert self.proc is not None
         try:
             self.proc.wait(timeout=2)
-            err = self.proc.stderr.read().decode(errors="replace").strip() \
-                if self.proc.stderr else ""
+            err = (self.proc.stderr.read().decode(errors="replace").strip()
+                   if self.proc.stderr else "")
         except subprocess.TimeoutExpired:
             err = ""
         last = err.splitlines()[-1] if err else f"exit status {self.proc.returncode}"

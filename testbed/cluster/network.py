@@ -264,8 +264,8 @@ class ClusterNetwork(MininetFabric):
     # ---- the build ----
     def node_params(self, name: str) -> dict[str, object]:
         server = self.placement.server_of[name]
-        prefix = self.servers.ssh(server, tty=True) if self.cluster.ssh_transport \
-            else self.servers.prefix(server)
+        prefix = (self.servers.ssh(server, tty=True) if self.cluster.ssh_transport
+                  else self.servers.prefix(server))
         return {"shell_prefix": prefix, "server": server}
 
     def add_nodes(self) -> None:

@@ -656,8 +656,8 @@ def clean(folder: Path, server: str) -> dict:
         os.kill(record.runner_pid, signal.SIGKILL)
         killed += 1
         deadline = time.monotonic() + 5
-        while registry.start_time(record.runner_pid) is not None and \
-                time.monotonic() < deadline:
+        while (registry.start_time(record.runner_pid) is not None and
+                time.monotonic() < deadline):
             time.sleep(0.02)
     killed += cleanup.clean_record(record, "crashed: cleaned over ssh", problems)
     return {"killed": killed, "nodes": len(record.nodes), "problems": problems}

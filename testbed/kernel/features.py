@@ -57,10 +57,12 @@ def probe_kernel() -> dict[str, bool | str]:
                 IPv6Network("fcbb:bbbb:100::/48"), sid_dev, 32, 16)])
             counters = seg6local.dump_end_sids(ipr)
             entry = counters.get(IPv6Network("fcbb:bbbb:100::/48"), {})
-            found["srv6_end_next_csid"] = True if entry.get("next_csid") else \
-                "the kernel accepted seg6local End but dropped the next-csid flavor"
-            found["seg6local_counters"] = True if entry.get("packets") is not None else \
-                "the kernel does not report seg6local counters"
+            found["srv6_end_next_csid"] = (
+                True if entry.get("next_csid")
+                else "the kernel accepted seg6local End but dropped the next-csid flavor")
+            found["seg6local_counters"] = (
+                True if entry.get("packets") is not None
+                else "the kernel does not report seg6local counters")
         except NetlinkError as exc:
             found["srv6_end_next_csid"] = f"seg6local End next-csid rejected: {exc.args[1]}"
             found["seg6local_counters"] = "untested"

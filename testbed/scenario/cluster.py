@@ -130,16 +130,16 @@ class Cluster(_Strict):
     def overhead(self) -> int:
         """Bytes VXLAN adds to a fabric frame's IP MTU on the underlay."""
         first = next(iter(self.underlays().values()))
-        return VXLAN_OVERHEAD_IPV6 if isinstance(ip_address(first), IPv6Address) \
-            else VXLAN_OVERHEAD_IPV4
+        return (VXLAN_OVERHEAD_IPV6 if isinstance(ip_address(first), IPv6Address)
+                else VXLAN_OVERHEAD_IPV4)
 
     def required_mtu(self, fabric_mtu: int) -> int:
         """Underlay MTU that carries a full fabric frame in one packet (no fragmentation)."""
         return fabric_mtu + self.overhead
 
     def emulated_mtu(self, fabric_mtu: int) -> int:
-        return self.underlay_mtu if self.underlay_mtu is not None else \
-            self.required_mtu(fabric_mtu)
+        return (self.underlay_mtu if self.underlay_mtu is not None else
+                self.required_mtu(fabric_mtu))
 
 
 def check(cluster: Cluster, leaves_per_plane: int, link_count: int) -> None:

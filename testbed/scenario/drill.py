@@ -115,8 +115,8 @@ class Drill(StrictModel):
     @classmethod
     def _repetitions_from_seeds(cls, data: Any) -> Any:
         """Seeds given without a repetition count: one repetition per seed."""
-        if isinstance(data, dict) and isinstance(data.get("seeds"), list) \
-                and "repetitions" not in data:
+        if (isinstance(data, dict) and isinstance(data.get("seeds"), list)
+                and "repetitions" not in data):
             return {**data, "repetitions": len(data["seeds"])}
         return data
 

@@ -104,9 +104,9 @@ class Fault(_Strict):
         if extra:
             raise ValueError(f"{self.kind} does not take {', '.join(sorted(extra))}")
         shape = self.target.shape
-        wanted = ("link", "host_port") if self.kind in LINK_KINDS else \
-            ("router",) if self.kind in ROUTER_KINDS else \
-            ("host",) if self.kind in HOST_KINDS else ("plane",)
+        wanted = (("link", "host_port") if self.kind in LINK_KINDS else
+                  ("router",) if self.kind in ROUTER_KINDS else
+                  ("host",) if self.kind in HOST_KINDS else ("plane",))
         if shape not in wanted:
             raise ValueError(f"{self.kind} applies to a {' or '.join(wanted)} target, "
                              f"not a {shape}")

@@ -542,8 +542,8 @@ class Scenario(StrictModel):
         f = self.fabric
         for k, fault in enumerate(self.faults):
             if fault.kind == "degrade" and fault.rate is not None:
-                cls, name = (f.fabric_link, "fabric_link") if fault.target.shape == "link" \
-                    else (f.host_link, "host_link")
+                cls, name = ((f.fabric_link, "fabric_link") if fault.target.shape == "link"
+                             else (f.host_link, "host_link"))
                 if fault.rate >= cls.rate:
                     raise ValueError(
                         f"faults.{k}: degrade to {format_rate(fault.rate)} is not below the "
@@ -623,8 +623,8 @@ class Scenario(StrictModel):
         return 2 * self.drain_time() + 0.005
 
     def target_delay(self) -> float:
-        return self.qp.target_delay if self.qp.target_delay is not None else \
-            max(0.002, self.drain_time() / 4)
+        return (self.qp.target_delay if self.qp.target_delay is not None else
+                max(0.002, self.drain_time() / 4))
 
     def rank_hosts(self) -> list[str]:
         if self.workload.ranks == "all":

@@ -162,8 +162,8 @@ def _children(node: Node) -> list[Node]:
 
 
 def _check_one(node: Node, source: str) -> None:
-    if isinstance(node, ScalarNode) and node.tag in (_INT_TAG, _FLOAT_TAG) \
-            and len(node.value) > limits.MAX_NUMBER_CHARS:
+    if (isinstance(node, ScalarNode) and node.tag in (_INT_TAG, _FLOAT_TAG)
+            and len(node.value) > limits.MAX_NUMBER_CHARS):
         raise ScenarioError(f"{source}:{_where(node)} a number of {len(node.value):,} "
                             f"characters (at most {limits.MAX_NUMBER_CHARS})")
     if isinstance(node, MappingNode):

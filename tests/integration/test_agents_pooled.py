@@ -66,5 +66,5 @@ def test_pooled_and_per_host_modes_give_the_same_results(quickstart, tmp_path: P
     pd.testing.assert_frame_equal(a, b)
     qa, qb = (runs[m]["qps"].sort_values(["rank", "qpn"]).reset_index(drop=True) for m in runs)
     assert list(qa.placed_bytes) == list(qb.placed_bytes)
-    assert list(qa[["rank", "peer", "qpn"]].itertuples(index=False)) == \
-        list(qb[["rank", "peer", "qpn"]].itertuples(index=False))
+    assert (list(qa[["rank", "peer", "qpn"]].itertuples(index=False)) ==
+            list(qb[["rank", "peer", "qpn"]].itertuples(index=False)))

@@ -91,8 +91,8 @@ def test_quickstart_across_two_servers_proves_every_ev_and_rank(tmp_path: Path,
             assert started and set(started) <= set(hosts), logs[server]
             for host in hosts:  # its files written on its server
                 config = json.loads((run / "agents" / host / "config.json").read_text())
-                assert config["out_dir"].startswith("/run/mrc-testbed/") and \
-                    config["out_dir"].endswith(f".agents/{server}.work/agents/{host}"), config
+                assert (config["out_dir"].startswith("/run/mrc-testbed/") and
+                        config["out_dir"].endswith(f".agents/{server}.work/agents/{host}")), config
                 assert json.loads((run / "agents" / host / "result.json").read_text())[
                     "status"] == "ok"  # gathered back: this machine never saw that folder
             assert "gathered " in logs[server] and " B: agents" in logs[server]
@@ -252,8 +252,8 @@ def test_an_underlay_too_small_for_the_fabric_is_refused_before_the_build(tmp_pa
     file.write_text(QUICK + "cluster: {emulated: 2, underlay_mtu: 4200}\n")
     res = run_cli("run", str(file), "--verify-only", results=results_dir)
     assert res.returncode == 3, res.stderr
-    assert "the underlay of server srv0 has MTU 4200: a fabric frame of MTU 4200 in VXLAN " \
-           "needs 4250" in res.stderr
+    assert ("the underlay of server srv0 has MTU 4200: a fabric frame of MTU 4200 in VXLAN "
+            "needs 4250" in res.stderr)
     assert "raise the underlay MTU to at least 4250" in res.stderr
     assert "Traceback" not in res.stderr and "  nodes " not in res.stderr
     assert meta_of(results_dir)["ended_in_phase"] == "servers"
@@ -420,8 +420,8 @@ def test_a_lost_ssh_session_makes_its_agent_clean_its_server(tmp_path: Path):
     exits; srv0 is untouched. Closing the fabric then says which session was lost."""
     sc = scenario_mod.parse(QUICK + "cluster: {emulated: 2}\n", "test")
     seen: dict[str, object] = {}
-    with pytest.raises(errors.TestbedError, match="server srv1: its agent's session ended"), \
-            fabric(sc) as network:
+    with (pytest.raises(errors.TestbedError, match="server srv1: its agent's session ended"),
+            fabric(sc) as network):
             assert isinstance(network, ClusterNetwork)
             session = network.sessions["srv1"]
             agent_pid = session.hello["pid"]

@@ -17,8 +17,8 @@ from .helpers import CLI, ROOT
 def test_smoke_drill_judges_a_real_run(tmp_path: Path):
     res = subprocess.run([*CLI, "drill", str(ROOT / "drills" / "smoke.yaml"), "--results",
                           str(tmp_path)], capture_output=True, text=True, timeout=300)
-    assert "drill 1/1 smoke: mrc control 1/1 (no faults, no background), seed 1  [run 1/2" \
-        in res.stderr
+    assert ("drill 1/1 smoke: mrc control 1/1 (no faults, no background), seed 1  [run 1/2"
+            in res.stderr)
     assert "repetition 1/1, seed 1  [run 2/2" in res.stderr and "left]" in res.stderr
     (base,) = tmp_path.glob("*-drills")
     assert (base / "drills.txt").read_text() in res.stdout

@@ -227,8 +227,8 @@ def test_a_plane_down_of_24_links_changes_them_all_within_a_few_ms():
     # measured here without traffic: lag 3.5 ms, spread 3.3 ms; bounds with room for a loaded
     # 2-core machine (10.6 ms seen with 5 other test runs on it), still 10x under the 0.27-0.32 s
     # that applying links one by one took
-    assert (plane["lag"] < LAG_BOUND).all() and (plane["spread"] < LAG_BOUND).all(), \
-        plane[["on", "lag", "spread"]]
+    assert (plane["lag"] < LAG_BOUND).all() and (plane["spread"] < LAG_BOUND).all(), (
+        plane[["on", "lag", "spread"]])
     flap = rows[rows.event == 1]
     assert len(flap) == 6 and (flap["lag"] < LAG_BOUND).all(), flap[["scheduled", "lag"]]
     assert "drop" not in out, "everything undone at the end"
@@ -253,8 +253,8 @@ def test_overlapping_faults_hold_a_link_until_the_last_lets_go():
             injector.apply(Action(0, True, "routed", ("p0l0-p0s0",), 0))
             injector.apply(Action(0, True, "routed", ("p0l0-p0s0",), 1))
             injector.apply(Action(0, False, "routed", ("p0l0-p0s0",), 1))
-            assert "nexthop" not in leaf.cmd("ip -6 route show fd10:0:1::/64"), \
-                "fault 0 still holds the link: routing stays around it"
+            assert "nexthop" not in leaf.cmd("ip -6 route show fd10:0:1::/64"), (
+                "fault 0 still holds the link: routing stays around it")
             injector.apply(Action(0, False, "routed", ("p0l0-p0s0",), 0))
             assert leaf.cmd("ip -6 route show fd10:0:1::/64").count("nexthop via") == 2
         finally:

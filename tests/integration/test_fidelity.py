@@ -170,8 +170,8 @@ def test_a_crashed_agent_ends_the_run_promptly(tmp_path: Path, results_dir: Path
         last = (run / "agents" / host / "agent.log").read_text().strip().splitlines()[-1]
         # stopped by the runner, or it found the dead peer itself first (its QP to h1 ran out
         # of retries) and was stopped while it waited for its peers
-        assert last.endswith("stopped: stopped by the runner (SIGTERM)") or \
-            "failed: transport failed: QP to rank 1" in last, last
+        assert (last.endswith("stopped: stopped by the runner (SIGTERM)") or
+                "failed: transport failed: QP to rank 1" in last), last
     last = (run / "agents" / "h1" / "agent.log").read_text().strip().splitlines()[-1]
     assert last == "runner: the agent ended with exit status -9 without a result", last
     assert "fidelity: " in (run / "summary.txt").read_text()

@@ -106,8 +106,8 @@ def test_an_incast_drops_in_a_lossy_fabric_and_not_in_a_lossless_one(tmp_path: P
     for lossless, run in runs.items():
         assert pd.read_parquet(run / "iterations.parquet").verified.all()
         variant = json.loads((run / "meta.json").read_text())["variant"]
-        assert variant == f"RoCEv2, {'lossless' if lossless == 'true' else 'lossy'}, " \
-                          f"Go-Back-N, DCQCN, no ECN"
+        assert (variant == f"RoCEv2, {'lossless' if lossless == 'true' else 'lossy'}, "
+                f"Go-Back-N, DCQCN, no ECN")
         summary = (run / "summary.txt").read_text()
         assert variant in summary
         assert ("# Lossless overflow    : none" in summary) == (lossless == "true")

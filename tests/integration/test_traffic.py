@@ -60,8 +60,8 @@ def test_collective_verified_on_both_transports(kind: str, tmp_path: Path, resul
     used = cross_leaf.groupby(["rank", "peer"]).evs_used.agg(lambda e: len(set().union(*e)))
     assert (used == 4).all(), used
     roce = pd.read_parquet(runs[1] / "messages.parquet")
-    assert roce.evs_used.apply(lambda e: list(e) == [0]).all(), \
-        "RoCEv2 has one path (index 0), chosen by the fabric's ECMP hash"
+    assert roce.evs_used.apply(lambda e: list(e) == [0]).all(), (
+        "RoCEv2 has one path (index 0), chosen by the fabric's ECMP hash")
 
 
 def test_mrc_completes_with_a_spine_link_down(tmp_path: Path):

@@ -20,10 +20,10 @@ SID = IPv6Network("fcbb:bb00:e000::/48")  # spine 0 of plane 0 (uSID e000)
 def frame(dst: str) -> bytes:
     """Ethernet + IPv6 + an 8-byte UDP datagram to `dst`."""
     src = IPv6Address("fcbb:bb00:100::").packed
-    ip = bytes([0x60, 0, 0, 0]) + (16).to_bytes(2, "big") + bytes([17, 64]) + src + \
-        IPv6Address(dst).packed
-    return b"\x02" * 6 + b"\x04" * 6 + b"\x86\xdd" + ip + b"\x12\xb7\x12\xb7\x00\x10\x00\x00" \
-        + b"payload!"
+    ip = (bytes([0x60, 0, 0, 0]) + (16).to_bytes(2, "big") + bytes([17, 64]) + src +
+          IPv6Address(dst).packed)
+    return (b"\x02" * 6 + b"\x04" * 6 + b"\x86\xdd" + ip + b"\x12\xb7\x12\xb7\x00\x10\x00\x00"
+            + b"payload!")
 
 
 def dst_of(packet: bytes) -> str:

@@ -106,8 +106,8 @@ def test_a_run_folder_this_user_cannot_write_gets_its_report_in_the_users_cache(
     real_access = os.access
     monkeypatch.setattr(render.os, "access", lambda p, mode: False if Path(p) in (
         folder, folder / "report", folder.parent) else real_access(p, mode))
-    assert render._writable_beside(folder, "report") == \
-        tmp_path / "cache" / "mrc-testbed" / "reports" / folder.name / "report"
+    assert (render._writable_beside(folder, "report") ==
+            tmp_path / "cache" / "mrc-testbed" / "reports" / folder.name / "report")
     runs = load_runs([folder])
-    assert render.default_compare_dir(runs).parent == \
-        tmp_path / "cache" / "mrc-testbed" / "reports"
+    assert (render.default_compare_dir(runs).parent ==
+            tmp_path / "cache" / "mrc-testbed" / "reports")

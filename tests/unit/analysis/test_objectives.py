@@ -412,5 +412,5 @@ def test_the_judge_pairs_repetition_k_with_control_k_and_fails_a_pair_without_da
     data, slow = rows["every run has data"], rows["step time in the fault window"]
     assert data.status == "fail" and data.measured == "1 of 6 runs have none"
     assert "control3" in data.note
-    assert "worst of 2" in slow.measured and slow.value == pytest.approx(1.05), \
-        "rep3 (1.4 s steps) is not judged against another seed's control"
+    assert "worst of 2" in slow.measured and slow.value == pytest.approx(1.05), (
+        "rep3 (1.4 s steps) is not judged against another seed's control")

@@ -53,10 +53,10 @@ def test_interval_arithmetic():
 
 def test_rank_metrics():
     m = rank_metrics(STEPS).set_index("rank")
-    assert m.loc[0, ["time", "compute", "communication", "exposed", "idle"]].tolist() == \
-        [9, 6, 5, 3, 0]
-    assert m.loc[1, ["time", "compute", "communication", "exposed", "idle"]].tolist() == \
-        [7.5, 2, 5, 5, 0.5]
+    assert (m.loc[0, ["time", "compute", "communication", "exposed", "idle"]].tolist() ==
+            [9, 6, 5, 3, 0])
+    assert (m.loc[1, ["time", "compute", "communication", "exposed", "idle"]].tolist() ==
+            [7.5, 2, 5, 5, 0.5])
 
 
 def test_iteration_time_spans_every_rank():

@@ -44,8 +44,8 @@ def test_each_place_a_run_is_shown_names_its_variant(tmp_path: Path):
     lossy = _run(tmp_path, "{}", "mrc")
     meta = json.loads((lossless / "meta.json").read_text())
     assert meta["variant"] == meta["facts"]["variant"] == "RoCEv2, lossless, Go-Back-N, DCQCN"
-    assert "over rocev2 (RoCEv2, lossless, Go-Back-N, DCQCN)" in \
-        (lossless / "summary.txt").read_text()
+    assert ("over rocev2 (RoCEv2, lossless, Go-Back-N, DCQCN)" in
+            (lossless / "summary.txt").read_text())
     runs = [load_run(lossless), load_run(lossy)]
     views = report.views_of(runs)
     text = summary.table(views)

@@ -37,8 +37,8 @@ def test_every_variant_is_the_same_scenario_but_transport_seed_and_lossless():
     original = yaml.safe_load(SCENARIO)
     for data in copies.values():
         assert data["seed"] == 7
-        assert {k: data[k] for k in ("fabric", "workload")} == \
-            {k: original[k] for k in ("fabric", "workload")}
+        assert ({k: data[k] for k in ("fabric", "workload")} ==
+                {k: original[k] for k in ("fabric", "workload")})
     assert copies["mrc"]["transport"] == ["mrc"] and copies["mrc"]["switch"] == {"ecn": False}
     assert copies["rocev2"]["transport"] == ["rocev2"]
     assert copies["rocev2"]["switch"] == {"ecn": False}, "lossy RoCEv2: the switch as it was"
@@ -89,8 +89,8 @@ def test_the_report_starts_with_the_command_and_the_commit():
 
 
 def test_a_failed_run_says_why_in_one_cell():
-    assert why("error: x.yaml: invalid scenario\n  switch.lossless: unknown | key\n") == \
-        "error: x.yaml: invalid scenario switch.lossless: unknown / key"
+    assert (why("error: x.yaml: invalid scenario\n  switch.lossless: unknown | key\n") ==
+            "error: x.yaml: invalid scenario switch.lossless: unknown / key")
     assert why("a" * 50 + "the problem", limit=11) == "...the problem"
     assert why("") == "no output"
 
@@ -119,15 +119,15 @@ def test_the_paper_report_excludes_a_row_whose_control_was_not_faithful():
     out = paper.report(rows, ["gray-loss"], ["mrc", "rocev2", "rocev2-lossless"], [1, 2, 3],
                        [["gray-loss", "rocev2-lossless", 1, "control control", "invalid"]])
     assert "| gray-loss | rocev2-lossless | 1 | control control | invalid |" in out
-    assert "| gray-loss | mrc | 2 | 0.50 | 0.50 | - | 1000/500 | 2 | 0 | 0 | 0 | " \
-           "faithful/degraded **excluded** |" in out
+    assert ("| gray-loss | mrc | 2 | 0.50 | 0.50 | - | 1000/500 | 2 | 0 | 0 | 0 | "
+            "faithful/degraded **excluded** |" in out)
     summary = out.split("min/median/max")[1]
-    assert "| gray-loss | mrc | 2 of 3 | 0.80/0.85/0.90 | 0.80/0.85/0.90 | - |  | " \
-           "**runs excluded or missing** |" in summary
-    assert "| gray-loss | rocev2 | 3 of 3 | 0.20/0.40/0.60 | 0.20/0.40/0.60 | - |  |  |" \
-        in summary
-    assert "| gray-loss | rocev2-lossless | 0 of 3 | - | - | - |  | " \
-           "**runs excluded or missing** |" in summary
+    assert ("| gray-loss | mrc | 2 of 3 | 0.80/0.85/0.90 | 0.80/0.85/0.90 | - |  | "
+            "**runs excluded or missing** |" in summary)
+    assert ("| gray-loss | rocev2 | 3 of 3 | 0.20/0.40/0.60 | 0.20/0.40/0.60 | - |  |  |"
+            in summary)
+    assert ("| gray-loss | rocev2-lossless | 0 of 3 | - | - | - |  | "
+            "**runs excluded or missing** |" in summary)
 
 
 def test_a_run_whose_qp_failed_gets_no_ratio():
@@ -138,8 +138,8 @@ def test_a_run_whose_qp_failed_gets_no_ratio():
             _row("host-flap", "rocev2", 3, 0.6, "faithful", "faithful")]
     rows[0]["failed_qps"] = 2
     summary = paper.report(rows, ["host-flap"], ["rocev2"], [1, 2, 3]).split("min/median")[1]
-    assert "| host-flap | rocev2 | 2 of 3 | 0.40/0.50/0.60 | 0.40/0.50/0.60 | - | 1 of 3 |  |" \
-        in summary
+    assert ("| host-flap | rocev2 | 2 of 3 | 0.40/0.50/0.60 | 0.40/0.50/0.60 | - | 1 of 3 |  |"
+            in summary)
 
 
 def test_a_failed_run_is_no_result_with_its_reason(tmp_path: Path):
@@ -162,8 +162,8 @@ def test_the_faults_report_pairs_mrc_with_each_variant_seed_by_seed():
     summary = out.split("min/median/max")[1]
     assert "| gray-loss | mrc | 2 of 2 | 80%/85%/90% |" in summary
     # seed 2's RoCEv2 run was degraded: only seed 1's pair, 18 / 9
-    assert "| gray-loss | rocev2 | 1 of 2 | 45%/45%/45% | 120/120/120 | 2.00x/2.00x/2.00x | " \
-           "**runs excluded or missing** |" in summary
+    assert ("| gray-loss | rocev2 | 1 of 2 | 45%/45%/45% | 120/120/120 | 2.00x/2.00x/2.00x | "
+            "**runs excluded or missing** |" in summary)
 
 
 def test_an_other_checkout_pairs_with_its_own_mrc_runs():
@@ -176,8 +176,8 @@ def test_an_other_checkout_pairs_with_its_own_mrc_runs():
             ("rocev2", 1): m(9.0)}
     summary = faults.report({"spines": runs}, ["mrc@abc1234", "mrc", "rocev2@abc1234",
                                                "rocev2"], [1]).split("min/median/max")[1]
-    assert "| spines | rocev2@abc1234 | 1 of 1 | 15%/15%/15% | 120/120/120 | 4.00x/4.00x/4.00x" \
-        in summary
+    assert ("| spines | rocev2@abc1234 | 1 of 1 | 15%/15%/15% | 120/120/120 | 4.00x/4.00x/4.00x"
+            in summary)
     assert "| spines | rocev2 | 1 of 1 | 45%/45%/45% | 120/120/120 | 2.00x/2.00x/2.00x" in summary
 
 
@@ -201,8 +201,8 @@ def test_a_run_on_an_other_checkout_uses_its_interpreter_and_folder(tmp_path: Pa
     file.write_text("name: s\n")
     checkout = fair.Checkout(other)
     checkout.check()
-    assert fair.run_variant(file, "rocev2", 1, tmp_path / "out", checkout=checkout) \
-        == (None, "no run")
+    assert (fair.run_variant(file, "rocev2", 1, tmp_path / "out", checkout=checkout)
+            == (None, "no run"))
     assert seen["argv"][0] == str(other / ".venv" / "bin" / "python") and seen["cwd"] == other
     fair.run_variant(file, "rocev2", 1, tmp_path / "out")
     assert seen["argv"][0] == sys.executable and seen["cwd"] == fair.ROOT
@@ -260,15 +260,15 @@ def test_validation_scenarios_say_so_and_use_their_own_controls():
     used = {s for pair in experiments.values() for s in pair if s is not None}
     assert {f.stem for f in files} == used, "every validation file is run, and only those"
     for f in files:
-        assert f.read_text().splitlines()[1].startswith("# Validation scenario"), \
-            f"{f.name}: says what it is, under its schema line"
+        assert f.read_text().splitlines()[1].startswith("# Validation scenario"), (
+            f"{f.name}: says what it is, under its schema line")
         assert re.search(r"^# .*varies", f.read_text(), re.M), f"{f.name}: says what it varies"
     for fault, control in experiments.values():
         assert control is not None and control.endswith("-control"), fault
         assert fault.split("-")[0] == control.split("-")[0], f"{fault}: its own fabric's control"
         a, b = (parse((folder / f"{s}.yaml").read_text(), s) for s in (fault, control))
-        assert a.fabric == b.fabric and a.workload == b.workload and not b.faults \
-            and not b.background, f"{fault}: the control is the same run without the fault"
+        assert (a.fabric == b.fabric and a.workload == b.workload and not b.faults
+                and not b.background), f"{fault}: the control is the same run without the fault"
 
 
 def test_paper_against_runs_each_variant_on_both_checkouts_with_its_own_control(

@@ -85,8 +85,8 @@ def test_every_op_has_exactly_one_handler_taking_its_request():
     assert set(server_agent.HANDLERS) == set(ops.REQUESTS.values())
     for kind, method in server_agent.HANDLERS.items():
         hints = typing.get_type_hints(method, vars(server_agent))
-        assert hints["req"] is kind, f"{method.__name__} handles {kind.op} but takes " \
-                                     f"{hints['req']}"
+        assert hints["req"] is kind, (f"{method.__name__} handles {kind.op} but takes "
+                                      f"{hints['req']}")
 
 
 def test_every_handler_reads_only_its_requests_fields():
@@ -101,8 +101,8 @@ def test_every_handler_reads_only_its_requests_fields():
 
 
 def test_a_line_decodes_into_its_request_or_fails_naming_what_is_wrong():
-    assert ops.decode({"op": "link", "node": "p0l0", "ifname": "p0l0-eth1", "up": False}) == \
-        ops.Link(node="p0l0", ifname="p0l0-eth1", up=False)
+    assert (ops.decode({"op": "link", "node": "p0l0", "ifname": "p0l0-eth1", "up": False}) ==
+            ops.Link(node="p0l0", ifname="p0l0-eth1", up=False))
     message = ops.NftStart(node="h0").message()
     assert message == {"op": "nft_start", "node": "h0", "setup": ""}
     assert ops.decode(message) == ops.NftStart(node="h0")

@@ -29,8 +29,8 @@ def test_a_flap_inside_a_plane_down_leaves_the_port_dropping():
         " {at: 0.5, kind: flap, target: {host: h0, plane: 0}, period: 0.5, count: 1}]")
     steps = [(a.time, a.on, a.event) for a in actions]
     assert steps == [(0, True, 0), (0.5, True, 1), (0.75, False, 1), (2, False, 0)]
-    assert 'oifname "h0-eth0" counter drop' in scripts[2]["h0"], \
-        "the flap's up must not lift the plane's down"
+    assert 'oifname "h0-eth0" counter drop' in scripts[2]["h0"], (
+        "the flap's up must not lift the plane's down")
     assert "drop" not in scripts[3]["h0"]
 
 

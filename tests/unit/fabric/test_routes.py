@@ -40,8 +40,8 @@ class Fabric:
         self.owner: dict[IPv6Address, str] = {}
         for name, cfg in self.configs.items():
             for _, iface in cfg.addresses:
-                assert iface.ip not in self.owner, \
-                    f"{iface.ip} on {self.owner.get(iface.ip)} and {name}"
+                assert iface.ip not in self.owner, (
+                    f"{iface.ip} on {self.owner.get(iface.ip)} and {name}")
                 self.owner[iface.ip] = name
 
     def lookup(self, node: str, dst: IPv6Address) -> tuple[str, IPv6Network, Route | None]:
@@ -111,8 +111,8 @@ def quick():
 # ---- the model itself ------------------------------------------------------------------------
 
 def test_next_csid_shifts_one_usid():
-    assert next_csid(IPv6Address("fcbb:bb00:e000:d001:103::")) == \
-        IPv6Address("fcbb:bb00:d001:103::")
+    assert (next_csid(IPv6Address("fcbb:bb00:e000:d001:103::")) ==
+            IPv6Address("fcbb:bb00:d001:103::"))
     assert next_csid(IPv6Address("fcbb:bb01:d101:103::")) == IPv6Address("fcbb:bb01:103::")
     assert next_csid(IPv6Address("fcbb:bb0f:1:2:3:4:5:6")) == IPv6Address("fcbb:bb0f:2:3:4:5:6:0")
 

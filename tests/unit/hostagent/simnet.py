@@ -109,15 +109,15 @@ class SimNet:
                 packet = wire.trim(data)
             at = self.now + model.latency
             marked = False
-            if model.link is not None and len(packet) > wire.HEADER_SIZE \
-                    and header.type == wire.DATA:
+            if (model.link is not None and len(packet) > wire.HEADER_SIZE
+                    and header.type == wire.DATA):
                 queued = model.link.enqueue(self.now, len(packet))
                 if queued is None:
                     packet = wire.trim(data)
                 else:
                     at, marked = queued[0] + model.latency, queued[1]
-            if model.cross is not None and len(packet) > wire.HEADER_SIZE \
-                    and header.type == wire.DATA:
+            if (model.cross is not None and len(packet) > wire.HEADER_SIZE
+                    and header.type == wire.DATA):
                 waited = model.cross.wait(at - model.latency)
                 if waited is None:
                     packet = wire.trim(data)
@@ -253,8 +253,8 @@ class SimFabric:
             if not times:
                 for _ in range(DEADLOCK_TURNS):  # ranks' tasks wake one another in turn
                     await asyncio.sleep(0)
-                if not task.done() and not any(n.next_time() for n in self.nets) \
-                        and not self._dispatch():
+                if (not task.done() and not any(n.next_time() for n in self.nets)
+                        and not self._dispatch()):
                     raise RuntimeError("deadlock: nothing in flight, ranks still waiting")
                 continue
             self.now = max(self.now, min(times))

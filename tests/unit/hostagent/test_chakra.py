@@ -107,8 +107,8 @@ def test_cpu_ops_are_skipped_or_timed(tmp_path):
                        attrs={"is_cpu_op": True})
     trace(tmp_path, [node])
     assert read_job(tmp_path / "t", ["h"]).graphs[0].nodes[0].duration == 0.0
-    assert read_job(tmp_path / "t", ["h"], cpu_ops="compute").graphs[0].nodes[0].duration \
-        == 0.0025
+    assert (read_job(tmp_path / "t", ["h"], cpu_ops="compute").graphs[0].nodes[0].duration
+            == 0.0025)
 
 
 # ---- bad input ----

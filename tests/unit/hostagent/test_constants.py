@@ -68,9 +68,9 @@ def test_the_compiled_modules_constants_are_final(module):
         if isinstance(node, ast.Assign):
             names = [t.id for t in node.targets if isinstance(t, ast.Name) and t.id.isupper()]
             assert not names, f"{module}: {names} are not Final"
-        elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) \
-                and node.target.id.isupper():
+        elif (isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name)
+                and node.target.id.isupper()):
             final = node.annotation
             head = final.value if isinstance(final, ast.Subscript) else final
-            assert isinstance(head, ast.Name) and head.id == "Final", \
-                f"{module}: {node.target.id} is not Final"
+            assert isinstance(head, ast.Name) and head.id == "Final", (
+                f"{module}: {node.target.id} is not Final")

@@ -156,8 +156,8 @@ def test_a_loss_explained_by_congestion_holds_the_ev_off_instead():
     assert ev.state is G and ev.congestion_losses == 1
     assert ev.holdoff_until >= 1.0 + 5 * rtt + 4 * rtt, "skipped as a hot path"
     assert s.on_loss(1, 1.0, "timeout", rtt=rtt, delay_high=True) is EVEvent.CONGESTION
-    assert s.on_loss(0, 1.0 + 20 * rtt, "timeout", rtt=rtt) is EVEvent.LOSS, \
-        "a mark long ago explains nothing"
+    assert s.on_loss(0, 1.0 + 20 * rtt, "timeout", rtt=rtt) is EVEvent.LOSS, (
+        "a mark long ago explains nothing")
     assert ev.state is B
 
 

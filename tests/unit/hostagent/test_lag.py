@@ -48,8 +48,8 @@ def test_hosts_of_one_process_share_one_timer_and_see_their_own_window():
 
     lag, first, second = asyncio.run(main())
     woke = [w for w, _ in lag.samples]
-    assert min(b - a for a, b in zip(woke, woke[1:])) >= 0.9 * PERIOD, \
-        "one timer for both hosts: samples a period apart, not two timers' interleaved"
+    assert min(b - a for a, b in zip(woke, woke[1:])) >= 0.9 * PERIOD, (
+        "one timer for both hosts: samples a period apart, not two timers' interleaved")
     assert first.samples() and second.samples()
     assert first.samples()[0][0] < second.samples()[0][0], "each from its own start"
     assert second.samples()[-1][0] > first.samples()[-1][0], "the timer outlived the first"

@@ -66,8 +66,8 @@ def test_a_slower_plane_gets_fewer_packets_and_the_qp_gets_the_sum(slow):
     goodput, carried = transfer((slow * RATE, RATE))
     share = carried[0] / sum(carried)
     assert share < slow / (1 + slow) + 0.05, f"plane 0 carried {share:.2f} of the packets"
-    assert goodput > 0.9 * (1 + slow) * RATE, \
-        f"{goodput / RATE:.2f} x one port, against {1 + slow:.2f} the two have"
+    assert goodput > 0.9 * (1 + slow) * RATE, (
+        f"{goodput / RATE:.2f} x one port, against {1 + slow:.2f} the two have")
 
 
 @pytest.mark.parametrize("seed", [0, 1, 2])

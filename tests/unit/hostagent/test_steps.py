@@ -412,5 +412,5 @@ def test_a_collective_a_member_never_joins_names_the_other_members():
     plans = _plans({0: (ar,), 1: (ar,), 2: (Node(0, "compute", duration=0.01),)},
                    {"g": (0, 1, 2)}, {})
     executors = _stall(plans)
-    assert [[(w["node"], w["group"], w["on"]) for w in ex.waiting()] for ex in executors] == \
-        [[(0, "g", [1, 2])], [(0, "g", [0, 2])], []]
+    assert ([[(w["node"], w["group"], w["on"]) for w in ex.waiting()] for ex in executors] ==
+            [[(0, "g", [1, 2])], [(0, "g", [0, 2])], []])

@@ -91,8 +91,8 @@ def test_retry_schedule_is_the_specs_fixed_then_doubling():
         0.001, 0.001, 0.001, 0.001, 0.002, 0.004, 0.008, 0.016, 0.032]
     # the first send and 3 + 4 retries: 4 x 1 ms + 2 + 4 + 8 + 16 ms
     assert time_to_fail(cfg) == 0.034
-    assert retry_interval(QPConfig(timeout=0.001, linear_cnt=0), 0) == 0.001, \
-        "linear_cnt 0 starts doubling after the first timer, never a timeout of 0"
+    assert retry_interval(QPConfig(timeout=0.001, linear_cnt=0), 0) == 0.001, (
+        "linear_cnt 0 starts doubling after the first timer, never a timeout of 0")
     assert time_to_fail(QPConfig(exp_cnt=25)) == float("inf"), "exp_cnt 25 retries forever"
 
 
@@ -138,8 +138,8 @@ class ImmChecker(list):
         if isinstance(event, ImmArrived):
             k = next(i for i, w in enumerate(self.writes) if w[2] == event.imm)
             end = self.writes[k][1] + len(self.writes[k][0])
-            assert bytes(self.buf[:end]) == b"".join(w[0] for w in self.writes[:k + 1]), \
-                f"imm {event.imm} completed before all earlier bytes landed"
+            assert bytes(self.buf[:end]) == b"".join(w[0] for w in self.writes[:k + 1]), (
+                f"imm {event.imm} completed before all earlier bytes landed")
         super().append(event)
 
 

@@ -58,8 +58,8 @@ def test_run_results_records_the_scenario_digest(tmp_path: Path):
     r = RunResults(tmp_path, sc, "name: x\n", 1, "mrc")
     meta = json.loads((r.dir / "meta.json").read_text())
     # sha256 of the 8 bytes "name: x\n", computed by coreutils' sha256sum
-    assert meta["scenario_sha256"] == \
-        "a2a79ea37edb1963efaae29281523ab441a8a99df048d204f22f3f413e325afc"
+    assert (meta["scenario_sha256"] ==
+            "a2a79ea37edb1963efaae29281523ab441a8a99df048d204f22f3f413e325afc")
 
 
 def test_unwritable_results_are_one_clear_error(tmp_path: Path):

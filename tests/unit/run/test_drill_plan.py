@@ -40,8 +40,8 @@ def test_first_seed_runs_one_control_before_the_repetitions_and_none_runs_no_con
     assert [f for _, f, _ in runs_of(DRILL + "control: none\n")] == ["rep1", "rep2"] * 2
     for mode in ("every_seed", "first_seed"):
         calm = f"name: c\nscenario: {{}}\ncontrol: {mode}\nobjectives: {{mrc: {{}}}}\n"
-        assert [f for _, f, _ in runs_of(calm)] == ["rep1", "rep2", "rep3"] * 2, \
-            "no faults: nothing to control"
+        assert [f for _, f, _ in runs_of(calm)] == ["rep1", "rep2", "rep3"] * 2, (
+            "no faults: nothing to control")
 
 
 def test_control_is_one_of_three_modes():

@@ -101,9 +101,9 @@ def test_flap_cycles_are_bounded():
 
 
 def test_background_flow_count_is_bounded():
-    text = "name: x\nfabric: {leaves_per_plane: 64, hosts_per_leaf: 8, spines_per_plane: 1, " \
-           "planes: 1}\nbackground:\n" + \
-           "".join("- {pattern: permutation, duration: 1}\n" for _ in range(400))
+    text = ("name: x\nfabric: {leaves_per_plane: 64, hosts_per_leaf: 8, spines_per_plane: 1, "
+            "planes: 1}\nbackground:\n" +
+            "".join("- {pattern: permutation, duration: 1}\n" for _ in range(400)))
     msg = error_of(text)
     assert "background" in msg
 

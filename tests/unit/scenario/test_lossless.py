@@ -20,8 +20,8 @@ def test_lossless_is_off_by_default_and_turns_trimming_off_but_not_ecn():
     s = parse("switch: {lossless: true}")
     assert s.switch.lossless and s.switch.ecn and not s.switch.trimming
     links = make_plan(s).links
-    assert all(link.trim == 0 and link.ecn == 20_000 for link in links), \
-        "ECN at a fifth of the 100 KB buffer, no trim threshold"
+    assert all(link.trim == 0 and link.ecn == 20_000 for link in links), (
+        "ECN at a fifth of the 100 KB buffer, no trim threshold")
 
 
 def test_lossless_alone_still_runs_the_program():
