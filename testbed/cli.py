@@ -1,18 +1,17 @@
-"""`mrc-testbed`: validate, run, report, compare, drill, clean, list, schema.
+"""`mrc-testbed`: emulated multi-plane Clos fabrics in Mininet, MRC against RoCEv2.
 
-Exit status: 0 fine, 1 internal error, 2 invalid scenario, drill or arguments, 3 machine
-cannot run it (not root, kernel feature missing, another run active), 4 fabric failed
-verification, 5 a drill objective failed, 6 no drill objective failed but some were
-inconclusive (too few samples, no steady state, a run not judged faithful), 7 a run's fidelity
-verdict was not `faithful` (only with `run --require-faithful`), 130 interrupted. Errors print
-as one message (no traceback unless --debug).
+The subcommands are in `COMMANDS` (validate, run, report, compare, drill, calibrate, clean,
+list, schema), the exit statuses in `EXIT_STATUS`. Errors print as one message (no traceback
+unless --debug).
 """
 from __future__ import annotations
 
 import argparse
 import json
 import math
+import subprocess
 import sys
+from importlib import metadata
 from pathlib import Path
 from typing import cast
 
@@ -28,6 +27,54 @@ from testbed.lifecycle.progress import Progress
 from testbed.run import results
 from testbed.scenario.units import format_rate
 
+DESCRIPTION = ("Emulated multi-plane Clos fabrics in Mininet: build them, run MRC and RoCEv2 "
+               "over them, report and compare.")
+EXIT_STATUS = ("Exit status: 0 fine, 1 a bug (the message asks to report it), 2 invalid "
+               "scenario, drill or arguments, 3 the machine cannot do it (not root, a kernel "
+               "feature missing, another run active), 4 the fabric failed verification, 5 a "
+               "drill objective failed, 6 no drill objective failed but some were "
+               "inconclusive (too few samples, no steady state, a run not judged faithful), 7 a "
+               "run's fidelity verdict was not `faithful` (only with `run "
+               "--require-faithful`), 130 interrupted.")
+ROOT = Path(__file__).resolve().parents[1]  # the checkout, when the package runs from one
+
+
+def version() -> str:
+    """The installed package's version and, when the package runs from a git checkout, its
+    commit (marked when files tracked by git were changed since)."""
+    try:
+        out = f"mrc-testbed {metadata.version('mrc-testbed')}"
+    except metadata.PackageNotFoundError:
+        out = "mrc-testbed (version unknown: the package is not installed)"
+    if not (ROOT / ".git").exists():  # a directory, or a file in a worktree
+        return out
+
+    def git(*argv: str) -> str | None:
+        try:
+            done = subprocess.run(["git", "-C", str(ROOT), *argv], capture_output=True,
+                                  text=True, timeout=10, check=False)
+        except (OSError, subprocess.TimeoutExpired):
+            return None
+        return done.stdout.strip() if done.returncode == 0 else None
+
+    commit = git("rev-parse", "--short=12", "HEAD")
+    if commit is None:
+        return out
+    dirty = git("status", "--porcelain", "--untracked-files=no")
+    return f"{out} (commit {commit}{', with uncommitted changes' if dirty else ''})"
+
+
+class _Version(argparse.Action):
+    """`--version`: git runs only when asked."""
+
+    def __init__(self, option_strings: list[str], dest: str, help: str | None = None) -> None:
+        super().__init__(option_strings, dest=argparse.SUPPRESS, default=argparse.SUPPRESS,
+                         nargs=0, help=help)
+
+    def __call__(self, parser, namespace, values, option_string=None) -> None:
+        print(version())
+        parser.exit()
+
 
 def _seconds(text: str) -> float:
     """A finite, non-negative number of seconds (`nan` compares false with everything and
@@ -41,27 +88,74 @@ def _seconds(text: str) -> float:
     return value
 
 
+# Each subcommand's one line (the overview in `mrc-testbed --help`) and, where a line is not
+# enough, what its own `--help` says besides; the command reference is generated from both.
+COMMANDS: dict[str, tuple[str, str]] = {
+    "validate": ("check scenario files, build nothing (no root needed)",
+                 "Each file is checked and summarised; a bad one gets its own message and "
+                 "the exit status is the worst. For a `cluster:` scenario it prints the "
+                 "placement (nodes per server, crossing links, their rates); with "
+                 "`rate: auto`, the rate the cached calibration and pilot give, or what `run` "
+                 "will measure first."),
+    "run": ("per transport: build the fabric, verify every path, run the workload, collect "
+            "the results, tear down; then the reports",
+            "Each of the scenario's transports gets a fabric of its own and a results folder "
+            "(RESULTS/<utc>-<scenario>-<transport>); the reports (HTML + figures) and a "
+            "summary follow, with a comparison when there are several transports. "
+            "`--verify-only`, `--hold` and `--cli` build and verify the fabric but run no "
+            "workload."),
+    "report": ("render each run's report (HTML + figures in RUN/report/; no root needed)",
+               "Where this user may not write into RUN, the report goes under "
+               "~/.cache/mrc-testbed/reports/ ($XDG_CACHE_HOME, if set, for ~/.cache) "
+               "instead."),
+    "compare": ("render runs side by side, e.g. both transports (no root needed)", ""),
+    "drill": ("run drills (drills/*.yaml): objectives per transport, a verdict table, "
+              "`drills.json`, JUnit XML; exit 5 if one fails", ""),
+    "calibrate": ("measure this machine's packet budget (agents' and kernel's CPU per packet) "
+                  "for `rate: auto`, and cache it",
+                  "It builds a 4-host fabric and measures the agents' CPU per delivered packet "
+                  "and the kernel's CPU per link crossed (about 10 s)."),
+    "clean": ("remove what crashed runs left (their namespaces, processes)",
+              "Only what the runs recorded (emulated servers included), nothing else; a run "
+              "still running is left alone."),
+    "list": ("runs in the results folder and how each ended, and runs still active", ""),
+    "schema": ("print the scenario JSON Schema (`--drill`: the drill file's)", ""),
+}
+
+
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="mrc-testbed", description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(prog="mrc-testbed", description=DESCRIPTION,
+                                epilog=EXIT_STATUS)
+    p.add_argument("--version", action=_Version,
+                   help="print the package's version (and commit, in a git checkout), exit")
     p.add_argument("--debug", action="store_true", help="show tracebacks")
-    sub = p.add_subparsers(dest="command", required=True)
+    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    v = sub.add_parser("validate", help="check scenario files, build nothing")
-    v.add_argument("files", nargs="+", type=Path)
+    def command(name: str) -> argparse.ArgumentParser:
+        line, more = COMMANDS[name]
+        return sub.add_parser(name, help=line,
+                              description=f"{line[0].upper()}{line[1:]}. {more}".strip())
 
-    r = sub.add_parser("run", help="build a scenario's fabric, verify every path, then hold")
-    r.add_argument("file", nargs="?", type=Path,
+    v = command("validate")
+    v.add_argument("files", nargs="+", type=Path, metavar="FILE", help="scenario files (YAML)")
+
+    r = command("run")
+    r.add_argument("file", nargs="?", type=Path, metavar="FILE",
                    help="scenario file (default: the embedded scenarios/quickstart.yaml)")
     mode = r.add_mutually_exclusive_group()
     mode.add_argument("--verify-only", action="store_true",
                       help="build, print the verification table, tear down")
     mode.add_argument("--hold", type=_seconds, default=0.0, metavar="SECONDS",
-                      help="keep the fabric up this long after verification")
-    mode.add_argument("--cli", action="store_true", help="open Mininet's CLI after verification")
+                      help="keep the fabric up this long after verification, instead of "
+                           "running the workload")
+    mode.add_argument("--cli", action="store_true",
+                      help="open Mininet's CLI after verification, instead of running the "
+                           "workload (e.g. `h0 ping fd10:1:1::103`)")
     r.add_argument("--results", type=Path, default=results.DEFAULT_BASE,
                    help="folder for run results (default: %(default)s)")
     r.add_argument("--capture", action="append", default=[], metavar="IFNAME",
-                   help="write a pcap of this port (e.g. p0s0-eth1) for the workload; repeatable")
+                   help="write a pcap of this port (e.g. p0s0-eth1) for the workload, in the "
+                        "results (headers only, 160 B a packet); repeatable")
     r.add_argument("--require-faithful", action="store_true",
                    help="exit with code 7 when a run's fidelity verdict is not `faithful` "
                         "(its numbers may measure the CPU, not the network); results are kept")
@@ -73,17 +167,17 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument("--no-report", action="store_true",
                    help="skip the report (HTML and figures) and the summary at the end")
 
-    rep = sub.add_parser("report", help="render each run's report (HTML + figures in RUN/report/)")
-    rep.add_argument("runs", nargs="+", type=Path, metavar="RUN")
-    cmp = sub.add_parser("compare", help="render runs side by side (e.g. both transports)")
+    rep = command("report")
+    rep.add_argument("runs", nargs="+", type=Path, metavar="RUN",
+                     help="results folders of runs (RESULTS/<utc>-<scenario>-<transport>)")
+    cmp = command("compare")
     cmp.add_argument("runs", nargs="+", type=Path, metavar="RUN",
                      help="two or more results folders")
-    cmp.add_argument("--out", type=Path, default=None,
+    cmp.add_argument("--out", type=Path, default=None, metavar="DIR",
                      help="folder for the comparison (default: <utc>-compare-<scenario>/ beside "
                           "the first run)")
 
-    dr = sub.add_parser("drill", help="run drills (drills/*.yaml): objectives per transport, "
-                                      "a verdict table, JUnit XML; exit 5 if one fails")
+    dr = command("drill")
     dr.add_argument("drills", nargs="+", type=Path, metavar="FILE|DIR",
                     help="drill files, or folders of them")
     dr.add_argument("--results", type=Path, default=results.DEFAULT_BASE,
@@ -94,12 +188,12 @@ def _parser() -> argparse.ArgumentParser:
                     help="run nothing: judge again the runs an earlier `drill` left in this "
                          "folder (results/<utc>-drills), with the drill files' objectives")
 
-    sub.add_parser("calibrate", help="measure this machine's packet budget (agents' and "
-                                     "kernel's CPU per packet) for `rate: auto`, and cache it")
-    sub.add_parser("clean", help="remove what crashed runs left (their namespaces, processes)")
-    ls = sub.add_parser("list", help="runs in the results folder, and runs still active")
-    ls.add_argument("--results", type=Path, default=results.DEFAULT_BASE)
-    sc = sub.add_parser("schema", help="print the scenario JSON Schema (--drill: the drill's)")
+    command("calibrate")
+    command("clean")
+    ls = command("list")
+    ls.add_argument("--results", type=Path, default=results.DEFAULT_BASE,
+                    help="folder the runs are in (default: %(default)s)")
+    sc = command("schema")
     sc.add_argument("--drill", action="store_true", help="the drill file's JSON Schema")
     return p
 
