@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import shlex
 import subprocess
 import sys
 from importlib import metadata
@@ -17,7 +18,7 @@ from typing import cast
 
 from runcontract import META, UserError
 from testbed import scenario
-from testbed.errors import NotFaithful, TestbedError
+from testbed.errors import EnvironmentProblem, NotFaithful, TestbedError
 from testbed.fabric import timeline
 from testbed.fabric.placement import place
 from testbed.fabric.plan import make_plan
@@ -198,6 +199,21 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
+def _require_root(args: argparse.Namespace) -> None:
+    """`features.require_root`, its fix naming the command line the user gave (the command
+    itself, not always `run`), to repeat with sudo: sudo's PATH leaves out the venv, so the
+    program as it was started, a path."""
+    try:
+        features.require_root()
+    except EnvironmentProblem:
+        program = sys.argv[0] if Path(sys.argv[0]).name == "mrc-testbed" else \
+            ".venv/bin/mrc-testbed"
+        raise EnvironmentProblem(
+            f"`mrc-testbed {args.command}` needs root: it makes or removes network "
+            f"namespaces and the processes in them",
+            f"run it with sudo: `sudo {shlex.join([program, *args.argv])}`") from None
+
+
 def _cmd_validate(args) -> int:
     """Every file is checked, the bad ones each with its own message; the status is the worst."""
     status = 0
@@ -252,7 +268,7 @@ def _auto_rate_preview(sc: scenario.Scenario) -> scenario.Scenario:
 
 
 def _cmd_calibrate(args) -> int:
-    features.require_root()
+    _require_root(args)
     import contextlib
 
     from testbed.run.calibrate import calibrate
@@ -267,7 +283,7 @@ def _cmd_calibrate(args) -> int:
 
 
 def _cmd_run(args) -> int:
-    features.require_root()
+    _require_root(args)
     from testbed.run.runner import RunOptions, run  # imports Mininet: only when running
     sc, text = scenario.load(args.file)
     timeline.check(sc, args.file or "quickstart")
@@ -333,8 +349,8 @@ def _cmd_compare(args) -> int:
     return 0
 
 
-def _cmd_clean(_args) -> int:
-    features.require_root()
+def _cmd_clean(args) -> int:
+    _require_root(args)
     problems: list[str] = []
     records = registry.read_all(problems)
     for problem in problems:
@@ -416,7 +432,7 @@ def _cmd_drill(args) -> int:
         base = args.judge
         done = found(drills, base)
     else:
-        features.require_root()
+        _require_root(args)
         from testbed.run.drill import run_drills
         base = args.results / time.strftime("%Y%m%dT%H%M%SZ-drills", time.gmtime())
         done = run_drills(drills, base, Progress(), show_runs=args.verbose)
@@ -439,6 +455,7 @@ def _cmd_drill(args) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    args.argv = list(sys.argv[1:] if argv is None else argv)  # as given, for hints
     handler = {"validate": _cmd_validate, "run": _cmd_run, "report": _cmd_report,
                "compare": _cmd_compare, "clean": _cmd_clean, "list": _cmd_list,
                "schema": _cmd_schema, "drill": _cmd_drill,
