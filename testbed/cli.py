@@ -340,13 +340,35 @@ def _report(dirs: list[Path], compare: bool, out: Path | None, each: bool = True
 
 
 def _cmd_report(args) -> int:
-    _report(args.runs, compare=False, out=None)
+    """A folder the report cannot go to is the machine's (exit 3): `report` has no option
+    for where, it is RUN/report/ or the user's cache."""
+    from analysis.render import OutputError
+    try:
+        _report(args.runs, compare=False, out=None)
+    except OutputError as exc:
+        fix = ("make RUN/report/ a folder this user can write, or point XDG_CACHE_HOME at one "
+               "(a report goes there when RUN is not writable)")
+        raise EnvironmentProblem(exc.message, _output_hint(exc, fix)) from None
     return 0
 
 
 def _cmd_compare(args) -> int:
-    _report(args.runs, compare=True, out=args.out, each=False)
+    """A folder the comparison cannot go to is fixed with `--out` (exit 2, as bad input)."""
+    from analysis.render import OutputError
+    try:
+        _report(args.runs, compare=True, out=args.out, each=False)
+    except OutputError as exc:
+        fix = "give `--out DIR`, a folder you can write (it is made if missing)"
+        raise OutputError(exc.message, _output_hint(exc, fix)) from None
     return 0
+
+
+def _output_hint(exc: UserError, fix: str) -> str:
+    """`fix` in place of the analysis's own advice to give another folder, after its advice
+    about the folder itself (remove a link)."""
+    if exc.hint is None or exc.hint.startswith("give "):
+        return fix
+    return f"{exc.hint}, or {fix}"
 
 
 def _cmd_clean(args) -> int:
