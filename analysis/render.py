@@ -154,6 +154,16 @@ def _writable_beside(folder: Path, name: str) -> Path:
     return target if os.access(probe, os.W_OK) else user_reports_dir() / folder.name / name
 
 
+def existing_report(run_dir: Path) -> Path | None:
+    """The run's report.html where `render_run` writes it (the run's report/, or this user's
+    cache when the run's folder was not writable), or None: not made yet, or a rendering that
+    was cut short (the HTML is written last)."""
+    for folder in (run_dir / "report", user_reports_dir() / run_dir.name / "report"):
+        if (folder / "report.html").is_file():
+            return folder / "report.html"
+    return None
+
+
 def render_run(run_dir: str | Path, out_dir: str | Path | None = None) -> Rendered:
     """The report of one run, by default in its folder's `report/` (or, where this user may
     not write there, in user_reports_dir())."""

@@ -108,7 +108,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "report": ("render each run's report (HTML + figures in RUN/report/; no root needed)",
                "Where this user may not write into RUN, the report goes under "
                "~/.cache/mrc-testbed/reports/ ($XDG_CACHE_HOME, if set, for ~/.cache) "
-               "instead."),
+               "instead. It also makes the report a run lacks (`mrc-testbed list` names "
+               "them)."),
     "compare": ("render runs side by side, e.g. both transports (no root needed)", ""),
     "drill": ("run drills (drills/*.yaml): objectives per transport, a verdict table, "
               "`drills.json`, JUnit XML; exit 5 if one fails", ""),
@@ -119,7 +120,11 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "clean": ("remove what crashed runs left (their namespaces, processes)",
               "Only what the runs recorded (emulated servers included), nothing else; a run "
               "still running is left alone."),
-    "list": ("runs in the results folder and how each ended, and runs still active", ""),
+    "list": ("runs in the results folder, how each ended and whether its report is there; "
+             "runs still active",
+             "A run whose report is missing (it ended before its report was made, or ran "
+             "with `--no-report`) is named with the `mrc-testbed report` command that makes "
+             "it."),
     "schema": ("print the scenario JSON Schema (`--drill`: the drill file's)", ""),
 }
 
@@ -410,7 +415,8 @@ def _cmd_list(args) -> int:
     if not runs and not live:
         print(f"no runs in {args.results}/")
         return 0
-    print(f"{'run':<44}{'status':<13}{'duration':>10}  ended in")
+    print(f"{'run':<44}{'status':<13}{'duration':>10}  {'report':<9}ended in")
+    unreported = []
     for meta in runs:
         status = meta.get("status", "?")
         rec = live.get(str(meta.get("run_id")))
@@ -418,9 +424,29 @@ def _cmd_list(args) -> int:
             status = "crashed?"  # no live run of that id: until `clean` or a run confirms it
         duration = meta.get("duration_s")
         shown = f"{duration:.1f} s" if isinstance(duration, (int, float)) else "-"
-        print(f"{Path(meta['dir']).name:<44}{str(status)[:12]:<13}{shown:>10}  "
+        report = _report_state(Path(meta["dir"]), str(status))
+        if report == "missing":
+            unreported.append(meta["dir"])
+        print(f"{Path(meta['dir']).name:<44}{str(status)[:12]:<13}{shown:>10}  {report:<9}"
               f"{str(meta.get('ended_in_phase') or '')[:40]}")
+    if unreported:
+        print(f"\n{len(unreported)} run{'s' if len(unreported) > 1 else ''} without a report "
+              f"(the run ended before its report was made, or ran with --no-report); to make "
+              f"{'them' if len(unreported) > 1 else 'it'}:\n"
+              f"  mrc-testbed report {shlex.join(unreported)}")
     return 0
+
+
+def _report_state(run_dir: Path, status: str) -> str:
+    """"yes" where the run's report.html is, "missing" where the run has the tables a report
+    needs but no report, "-" where there is nothing to report (still running, or no workload
+    ran: --verify-only, --hold, a run that stopped before it)."""
+    from runcontract import REQUIRED_TABLES, table_file
+    if status in ("running", "unreadable") or \
+            not all((run_dir / table_file(t)).is_file() for t in REQUIRED_TABLES):
+        return "-"
+    from analysis.render import existing_report  # pandas: only when a run could have one
+    return "yes" if existing_report(run_dir) is not None else "missing"
 
 
 def _cmd_schema(args) -> int:

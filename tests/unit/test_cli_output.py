@@ -2,40 +2,19 @@
 problem the user fixes (not 1, a bug), and a fix that says how to choose another folder."""
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 
 import pytest
 
 from analysis import render
-from testbed import cli, scenario
-from testbed.run.collect import collect
-from testbed.run.results import RunResults
-from testbed.run.traffic import AgentOutcome
-
-
-def _run(base: Path, transport: str) -> Path:
-    """A results folder as a run writes it (RunResults, collect), from agents' iteration files."""
-    text = "name: o\nworkload: {size: 1KiB, iterations: 2, warmup: 0}\n"
-    sc = scenario.parse(text, "t")
-    r = RunResults(base, sc, text, 1, transport)
-    out = r.dir / "agents"
-    for rank, host in enumerate(sc.rank_hosts()):
-        (out / host).mkdir(parents=True)
-        (out / host / "iterations.json").write_text(json.dumps([
-            {"rank": rank, "kind": "all_reduce", "iteration": k, "warmup": False,
-             "start": 10.0 + k, "end": 10.5 + k, "bytes": 1024, "verified": True,
-             "error": None} for k in range(2)]))
-    collect(out, r.dir, [AgentOutcome(h, i, 0, {}) for i, h in enumerate(sc.rank_hosts())],
-            sc, transport)
-    r.finish("complete", None, {})
-    return r.dir
+from testbed import cli
+from tests.unit.made_runs import made_run
 
 
 @pytest.fixture
 def runs(tmp_path: Path) -> list[str]:
-    return [str(_run(tmp_path / "results", t)) for t in ("mrc", "rocev2")]
+    return [str(made_run(tmp_path / "results", t)) for t in ("mrc", "rocev2")]
 
 
 @pytest.fixture
