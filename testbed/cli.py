@@ -12,6 +12,7 @@ import math
 import shlex
 import subprocess
 import sys
+import time
 from importlib import metadata
 from pathlib import Path
 from typing import cast
@@ -112,7 +113,9 @@ COMMANDS: dict[str, tuple[str, str]] = {
                "them)."),
     "compare": ("render runs side by side, e.g. both transports (no root needed)", ""),
     "drill": ("run drills (drills/*.yaml): objectives per transport, a verdict table, "
-              "`drills.json`, JUnit XML; exit 5 if one fails", ""),
+              "`drills.json`, JUnit XML; exit 5 if one fails",
+              "`--judge` runs nothing and judges an earlier drill's runs again, into a folder "
+              "of its own: the verdicts the drill wrote when it ran are kept."),
     "calibrate": ("measure this machine's packet budget (agents' and kernel's CPU per packet) "
                   "for `rate: auto`, and cache it",
                   "It builds a 4-host fabric and measures the agents' CPU per delivered packet "
@@ -192,7 +195,8 @@ def _parser() -> argparse.ArgumentParser:
     dr.add_argument("--verbose", action="store_true", help="show each run's phases")
     dr.add_argument("--judge", type=Path, default=None, metavar="DRILLS_DIR",
                     help="run nothing: judge again the runs an earlier `drill` left in this "
-                         "folder (results/<utc>-drills), with the drill files' objectives")
+                         "folder (results/<utc>-drills), with the drill files' objectives; "
+                         "the verdicts go to DRILLS_DIR/judged-<utc>/, the earlier ones stay")
 
     command("calibrate")
     command("clean")
@@ -457,8 +461,6 @@ def _cmd_schema(args) -> int:
 
 def _cmd_drill(args) -> int:
     """Run drills, judge them, print and write the table; exit 0, 5 or 6 (module docstring)."""
-    import time
-
     from testbed.run.drill import check
     from testbed.scenario.drill import DrillTransport, drill_files, load_drill
     drills = [load_drill(f) for f in drill_files(args.drills)]
@@ -494,11 +496,37 @@ def _cmd_drill(args) -> int:
             spec.model_dump() if spec is not None else None, t.drill.drill.source, t.errors,
             contrast=other.model_dump() if other is not None else None,
             report=t.drill.drill.report, paired=t.paired))
-    files = drill_report.write(verdicts, base)
+    out = base if args.judge is None else _judgement_folder(base, time.gmtime())
+    files = drill_report.write(verdicts, out)
     print(drill_report.table(verdicts), end="")
     for f in files:
         print(f"drills: {f}")
+    if out != base:
+        kept = [n for n in ("drills.txt", "drills.json", "junit.xml") if (base / n).is_file()]
+        print(f"judged again: the verdicts above are in {out}/; "
+              + (f"those of the drill as it ran stay in {base}/ ({', '.join(kept)})" if kept
+                 else f"the drill as it ran left none in {base}/"))
     return drill_report.exit_status(verdicts)
+
+
+def _judgement_folder(base: Path, now: time.struct_time) -> Path:
+    """`base/judged-<utc>/`, new, for the verdicts of `drill --judge`: the judgement made when
+    the drill ran (base/drills.txt, drills.json, junit.xml) is its record and stays as it was,
+    and every later judgement (other objectives, runs judged faithful since) has its own."""
+    stem = time.strftime("judged-%Y%m%dT%H%M%SZ", now)
+    for n in range(100):
+        folder = base / (stem + (f"-{n}" if n else ""))
+        try:
+            folder.mkdir()
+            return folder
+        except FileExistsError:
+            continue
+        except OSError as exc:
+            raise EnvironmentProblem(
+                f"cannot write the verdicts in {base}: {exc.strerror or exc}",
+                "judge as the user who ran the drill (sudo, for a drill run as root)") from None
+    raise EnvironmentProblem(f"{base}: 100 judgements named {stem}[-N] exist already",
+                             "wait a second, or remove old judged-* folders")
 
 
 def main(argv: list[str] | None = None) -> int:

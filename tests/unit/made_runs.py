@@ -26,6 +26,12 @@ def made_run(base: Path, transport: str = "mrc", status: str = "complete",
                 {"rank": rank, "kind": "all_reduce", "iteration": k, "warmup": False,
                  "start": 10.0 + k, "end": 10.5 + k, "bytes": 1024, "verified": True,
                  "error": None} for k in range(2)]))
+            (out / host / "messages.json").write_text(json.dumps([
+                {"iteration": k, "warmup": False, "peer": (rank + 1) % 4, "size": 256,
+                 "start": 10.0 + k, "end": 10.4 + k, "retransmits": 0, "trims": 0,
+                 "evs_used": [0]} for k in range(2)]))
+            (out / host / "paths.json").write_text(json.dumps({"qps": [
+                {"qpn": 1, "peer": (rank + 1) % 4, "data_sent": 2, "retransmits": 0}]}))
         collect(out, r.dir, [AgentOutcome(h, i, 0, {})
                              for i, h in enumerate(sc.rank_hosts())], sc, transport)
     r.finish(status, None, {})
