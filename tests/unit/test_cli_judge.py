@@ -5,7 +5,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from testbed import cli
+from testbed.errors import EnvironmentProblem
 from tests.unit.made_runs import made_run
 
 SMOKE = str(Path(__file__).resolve().parents[2] / "drills" / "smoke.yaml")
@@ -43,3 +46,9 @@ def test_a_second_judgement_in_the_same_second_gets_its_own_folder(tmp_path: Pat
     second = cli._judgement_folder(base, (2026, 12, 5, 12, 0, 0, 5, 339, 0))
     assert first != second and first.is_dir() and second.is_dir()
     assert first.name == "judged-20261205T120000Z"
+
+
+def test_a_folder_the_verdicts_cannot_go_to_is_one_message(tmp_path: Path):
+    (tmp_path / "file").write_text("")
+    with pytest.raises(EnvironmentProblem, match="cannot write the verdicts"):
+        cli._judgement_folder(tmp_path / "file", (2026, 12, 5, 12, 0, 0, 5, 339, 0))
