@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from analysis import report
+from analysis import report, summary
 from analysis.load import load_runs
 from tests.unit.made_runs import made_run
 
@@ -28,3 +28,15 @@ def test_both_notebooks_show_both_tables():
     for notebook in ("run_report.ipynb", "compare_report.ipynb"):
         text = (Path(report.__file__).parent / notebook).read_text()
         assert "report.headline(views)" in text and "report.headline_counters(views)" in text
+
+
+def test_the_summary_under_the_headline_fits_the_page_unwrapped(tmp_path: Path):
+    """Each line of the terminal table (the header's is the widest) at the report's monospace
+    size (0.6 em a character) fits the output area, 840 px at a 1400 px window."""
+    runs = load_runs([made_run(tmp_path, "mrc"), made_run(tmp_path, "rocev2")])
+    lines = summary.table(report.views_of(runs)).splitlines()
+    columns = [line for line in lines if line.startswith("# transport")]
+    html = report.pre_html("\n".join(lines))
+    size = float(html.split("font-size: ", 1)[1].split("px", 1)[0]) if "font-size" in html \
+        else 14.0  # the classic template's output text
+    assert columns and max(len(line) for line in columns) * 0.6 * size <= 840
