@@ -31,7 +31,8 @@ from testbed.scenario.units import format_rate
 
 DESCRIPTION = ("Emulated multi-plane Clos fabrics in Mininet: build them, run MRC and RoCEv2 "
                "over them, report and compare.")
-EXIT_STATUS = ("Exit status: 0 fine, 1 a bug (the message asks to report it), 2 invalid "
+EXIT_STATUS = ("Exit status: 0 fine, 1 a bug (the message asks to report it) or agents that "
+               "failed (the message names them), 2 invalid "
                "scenario, drill or arguments, 3 the machine cannot do it (not root, a kernel "
                "feature missing, another run active), 4 the fabric failed verification, 5 a "
                "drill objective failed, 6 no drill objective failed but some were "
