@@ -10,10 +10,8 @@ import argparse
 import json
 import math
 import shlex
-import subprocess
 import sys
 import time
-from importlib import metadata
 from pathlib import Path
 from typing import cast
 
@@ -28,6 +26,7 @@ from testbed.lifecycle import cleanup, interrupts, registry
 from testbed.lifecycle.progress import Progress
 from testbed.run import results
 from testbed.scenario.units import format_rate
+from testbed.version import version
 
 DESCRIPTION = ("Emulated multi-plane Clos fabrics in Mininet: build them, run MRC and RoCEv2 "
                "over them, report and compare.")
@@ -39,32 +38,6 @@ EXIT_STATUS = ("Exit status: 0 fine, 1 a bug (the message asks to report it) or 
                "inconclusive (too few samples, no steady state, a run not judged faithful), 7 a "
                "run's fidelity verdict was not `faithful` (only with `run "
                "--require-faithful`), 130 interrupted.")
-ROOT = Path(__file__).resolve().parents[1]  # the checkout, when the package runs from one
-
-
-def version() -> str:
-    """The installed package's version and, when the package runs from a git checkout, its
-    commit (marked when files tracked by git were changed since)."""
-    try:
-        out = f"mrc-testbed {metadata.version('mrc-testbed')}"
-    except metadata.PackageNotFoundError:
-        out = "mrc-testbed (version unknown: the package is not installed)"
-    if not (ROOT / ".git").exists():  # a directory, or a file in a worktree
-        return out
-
-    def git(*argv: str) -> str | None:
-        try:
-            done = subprocess.run(["git", "-C", str(ROOT), *argv], capture_output=True,
-                                  text=True, timeout=10, check=False)
-        except (OSError, subprocess.TimeoutExpired):
-            return None
-        return done.stdout.strip() if done.returncode == 0 else None
-
-    commit = git("rev-parse", "--short=12", "HEAD")
-    if commit is None:
-        return out
-    dirty = git("status", "--porcelain", "--untracked-files=no")
-    return f"{out} (commit {commit}{', with uncommitted changes' if dirty else ''})"
 
 
 class _Version(argparse.Action):

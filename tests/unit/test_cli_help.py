@@ -3,12 +3,14 @@ from __future__ import annotations
 
 import argparse
 import subprocess
+import sys
 from importlib import metadata
 from pathlib import Path
 
 import pytest
 
-from testbed import cli
+import testbed.version
+from testbed import cli, entry
 
 CHECKOUT = Path(__file__).resolve().parents[2]
 
@@ -61,8 +63,16 @@ def test_version_names_the_package_version_and_the_checkouts_commit(capsys):
 
 
 def test_version_outside_a_checkout_names_no_commit(tmp_path: Path, monkeypatch, capsys):
-    monkeypatch.setattr(cli, "ROOT", tmp_path)
+    monkeypatch.setattr(testbed.version, "ROOT", tmp_path)
     with pytest.raises(SystemExit):
         cli.main(["--version"])
     out = capsys.readouterr().out
     assert out.strip() == f"mrc-testbed {metadata.version('mrc-testbed')}"
+
+
+def test_version_answers_without_the_c_extension(monkeypatch, capsys):
+    """A fresh clone, before `make dev`: the CLI cannot be imported, --version still works."""
+    monkeypatch.setattr(sys, "argv", ["mrc-testbed", "--version"])
+    monkeypatch.setitem(sys.modules, "testbed.cli", None)  # importing it raises ImportError
+    assert entry.main() == 0
+    assert capsys.readouterr().out.startswith(f"mrc-testbed {metadata.version('mrc-testbed')}")
