@@ -51,6 +51,10 @@ _STATE_STYLE: dict[str, _Fill] = {
     "DENIED": {"facecolor": "black", "hatch": "xx", "edgecolor": "#888888"},
 }
 TIME_LABEL = "time since workload start (s)"
+# Transports whose QPs spread over entropy values (EVs), each with a health state; a RoCEv2 QP
+# is bound to one path, and its paths table has one row per QP with nothing that changes.
+EV_TRANSPORTS = frozenset({"mrc"})
+NO_EV_STATES = "one path per QP: no EV states"
 
 plt.rcParams.update({"figure.dpi": 110, "savefig.dpi": 150, "font.size": 9,
                      "axes.grid": True, "grid.alpha": 0.3, "legend.fontsize": 8,
@@ -279,8 +283,16 @@ def ev_timeline(segments: pd.DataFrame, disturbances: pd.DataFrame, t_end: float
                 title: str, transport: str, hosts: dict[int, str],
                 max_lanes: int = 40) -> Figure:
     """One lane per EV that was not GOOD all along (state as hatched bars), faults shaded;
-    `hosts` names the peer ranks. A run without EVs (RoCEv2) or without changes says so in
-    the plot."""
+    `hosts` names the peer ranks. A transport without EV states (RoCEv2: one path per QP)
+    gets that line instead of a plot; an MRC run without changes says so in the plot."""
+    if transport not in EV_TRANSPORTS:  # not a box of lanes that could never be there
+        fig, ax = plt.subplots(figsize=(7.5, 1.0))
+        ax.axis("off")
+        ax.text(0.5, 0.5, NO_EV_STATES, transform=ax.transAxes,
+                ha="center", va="center")
+        ax.set_title(title, fontsize=9)
+        fig.tight_layout()
+        return fig
     key = ["host", "peer", "qpn", "ev"]
     changed = segments
     if not segments.empty:  # every segment of an EV with one segment not GOOD
@@ -293,7 +305,7 @@ def ev_timeline(segments: pd.DataFrame, disturbances: pd.DataFrame, t_end: float
     fig, ax = plt.subplots(figsize=(7.5, max(2.2, 0.28 * len(lanes) + 1.4)))
     _mark_disturbances(ax, disturbances, None, t_end, labels=False)
     if segments.empty:
-        message = f"{transport}: no EVs (a QP is bound to one path), nothing to show"
+        message = f"{transport}: no EVs recorded, nothing to show"
     elif not lanes:
         message = f"all {total} EVs stayed in their state the whole run (no change)"
     else:

@@ -36,6 +36,13 @@ class RenderError(UserError):
     """A report notebook failed: a bug in analysis, or data it did not expect."""
 
 
+class OutputError(RenderError):
+    """The report's folder cannot be made or written (the one asked for, or the default):
+    the user chooses another, so not a bug (exit status 2, as for other bad input)."""
+
+    exit_code = 2
+
+
 @dataclass(frozen=True)
 class Rendered:
     html: Path
@@ -99,22 +106,22 @@ def _prepare(out: Path) -> None:
     """The report's folder: made if missing; refused if it, or anything in it, is a symlink
     (`report` may run as root: a planted link would be written through), or if it is a file."""
     if out.is_symlink():
-        raise RenderError(f"{out}: a symbolic link; a report is written only into a real "
+        raise OutputError(f"{out}: a symbolic link; a report is written only into a real "
                           f"folder", "remove the link, or write the report elsewhere")
     if out.exists() and not out.is_dir():
-        raise RenderError(f"{out}: exists and is not a folder",
+        raise OutputError(f"{out}: exists and is not a folder",
                           "give the path of a folder (it is made if missing)")
     try:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
-        raise RenderError(f"cannot make the report folder {out}: {exc.strerror}",
+        raise OutputError(f"cannot make the report folder {out}: {exc.strerror}",
                           "give a folder you can write") from None
     links = [p.name for p in out.iterdir() if p.is_symlink()]
     if links:
-        raise RenderError(f"{out}: holds symbolic links ({', '.join(sorted(links)[:5])}); a "
+        raise OutputError(f"{out}: holds symbolic links ({', '.join(sorted(links)[:5])}); a "
                           f"report never writes through one", "remove them")
     if not os.access(out, os.W_OK):
-        raise RenderError(f"{out}: not writable by this user",
+        raise OutputError(f"{out}: not writable by this user",
                           "give a folder you can write")
 
 
@@ -145,6 +152,16 @@ def _writable_beside(folder: Path, name: str) -> Path:
     target = folder / name
     probe = target if target.exists() else folder
     return target if os.access(probe, os.W_OK) else user_reports_dir() / folder.name / name
+
+
+def existing_report(run_dir: Path) -> Path | None:
+    """The run's report.html where `render_run` writes it (the run's report/, or this user's
+    cache when the run's folder was not writable), or None: not made yet, or a rendering that
+    was cut short (the HTML is written last)."""
+    for folder in (run_dir / "report", user_reports_dir() / run_dir.name / "report"):
+        if (folder / "report.html").is_file():
+            return folder / "report.html"
+    return None
 
 
 def render_run(run_dir: str | Path, out_dir: str | Path | None = None) -> Rendered:

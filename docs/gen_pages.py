@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import argparse
 import ast
+import html
 import json
 import os
+import re
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
@@ -20,17 +22,72 @@ from testbed import cli
 ROOT = Path(__file__).resolve().parents[1]
 
 
+def _md(text: str) -> str:
+    """Help text (plain, `code` in backticks, as the terminal shows it) as Markdown, also for a
+    table's cell: code spans stay as they are (a table leaves a `|` in one alone); elsewhere
+    `<utc>` and the like are escaped, not taken for HTML tags, `*` and `_` are text, not
+    emphasis, and `|` does not end the cell."""
+    parts = text.split("`")
+    if len(parts) % 2 == 0:  # an unpaired backtick: all of it is text
+        parts = [text]
+    out = []
+    for i, part in enumerate(parts):
+        if i % 2:
+            out.append(f"`{part}`")
+            continue
+        part = html.escape(part, quote=False)
+        out.append(re.sub(r"([\\`*_\[\]|])", r"\\\1", part))
+    return "".join(out)
+
+
+def _invocation(name: str, sub: argparse.ArgumentParser) -> str:
+    """`mrc-testbed NAME` and its positional arguments, as a user types them."""
+    words = [f"mrc-testbed {name}"]
+    for action in sub._actions:
+        if action.option_strings:
+            continue
+        metavar = str(action.metavar or action.dest)
+        words.append({"?": f"[{metavar}]", "+": f"{metavar}...", "*": f"[{metavar}...]"}.get(
+            str(action.nargs), metavar))
+    return " ".join(words)
+
+
+def _arguments(parser: argparse.ArgumentParser) -> list[str]:
+    """A table of the parser's arguments (every one but --help), each with its help text."""
+    formatter = parser._get_formatter()
+    rows = []
+    for action in parser._actions:
+        if isinstance(action, (argparse._HelpAction, argparse._SubParsersAction)):
+            continue
+        if action.option_strings:
+            metavar = "" if action.nargs == 0 else f" {action.metavar or action.dest.upper()}"
+            name = ", ".join(f"{o}{metavar}" for o in action.option_strings)
+        else:
+            name = str(action.metavar or action.dest)
+        text = formatter._expand_help(action) if action.help else ""
+        rows.append(f"| `{name}` | {_md(text)} |\n")
+    return ["| argument | what |\n|---|---|\n", *rows] if rows else []
+
+
 def commands_page() -> str:
-    """The hand-written overview, then each subcommand's own `--help`."""
-    os.environ["COLUMNS"] = "100"  # argparse wraps help at the terminal's width
+    """The hand-written introduction; an overview of every subcommand; the options and exit
+    statuses of `mrc-testbed` itself; then each subcommand: its description, usage and
+    arguments. All of it from the CLI's parser (cli.COMMANDS, cli.EXIT_STATUS), so that a new
+    subcommand or option appears here, and its help text renders as Markdown."""
+    os.environ["COLUMNS"] = "100"  # argparse wraps the usage at the terminal's width
     parser = cli._parser()
     subs = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
-    helps = {c.dest: c.help for c in subs._choices_actions}
-    out = [(ROOT / "docs/reference/commands-intro.md").read_text(), "\n## mrc-testbed\n",
-           f"```text\n{parser.format_help()}```\n"]
+    helps = {c.dest: c.help or "" for c in subs._choices_actions}
+    out = [(ROOT / "docs/reference/commands-intro.md").read_text(),
+           "\n| command | what |\n|---|---|\n"]
     for name, sub in subs.choices.items():
-        out.append(f"\n## mrc-testbed {name}\n\n{helps[name]}.\n\n"
-                   f"```text\n{sub.format_help()}```\n")
+        out.append(f"| [`{_invocation(name, sub)}`](#mrc-testbed-{name}) | {_md(helps[name])} |\n")
+    out += [f"\n{_md(cli.EXIT_STATUS)}\n", "\n## mrc-testbed\n\n",
+            f"{_md(parser.description or '')}\n\n",
+            f"```text\n{parser.format_usage()}```\n\n", *_arguments(parser)]
+    for name, sub in subs.choices.items():
+        out += [f"\n## mrc-testbed {name}\n\n{_md(sub.description or helps[name])}\n\n",
+                f"```text\n{sub.format_usage()}```\n\n", *_arguments(sub)]
     return "".join(out)
 
 

@@ -1,24 +1,23 @@
-"""`mrc-testbed`: validate, run, report, compare, drill, clean, list, schema.
+"""`mrc-testbed`: emulated multi-plane Clos fabrics in Mininet, MRC against RoCEv2.
 
-Exit status: 0 fine, 1 internal error, 2 invalid scenario, drill or arguments, 3 machine
-cannot run it (not root, kernel feature missing, another run active), 4 fabric failed
-verification, 5 a drill objective failed, 6 no drill objective failed but some were
-inconclusive (too few samples, no steady state, a run not judged faithful), 7 a run's fidelity
-verdict was not `faithful` (only with `run --require-faithful`), 130 interrupted. Errors print
-as one message (no traceback unless --debug).
+The subcommands are in `COMMANDS` (validate, run, report, compare, drill, calibrate, clean,
+list, schema), the exit statuses in `EXIT_STATUS`. Errors print as one message (no traceback
+unless --debug).
 """
 from __future__ import annotations
 
 import argparse
 import json
 import math
+import shlex
 import sys
+import time
 from pathlib import Path
 from typing import cast
 
 from runcontract import META, UserError
 from testbed import scenario
-from testbed.errors import NotFaithful, TestbedError
+from testbed.errors import EnvironmentProblem, NotFaithful, TestbedError
 from testbed.fabric import timeline
 from testbed.fabric.placement import place
 from testbed.fabric.plan import make_plan
@@ -27,6 +26,30 @@ from testbed.lifecycle import cleanup, interrupts, registry
 from testbed.lifecycle.progress import Progress
 from testbed.run import results
 from testbed.scenario.units import format_rate
+from testbed.version import version
+
+DESCRIPTION = ("Emulated multi-plane Clos fabrics in Mininet: build them, run MRC and RoCEv2 "
+               "over them, report and compare.")
+EXIT_STATUS = ("Exit status: 0 fine, 1 a bug (the message asks to report it) or agents that "
+               "failed (the message names them), 2 invalid "
+               "scenario, drill or arguments, 3 the machine cannot do it (not root, a kernel "
+               "feature missing, another run active), 4 the fabric failed verification, 5 a "
+               "drill objective failed, 6 no drill objective failed but some were "
+               "inconclusive (too few samples, no steady state, a run not judged faithful), 7 a "
+               "run's fidelity verdict was not `faithful` (only with `run "
+               "--require-faithful`), 130 interrupted.")
+
+
+class _Version(argparse.Action):
+    """`--version`: git runs only when asked."""
+
+    def __init__(self, option_strings: list[str], dest: str, help: str | None = None) -> None:
+        super().__init__(option_strings, dest=argparse.SUPPRESS, default=argparse.SUPPRESS,
+                         nargs=0, help=help)
+
+    def __call__(self, parser, namespace, values, option_string=None) -> None:
+        print(version())
+        parser.exit()
 
 
 def _seconds(text: str) -> float:
@@ -41,27 +64,81 @@ def _seconds(text: str) -> float:
     return value
 
 
+# Each subcommand's one line (the overview in `mrc-testbed --help`) and, where a line is not
+# enough, what its own `--help` says besides; the command reference is generated from both.
+COMMANDS: dict[str, tuple[str, str]] = {
+    "validate": ("check scenario files, build nothing (no root needed)",
+                 "Each file is checked and summarised; a bad one gets its own message and "
+                 "the exit status is the worst. For a `cluster:` scenario it prints the "
+                 "placement (nodes per server, crossing links, their rates); with "
+                 "`rate: auto`, the rate the cached calibration and pilot give, or what `run` "
+                 "will measure first."),
+    "run": ("per transport: build the fabric, verify every path, run the workload, collect "
+            "the results, tear down; then the reports",
+            "Each of the scenario's transports gets a fabric of its own and a results folder "
+            "(RESULTS/<utc>-<scenario>-<transport>); the reports (HTML + figures) and a "
+            "summary follow, with a comparison when there are several transports. "
+            "`--verify-only`, `--hold` and `--cli` build and verify the fabric but run no "
+            "workload."),
+    "report": ("render each run's report (HTML + figures in RUN/report/; no root needed)",
+               "Where this user may not write into RUN, the report goes under "
+               "~/.cache/mrc-testbed/reports/ ($XDG_CACHE_HOME, if set, for ~/.cache) "
+               "instead. It also makes the report a run lacks (`mrc-testbed list` names "
+               "them)."),
+    "compare": ("render runs side by side, e.g. both transports (no root needed)", ""),
+    "drill": ("run drills (drills/*.yaml): objectives per transport, a verdict table, "
+              "`drills.json`, JUnit XML; exit 5 if one fails",
+              "`--judge` runs nothing and judges an earlier drill's runs again, into a folder "
+              "of its own: the verdicts the drill wrote when it ran are kept."),
+    "calibrate": ("measure this machine's packet budget (agents' and kernel's CPU per packet) "
+                  "for `rate: auto`, and cache it",
+                  "It builds a 4-host fabric and measures the agents' CPU per delivered packet "
+                  "and the kernel's CPU per link crossed (about 10 s)."),
+    "clean": ("remove what crashed runs left (their namespaces, processes)",
+              "Only what the runs recorded (emulated servers included), nothing else; a run "
+              "still running is left alone."),
+    "list": ("runs in the results folder, how each ended and whether its report is there; "
+             "runs still active",
+             "A run whose report is missing (it ended before its report was made, or ran "
+             "with `--no-report`) is named with the `mrc-testbed report` command that makes "
+             "it."),
+    "schema": ("print the scenario JSON Schema (`--drill`: the drill file's)", ""),
+}
+
+
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="mrc-testbed", description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(prog="mrc-testbed", description=DESCRIPTION,
+                                epilog=EXIT_STATUS)
+    p.add_argument("--version", action=_Version,
+                   help="print the package's version (and commit, in a git checkout), exit")
     p.add_argument("--debug", action="store_true", help="show tracebacks")
-    sub = p.add_subparsers(dest="command", required=True)
+    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    v = sub.add_parser("validate", help="check scenario files, build nothing")
-    v.add_argument("files", nargs="+", type=Path)
+    def command(name: str) -> argparse.ArgumentParser:
+        line, more = COMMANDS[name]
+        return sub.add_parser(name, help=line,
+                              description=f"{line[0].upper()}{line[1:]}. {more}".strip())
 
-    r = sub.add_parser("run", help="build a scenario's fabric, verify every path, then hold")
-    r.add_argument("file", nargs="?", type=Path,
+    v = command("validate")
+    v.add_argument("files", nargs="+", type=Path, metavar="FILE", help="scenario files (YAML)")
+
+    r = command("run")
+    r.add_argument("file", nargs="?", type=Path, metavar="FILE",
                    help="scenario file (default: the embedded scenarios/quickstart.yaml)")
     mode = r.add_mutually_exclusive_group()
     mode.add_argument("--verify-only", action="store_true",
                       help="build, print the verification table, tear down")
     mode.add_argument("--hold", type=_seconds, default=0.0, metavar="SECONDS",
-                      help="keep the fabric up this long after verification")
-    mode.add_argument("--cli", action="store_true", help="open Mininet's CLI after verification")
+                      help="keep the fabric up this long after verification, instead of "
+                           "running the workload")
+    mode.add_argument("--cli", action="store_true",
+                      help="open Mininet's CLI after verification, instead of running the "
+                           "workload (e.g. `h0 ping fd10:1:1::103`)")
     r.add_argument("--results", type=Path, default=results.DEFAULT_BASE,
                    help="folder for run results (default: %(default)s)")
     r.add_argument("--capture", action="append", default=[], metavar="IFNAME",
-                   help="write a pcap of this port (e.g. p0s0-eth1) for the workload; repeatable")
+                   help="write a pcap of this port (e.g. p0s0-eth1) for the workload, in the "
+                        "results (headers only, 160 B a packet); repeatable")
     r.add_argument("--require-faithful", action="store_true",
                    help="exit with code 7 when a run's fidelity verdict is not `faithful` "
                         "(its numbers may measure the CPU, not the network); results are kept")
@@ -73,17 +150,17 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument("--no-report", action="store_true",
                    help="skip the report (HTML and figures) and the summary at the end")
 
-    rep = sub.add_parser("report", help="render each run's report (HTML + figures in RUN/report/)")
-    rep.add_argument("runs", nargs="+", type=Path, metavar="RUN")
-    cmp = sub.add_parser("compare", help="render runs side by side (e.g. both transports)")
+    rep = command("report")
+    rep.add_argument("runs", nargs="+", type=Path, metavar="RUN",
+                     help="results folders of runs (RESULTS/<utc>-<scenario>-<transport>)")
+    cmp = command("compare")
     cmp.add_argument("runs", nargs="+", type=Path, metavar="RUN",
                      help="two or more results folders")
-    cmp.add_argument("--out", type=Path, default=None,
+    cmp.add_argument("--out", type=Path, default=None, metavar="DIR",
                      help="folder for the comparison (default: <utc>-compare-<scenario>/ beside "
                           "the first run)")
 
-    dr = sub.add_parser("drill", help="run drills (drills/*.yaml): objectives per transport, "
-                                      "a verdict table, JUnit XML; exit 5 if one fails")
+    dr = command("drill")
     dr.add_argument("drills", nargs="+", type=Path, metavar="FILE|DIR",
                     help="drill files, or folders of them")
     dr.add_argument("--results", type=Path, default=results.DEFAULT_BASE,
@@ -92,16 +169,32 @@ def _parser() -> argparse.ArgumentParser:
     dr.add_argument("--verbose", action="store_true", help="show each run's phases")
     dr.add_argument("--judge", type=Path, default=None, metavar="DRILLS_DIR",
                     help="run nothing: judge again the runs an earlier `drill` left in this "
-                         "folder (results/<utc>-drills), with the drill files' objectives")
+                         "folder (results/<utc>-drills), with the drill files' objectives; "
+                         "the verdicts go to DRILLS_DIR/judged-<utc>/, the earlier ones stay")
 
-    sub.add_parser("calibrate", help="measure this machine's packet budget (agents' and "
-                                     "kernel's CPU per packet) for `rate: auto`, and cache it")
-    sub.add_parser("clean", help="remove what crashed runs left (their namespaces, processes)")
-    ls = sub.add_parser("list", help="runs in the results folder, and runs still active")
-    ls.add_argument("--results", type=Path, default=results.DEFAULT_BASE)
-    sc = sub.add_parser("schema", help="print the scenario JSON Schema (--drill: the drill's)")
+    command("calibrate")
+    command("clean")
+    ls = command("list")
+    ls.add_argument("--results", type=Path, default=results.DEFAULT_BASE,
+                    help="folder the runs are in (default: %(default)s)")
+    sc = command("schema")
     sc.add_argument("--drill", action="store_true", help="the drill file's JSON Schema")
     return p
+
+
+def _require_root(args: argparse.Namespace) -> None:
+    """`features.require_root`, its fix naming the command line the user gave (the command
+    itself, not always `run`), to repeat with sudo: sudo's PATH leaves out the venv, so the
+    program as it was started, a path."""
+    try:
+        features.require_root()
+    except EnvironmentProblem:
+        program = sys.argv[0] if Path(sys.argv[0]).name == "mrc-testbed" else \
+            ".venv/bin/mrc-testbed"
+        raise EnvironmentProblem(
+            f"`mrc-testbed {args.command}` needs root: it makes or removes network "
+            f"namespaces and the processes in them",
+            f"run it with sudo: `sudo {shlex.join([program, *args.argv])}`") from None
 
 
 def _cmd_validate(args) -> int:
@@ -158,7 +251,7 @@ def _auto_rate_preview(sc: scenario.Scenario) -> scenario.Scenario:
 
 
 def _cmd_calibrate(args) -> int:
-    features.require_root()
+    _require_root(args)
     import contextlib
 
     from testbed.run.calibrate import calibrate
@@ -173,7 +266,7 @@ def _cmd_calibrate(args) -> int:
 
 
 def _cmd_run(args) -> int:
-    features.require_root()
+    _require_root(args)
     from testbed.run.runner import RunOptions, run  # imports Mininet: only when running
     sc, text = scenario.load(args.file)
     timeline.check(sc, args.file or "quickstart")
@@ -230,17 +323,39 @@ def _report(dirs: list[Path], compare: bool, out: Path | None, each: bool = True
 
 
 def _cmd_report(args) -> int:
-    _report(args.runs, compare=False, out=None)
+    """A folder the report cannot go to is the machine's (exit 3): `report` has no option
+    for where, it is RUN/report/ or the user's cache."""
+    from analysis.render import OutputError
+    try:
+        _report(args.runs, compare=False, out=None)
+    except OutputError as exc:
+        fix = ("make RUN/report/ a folder this user can write, or point XDG_CACHE_HOME at one "
+               "(a report goes there when RUN is not writable)")
+        raise EnvironmentProblem(exc.message, _output_hint(exc, fix)) from None
     return 0
 
 
 def _cmd_compare(args) -> int:
-    _report(args.runs, compare=True, out=args.out, each=False)
+    """A folder the comparison cannot go to is fixed with `--out` (exit 2, as bad input)."""
+    from analysis.render import OutputError
+    try:
+        _report(args.runs, compare=True, out=args.out, each=False)
+    except OutputError as exc:
+        fix = "give `--out DIR`, a folder you can write (it is made if missing)"
+        raise OutputError(exc.message, _output_hint(exc, fix)) from None
     return 0
 
 
-def _cmd_clean(_args) -> int:
-    features.require_root()
+def _output_hint(exc: UserError, fix: str) -> str:
+    """`fix` in place of the analysis's own advice to give another folder, after its advice
+    about the folder itself (remove a link)."""
+    if exc.hint is None or exc.hint.startswith("give "):
+        return fix
+    return f"{exc.hint}, or {fix}"
+
+
+def _cmd_clean(args) -> int:
+    _require_root(args)
     problems: list[str] = []
     records = registry.read_all(problems)
     for problem in problems:
@@ -278,7 +393,8 @@ def _cmd_list(args) -> int:
     if not runs and not live:
         print(f"no runs in {args.results}/")
         return 0
-    print(f"{'run':<44}{'status':<13}{'duration':>10}  ended in")
+    print(f"{'run':<44}{'status':<13}{'duration':>10}  {'report':<9}ended in")
+    unreported = []
     for meta in runs:
         status = meta.get("status", "?")
         rec = live.get(str(meta.get("run_id")))
@@ -286,9 +402,29 @@ def _cmd_list(args) -> int:
             status = "crashed?"  # no live run of that id: until `clean` or a run confirms it
         duration = meta.get("duration_s")
         shown = f"{duration:.1f} s" if isinstance(duration, (int, float)) else "-"
-        print(f"{Path(meta['dir']).name:<44}{str(status)[:12]:<13}{shown:>10}  "
+        report = _report_state(Path(meta["dir"]), str(status))
+        if report == "missing":
+            unreported.append(meta["dir"])
+        print(f"{Path(meta['dir']).name:<44}{str(status)[:12]:<13}{shown:>10}  {report:<9}"
               f"{str(meta.get('ended_in_phase') or '')[:40]}")
+    if unreported:
+        print(f"\n{len(unreported)} run{'s' if len(unreported) > 1 else ''} without a report "
+              f"(the run ended before its report was made, or ran with --no-report); to make "
+              f"{'them' if len(unreported) > 1 else 'it'}:\n"
+              f"  mrc-testbed report {shlex.join(unreported)}")
     return 0
+
+
+def _report_state(run_dir: Path, status: str) -> str:
+    """"yes" where the run's report.html is, "missing" where the run has the tables a report
+    needs but no report, "-" where there is nothing to report (still running, or no workload
+    ran: --verify-only, --hold, a run that stopped before it)."""
+    from runcontract import REQUIRED_TABLES, table_file
+    if status in ("running", "unreadable") or \
+            not all((run_dir / table_file(t)).is_file() for t in REQUIRED_TABLES):
+        return "-"
+    from analysis.render import existing_report  # pandas: only when a run could have one
+    return "yes" if existing_report(run_dir) is not None else "missing"
 
 
 def _cmd_schema(args) -> int:
@@ -299,8 +435,6 @@ def _cmd_schema(args) -> int:
 
 def _cmd_drill(args) -> int:
     """Run drills, judge them, print and write the table; exit 0, 5 or 6 (module docstring)."""
-    import time
-
     from testbed.run.drill import check
     from testbed.scenario.drill import DrillTransport, drill_files, load_drill
     drills = [load_drill(f) for f in drill_files(args.drills)]
@@ -322,7 +456,7 @@ def _cmd_drill(args) -> int:
         base = args.judge
         done = found(drills, base)
     else:
-        features.require_root()
+        _require_root(args)
         from testbed.run.drill import run_drills
         base = args.results / time.strftime("%Y%m%dT%H%M%SZ-drills", time.gmtime())
         done = run_drills(drills, base, Progress(), show_runs=args.verbose)
@@ -336,15 +470,42 @@ def _cmd_drill(args) -> int:
             spec.model_dump() if spec is not None else None, t.drill.drill.source, t.errors,
             contrast=other.model_dump() if other is not None else None,
             report=t.drill.drill.report, paired=t.paired))
-    files = drill_report.write(verdicts, base)
+    out = base if args.judge is None else _judgement_folder(base, time.gmtime())
+    files = drill_report.write(verdicts, out)
     print(drill_report.table(verdicts), end="")
     for f in files:
         print(f"drills: {f}")
+    if out != base:
+        kept = [n for n in ("drills.txt", "drills.json", "junit.xml") if (base / n).is_file()]
+        print(f"judged again: the verdicts above are in {out}/; "
+              + (f"those of the drill as it ran stay in {base}/ ({', '.join(kept)})" if kept
+                 else f"the drill as it ran left none in {base}/"))
     return drill_report.exit_status(verdicts)
+
+
+def _judgement_folder(base: Path, now: time.struct_time) -> Path:
+    """`base/judged-<utc>/`, new, for the verdicts of `drill --judge`: the judgement made when
+    the drill ran (base/drills.txt, drills.json, junit.xml) is its record and stays as it was,
+    and every later judgement (other objectives, runs judged faithful since) has its own."""
+    stem = time.strftime("judged-%Y%m%dT%H%M%SZ", now)
+    for n in range(100):
+        folder = base / (stem + (f"-{n}" if n else ""))
+        try:
+            folder.mkdir()
+            return folder
+        except FileExistsError:
+            continue
+        except OSError as exc:
+            raise EnvironmentProblem(
+                f"cannot write the verdicts in {base}: {exc.strerror or exc}",
+                "judge as the user who ran the drill (sudo, for a drill run as root)") from None
+    raise EnvironmentProblem(f"{base}: 100 judgements named {stem}[-N] exist already",
+                             "wait a second, or remove old judged-* folders")
 
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    args.argv = list(sys.argv[1:] if argv is None else argv)  # as given, for hints
     handler = {"validate": _cmd_validate, "run": _cmd_run, "report": _cmd_report,
                "compare": _cmd_compare, "clean": _cmd_clean, "list": _cmd_list,
                "schema": _cmd_schema, "drill": _cmd_drill,

@@ -62,8 +62,9 @@ def test_not_root_gets_one_line(results_dir: Path):
                          capture_output=True, text=True, cwd=ROOT, timeout=60)
     assert res.returncode == 3
     assert res.stderr.strip().splitlines() == [
-        "error: mrc-testbed needs root to create network namespaces",
-        "  fix: run it with sudo, e.g. `sudo .venv/bin/mrc-testbed run`"]
+        "error: `mrc-testbed run` needs root: it makes or removes network namespaces and the "
+        "processes in them",
+        f"  fix: run it with sudo: `sudo .venv/bin/mrc-testbed run --results {results_dir}`"]
 
 
 def test_list_shows_how_runs_ended(results_dir: Path):

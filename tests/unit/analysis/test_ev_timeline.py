@@ -34,3 +34,14 @@ def test_only_the_first_lanes_are_drawn_and_the_title_says_so():
     ax = fig.axes[0]
     assert len(ax.get_yticklabels()) == 3
     assert "5 of 5 EVs changed state, first 3 shown" in ax.get_title()
+
+
+def test_a_transport_without_ev_states_says_so_instead_of_an_empty_box():
+    """RoCEv2's paths table has one row per QP (all GOOD): no lane can ever be drawn."""
+    rows = [segment(h, p, 0, "GOOD", 0.0) for h, p in (("h0", 1), ("h1", 0))]
+    fig = ev_timeline(pd.DataFrame(rows), NO_FAULTS, 3.0, "EV states, rocev2", "rocev2", {})
+    ax = fig.axes[0]
+    texts = [t.get_text() for t in ax.texts]
+    assert texts == ["one path per QP: no EV states"]
+    assert not ax.axison and ax.get_legend() is None
+    assert ax.get_title() == "EV states, rocev2"

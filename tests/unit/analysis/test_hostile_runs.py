@@ -42,7 +42,7 @@ def test_the_report_escapes_description_error_and_scenario_text(tmp_path: Path):
     html = report.intro_html([run], "Run report") + report.scenario_html(run)
     assert "<script>" not in html
     assert html.count("&lt;script&gt;alert(1)&lt;/script&gt;") == 3  # description, error, yaml
-    assert "<pre>" in report.pre_html("a <b> table") and "&lt;b&gt;" in report.pre_html("<b>")
+    assert "<pre " in report.pre_html("a <b> table") and "&lt;b&gt;" in report.pre_html("<b>")
 
 
 def test_meta_json_that_is_not_a_record_is_a_run_error(tmp_path: Path):
