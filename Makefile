@@ -99,9 +99,25 @@ $(MERMAID_JS): $(MERMAID_TGZ)
 	mkdir -p $(@D)
 	cp $(<D)/package/dist/mermaid.min.js $@
 
+# The site opens from disk (site/index.html) as well as from a server: mkdocs-material's offline
+# plugin links pages as files and inlines the search index, and its search runs its web worker
+# in an iframe through this shim (pinned from the npm registry as Mermaid is, kept out of git).
+IFRAME_WORKER_VERSION := 1.0.4
+IFRAME_WORKER_SHA256  := e8e412dbcfea9b7e31b5ffa288d7b6035915e714c542f4176a0cdbe262fc9609
+IFRAME_WORKER_JS      := docs/javascripts/iframe-worker-shim.js
+IFRAME_WORKER_TGZ     := build/iframe-worker/iframe-worker-$(IFRAME_WORKER_VERSION).tgz
+$(IFRAME_WORKER_TGZ):
+	mkdir -p $(@D)
+	cd $(@D) && npm pack --silent iframe-worker@$(IFRAME_WORKER_VERSION) >/dev/null
+$(IFRAME_WORKER_JS): $(IFRAME_WORKER_TGZ)
+	tar -xzf $< -C $(<D) package/shim/index.js
+	echo "$(IFRAME_WORKER_SHA256)  $(<D)/package/shim/index.js" | sha256sum -c --quiet
+	mkdir -p $(@D)
+	cp $(<D)/package/shim/index.js $@
+
 # The documentation site (mkdocs-material, docs/ and mkdocs.yml) into site/, every warning an
 # error; docs/gen_pages.py generates the reference pages from the code as it builds.
-docs: dev $(VENV)/.docs $(MERMAID_JS)
+docs: dev $(VENV)/.docs $(MERMAID_JS) $(IFRAME_WORKER_JS)
 	NO_MKDOCS_2_WARNING=1 DISABLE_MKDOCS_2_WARNING=true $(BIN)/mkdocs build --strict
 $(VENV)/.docs: pyproject.toml $(VENV)/.dev
 	$(BIN)/python -m pip install -q --no-build-isolation -e ".[test,docs]"
@@ -117,5 +133,5 @@ clean:
 	rm -rf .pytest_cache .hypothesis .mypy_cache .ruff_cache
 
 distclean: clean
-	rm -rf $(VENV) build site *.egg-info $(BPF_OBJ) $(EXT) $(MERMAID_JS) \
+	rm -rf $(VENV) build site *.egg-info $(BPF_OBJ) $(EXT) $(MERMAID_JS) $(IFRAME_WORKER_JS) \
 		$(COMPILED_BUILDS)
