@@ -7,7 +7,7 @@ PYTEST := $(BIN)/python -m pytest
 SYSTEM_PYTHON ?= /usr/bin/python3
 
 .PHONY: install dev bpf ext fast pure demo cluster-demo test lint unit integration bench schemas \
-	docs clean distclean
+	docs transcripts clean distclean
 
 # Everything a run needs, as root: system packages (apt), the eBPF objects and `dev`.
 install:
@@ -122,6 +122,12 @@ docs: dev $(VENV)/.docs $(MERMAID_JS) $(IFRAME_WORKER_JS)
 $(VENV)/.docs: pyproject.toml $(VENV)/.dev
 	$(BIN)/python -m pip install -q --no-build-isolation -e ".[test,docs]"
 	touch $@
+
+# The terminal output the docs show (quick start, the first-fault and drill tutorials, README),
+# printed again by the commands themselves and written between the pages' transcript markers
+# with the commit and date (scripts/transcripts.py); root, like `make demo`, which it runs.
+transcripts: install
+	$(BIN)/python scripts/transcripts.py
 
 bench: install
 	$(BIN)/python bench/build.py
