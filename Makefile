@@ -7,7 +7,7 @@ PYTEST := $(BIN)/python -m pytest
 SYSTEM_PYTHON ?= /usr/bin/python3
 
 .PHONY: install dev bpf ext fast pure demo cluster-demo test lint unit integration bench schemas \
-	docs clean distclean
+	docs transcripts clean distclean
 
 # Everything a run needs, as root: system packages (apt), the eBPF objects and `dev`.
 install:
@@ -99,13 +99,35 @@ $(MERMAID_JS): $(MERMAID_TGZ)
 	mkdir -p $(@D)
 	cp $(<D)/package/dist/mermaid.min.js $@
 
+# The site opens from disk (site/index.html) as well as from a server: mkdocs-material's offline
+# plugin links pages as files and inlines the search index, and its search runs its web worker
+# in an iframe through this shim (pinned from the npm registry as Mermaid is, kept out of git).
+IFRAME_WORKER_VERSION := 1.0.4
+IFRAME_WORKER_SHA256  := e8e412dbcfea9b7e31b5ffa288d7b6035915e714c542f4176a0cdbe262fc9609
+IFRAME_WORKER_JS      := docs/javascripts/iframe-worker-shim.js
+IFRAME_WORKER_TGZ     := build/iframe-worker/iframe-worker-$(IFRAME_WORKER_VERSION).tgz
+$(IFRAME_WORKER_TGZ):
+	mkdir -p $(@D)
+	cd $(@D) && npm pack --silent iframe-worker@$(IFRAME_WORKER_VERSION) >/dev/null
+$(IFRAME_WORKER_JS): $(IFRAME_WORKER_TGZ)
+	tar -xzf $< -C $(<D) package/shim/index.js
+	echo "$(IFRAME_WORKER_SHA256)  $(<D)/package/shim/index.js" | sha256sum -c --quiet
+	mkdir -p $(@D)
+	cp $(<D)/package/shim/index.js $@
+
 # The documentation site (mkdocs-material, docs/ and mkdocs.yml) into site/, every warning an
 # error; docs/gen_pages.py generates the reference pages from the code as it builds.
-docs: dev $(VENV)/.docs $(MERMAID_JS)
+docs: dev $(VENV)/.docs $(MERMAID_JS) $(IFRAME_WORKER_JS)
 	NO_MKDOCS_2_WARNING=1 DISABLE_MKDOCS_2_WARNING=true $(BIN)/mkdocs build --strict
 $(VENV)/.docs: pyproject.toml $(VENV)/.dev
 	$(BIN)/python -m pip install -q --no-build-isolation -e ".[test,docs]"
 	touch $@
+
+# The terminal output the docs show (quick start, the first-fault and drill tutorials, README),
+# printed again by the commands themselves and written between the pages' transcript markers
+# with the commit and date (scripts/transcripts.py); root, like `make demo`, which it runs.
+transcripts: install
+	$(BIN)/python scripts/transcripts.py
 
 bench: install
 	$(BIN)/python -m bench.build
@@ -117,5 +139,5 @@ clean:
 	rm -rf .pytest_cache .hypothesis .mypy_cache .ruff_cache
 
 distclean: clean
-	rm -rf $(VENV) build site *.egg-info $(BPF_OBJ) $(EXT) $(MERMAID_JS) \
+	rm -rf $(VENV) build site *.egg-info $(BPF_OBJ) $(EXT) $(MERMAID_JS) $(IFRAME_WORKER_JS) \
 		$(COMPILED_BUILDS)

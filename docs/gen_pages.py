@@ -1,14 +1,17 @@
 """Pages generated at build time (mkdocs-gen-files), so that they cannot drift from the code:
 the command reference from the CLI's argparse parser, the scenario and drill references from
-the committed JSON Schemas, and the EV state diagram from the EV state table."""
+the committed JSON Schemas, the EV state diagram from the EV state table, and the architecture
+page's code map from the modules' docstrings."""
 from __future__ import annotations
 
 import argparse
 import ast
 import html
+import importlib.util
 import json
 import os
 import re
+import sys
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
@@ -67,6 +70,16 @@ def _arguments(parser: argparse.ArgumentParser) -> list[str]:
         text = formatter._expand_help(action) if action.help else ""
         rows.append(f"| `{name}` | {_md(text)} |\n")
     return ["| argument | what |\n|---|---|\n", *rows] if rows else []
+
+
+def _code_map() -> Any:
+    """docs/code_map.py, which the unit tests import too (docs/ is no package)."""
+    spec = importlib.util.spec_from_file_location("code_map", ROOT / "docs/code_map.py")
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["code_map"] = module  # its dataclass looks its module up there
+    spec.loader.exec_module(module)
+    return module
 
 
 def commands_page() -> str:
@@ -179,3 +192,11 @@ for kind in ("scenario", "drill"):
         f.write(schema_page(kind))
 with mkdocs_gen_files.open("design/ev-health.md", "w") as f:
     f.write(ev_health_page())
+
+# The architecture page as written, with its code map made from the code (docs/code_map.py).
+code_map = _code_map()
+architecture = (ROOT / "docs/design/architecture.md").read_text()
+if code_map.CODE_MAP not in architecture:
+    raise SystemExit(f"docs/design/architecture.md lost its {code_map.CODE_MAP} marker")
+with mkdocs_gen_files.open("design/architecture.md", "w") as f:
+    f.write(architecture.replace(code_map.CODE_MAP, code_map.markdown()))
