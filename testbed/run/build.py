@@ -8,7 +8,7 @@ import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from testbed.emulation.cluster.network import ClusterNetwork
+from testbed.cluster.network import ClusterNetwork
 from testbed.emulation.network import FabricNetwork
 from testbed.emulation.network_api import Network
 from testbed.emulation.verify import VerifyReport, verify
@@ -36,8 +36,8 @@ def build(network: Network, progress: Progress,
     prepared()
     with progress.phase("nodes") as info:
         network.add_nodes()
-        info["done"] = f"{len(plan.nodes)} namespaces ({len(plan.hosts)} hosts, " \
-                       f"{len(plan.routers)} routers)"
+        info["done"] = (f"{len(plan.nodes)} namespaces ({len(plan.hosts)} hosts, "
+                        f"{len(plan.routers)} routers)")
     with progress.phase("links") as info:
         info["done"] = network.add_links()
     with progress.phase("routes") as info:

@@ -43,9 +43,9 @@ def measure(progress: Progress) -> calibration.Calibration:
     def started(_t0: float) -> None:
         marks["start"] = (time.monotonic(), calibration.machine_cpu()[0])
 
-    with progress.phase("calibrate") as info, \
-            fabric(sc, progress, run_id=f"calibrate-{os.getpid()}-{time.monotonic_ns()}") as net, \
-            tempfile.TemporaryDirectory(prefix="mrc-calibrate-") as tmp:
+    with (progress.phase("calibrate") as info,
+            fabric(sc, progress, run_id=f"calibrate-{os.getpid()}-{time.monotonic_ns()}") as net,
+            tempfile.TemporaryDirectory(prefix="mrc-calibrate-") as tmp):
         agents_dir = Path(tmp) / "agents"
         outcomes = run_agents(net, sc, "mrc", agents_dir, on_start=started)
         end, soft_end = time.monotonic(), calibration.machine_cpu()[0]

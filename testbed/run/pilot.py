@@ -124,9 +124,9 @@ def run_pilot(scenario: Scenario, first: int, progress: Progress) -> PilotResult
     """Pilot `scenario` (with `rate: auto` links) from rung `first` until a rung is chosen."""
     result = PilotResult(rate=first, fits=True, share=budget.PILOT_SHARE, shape=shape(scenario))
     rate: int | None = first
-    with progress.phase("pilot") as info, \
+    with (progress.phase("pilot") as info,
             fabric(_at(scenario, first), progress,
-                   run_id=f"pilot-{os.getpid()}-{time.monotonic_ns()}") as net:
+                   run_id=f"pilot-{os.getpid()}-{time.monotonic_ns()}") as net):
         shaped = first
         while rate is not None:
             if rate != shaped:

@@ -21,8 +21,8 @@ from hostagent.workloads.iterations import IterationRecord
 from runcontract import CPU_COLUMNS, LINK_GAP_COLUMNS, BackgroundWindow, table_file
 from testbed.emulation.background import BackgroundTraffic
 from testbed.emulation.capture import Captures, port_of
-from testbed.emulation.cluster.network import placement_lines, underlay_traffic
-from testbed.emulation.cluster.network import preflight as cluster_preflight
+from testbed.cluster.network import placement_lines, underlay_traffic
+from testbed.cluster.network import preflight as cluster_preflight
 from testbed.emulation.fidelity_monitor import FidelityMonitor
 from testbed.emulation.injector import Injector
 from testbed.emulation.network_api import Network
@@ -99,10 +99,10 @@ def run(scenario: Scenario, scenario_text: str, options: RunOptions,
                     f"faults.{delays[0]} adds delay, which needs sch_netem: {found.get('netem')}",
                     "use a kernel with netem (stock Ubuntu/Debian kernels, e.g. the Vagrant "
                     "VM), or remove the delay faults")
-            done = "root, Mininet, " + ("SRv6 next-csid, seg6local counters"
-                                        if found["end_sids"] == "seg6local" else
-                                        "End SIDs in eBPF (this kernel has no seg6local)") \
-                + ", htb"
+            done = ("root, Mininet, " + ("SRv6 next-csid, seg6local counters"
+                                         if found["end_sids"] == "seg6local" else
+                                         "End SIDs in eBPF (this kernel has no seg6local)")
+                    + ", htb")
             if scenario.switch.enabled:
                 FabricQueues().close()  # built and accepted by this kernel, or a clear error
                 found["fabric_queue"] = True

@@ -290,8 +290,8 @@ def judge(obs: Observed, bounds: Bounds) -> Verdict:
                            f"{softirq:.0%}; from {RUN_CPU_NOT:.0%} the agents' per-packet work "
                            f"sets the pace)")
     if verdict != FAITHFUL and obs.cpu_busy is not None:
-        psi = "" if obs.psi_some is None else f", tasks waiting for a CPU {obs.psi_some:.0%}" \
-                                               f" of the time (PSI)"
+        psi = ("" if obs.psi_some is None else f", tasks waiting for a CPU {obs.psi_some:.0%}"
+               f" of the time (PSI)")
         reasons.append(f"CPU {obs.cpu_busy:.0%} busy over the traffic{psi}")
     if verdict != FAITHFUL and obs.steal is not None and obs.steal >= STEAL_QUOTED:
         reasons.append(f"the hypervisor ran other guests for {obs.steal:.0%} of this machine's "
