@@ -15,9 +15,6 @@ LAYERS = ("scenario", "fabric", "kernel", "lifecycle", "emulation", "cluster", "
 ALLOWED = {"runcontract": set(), "hostagent": set(), "analysis": {"runcontract", "hostagent"},
            "testbed": {"runcontract", "hostagent"}}
 WIRING = {"testbed.cli": {"analysis"}}  # the command line wires the testbed to the reports
-# Moved modules under their former names, re-exporting them for code not changed yet: exempt
-# from the layering, and each must go once nothing imports it.
-BRIDGES = {"testbed.emulation.cluster.network"}  # and its package, testbed.emulation.cluster
 
 
 def module_name(path: Path) -> str:
@@ -68,18 +65,12 @@ def test_packages_import_only_what_they_may(name: str):
     assert not bad, f"{name} imports {sorted(bad)}"
 
 
-@pytest.mark.parametrize("name", sorted(n for n in GRAPH if layer(n) and n not in BRIDGES))
+@pytest.mark.parametrize("name", sorted(n for n in GRAPH if layer(n)))
 def test_testbed_layers_import_only_lower_layers(name: str):
     mine = LAYERS.index(layer(name))
     above = {m for m in GRAPH[name] if m.startswith("testbed.") and
              (m == "testbed.cli" or (layer(m) and LAYERS.index(layer(m)) > mine))}
     assert not above, f"{name} (layer {layer(name)}) imports {sorted(above)} from above it"
-
-
-@pytest.mark.parametrize("bridge", sorted(BRIDGES))
-def test_a_bridge_is_still_crossed(bridge: str):
-    users = {n for n, deps in GRAPH.items() if bridge in deps and n not in BRIDGES}
-    assert bridge in GRAPH and users, f"nothing imports {bridge} any more: remove it"
 
 
 def test_no_import_cycles():
