@@ -189,8 +189,8 @@ def _require_root(args: argparse.Namespace) -> None:
     try:
         features.require_root()
     except EnvironmentProblem:
-        program = sys.argv[0] if Path(sys.argv[0]).name == "mrc-testbed" else \
-            ".venv/bin/mrc-testbed"
+        program = (sys.argv[0] if Path(sys.argv[0]).name == "mrc-testbed"
+                   else ".venv/bin/mrc-testbed")
         raise EnvironmentProblem(
             f"`mrc-testbed {args.command}` needs root: it makes or removes network "
             f"namespaces and the processes in them",
@@ -420,8 +420,8 @@ def _report_state(run_dir: Path, status: str) -> str:
     needs but no report, "-" where there is nothing to report (still running, or no workload
     ran: --verify-only, --hold, a run that stopped before it)."""
     from runcontract import REQUIRED_TABLES, table_file
-    if status in ("running", "unreadable") or \
-            not all((run_dir / table_file(t)).is_file() for t in REQUIRED_TABLES):
+    if status in ("running", "unreadable") or not all(
+            (run_dir / table_file(t)).is_file() for t in REQUIRED_TABLES):
         return "-"
     from analysis.render import existing_report  # pandas: only when a run could have one
     return "yes" if existing_report(run_dir) is not None else "missing"

@@ -19,10 +19,10 @@ from hostagent import compiled
 from hostagent.workloads import nccl
 from hostagent.workloads.iterations import IterationRecord
 from runcontract import CPU_COLUMNS, LINK_GAP_COLUMNS, BackgroundWindow, table_file
-from testbed.emulation.background import BackgroundTraffic
-from testbed.emulation.capture import Captures, port_of
 from testbed.cluster.network import placement_lines, underlay_traffic
 from testbed.cluster.network import preflight as cluster_preflight
+from testbed.emulation.background import BackgroundTraffic
+from testbed.emulation.capture import Captures, port_of
 from testbed.emulation.fidelity_monitor import FidelityMonitor
 from testbed.emulation.injector import Injector
 from testbed.emulation.network_api import Network

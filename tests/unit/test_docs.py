@@ -38,7 +38,7 @@ def test_the_code_map_lists_every_module() -> None:
             assert str(path.relative_to(ROOT)) in listed
     page = code_map.markdown()
     assert "| `network_api.py` | What the runner" in page
-    assert "### `testbed/emulation/cluster/`" in page and "| `ops.py` |" in page
+    assert "### `testbed/cluster/`" in page and "| `ops.py` |" in page
 
 
 def test_the_architecture_page_keeps_its_code_map_marker() -> None:

@@ -88,8 +88,8 @@ def corpus() -> str:
             bare |= {id(n.value) for n in ast.walk(tree) if isinstance(n, ast.keyword)
                      and n.arg in ("description", "help")}
             for node in ast.walk(tree):
-                if isinstance(node, ast.Constant) and isinstance(node.value, str) \
-                        and id(node) not in bare:
+                if (isinstance(node, ast.Constant) and isinstance(node.value, str)
+                        and id(node) not in bare):
                     parts.append(_normal(node.value))
     for top in NAMED:
         parts += [_normal(p.read_text()) for p in sorted((ROOT / top).rglob("*.yaml"))]

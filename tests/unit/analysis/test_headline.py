@@ -37,6 +37,6 @@ def test_the_summary_under_the_headline_fits_the_page_unwrapped(tmp_path: Path):
     lines = summary.table(report.views_of(runs)).splitlines()
     columns = [line for line in lines if line.startswith("# transport")]
     html = report.pre_html("\n".join(lines))
-    size = float(html.split("font-size: ", 1)[1].split("px", 1)[0]) if "font-size" in html \
-        else 14.0  # the classic template's output text
+    size = (float(html.split("font-size: ", 1)[1].split("px", 1)[0]) if "font-size" in html
+            else 14.0)  # the classic template's output text
     assert columns and max(len(line) for line in columns) * 0.6 * size <= 840
