@@ -30,10 +30,10 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from hostagent import compiled
-from hostagent.protocol.evs import EVPolicy, EVSet
+from hostagent.protocol.evs import EVSet
 from hostagent.protocol.mrc import MrcQP
 from hostagent.protocol.nic import Nic
-from hostagent.protocol.qp import QPConfig, QueuePair
+from hostagent.protocol.qp import QueuePair
 from hostagent.protocol.rocev2 import RoceQP, dcqcn
 from hostagent.runtime import driver, netns
 from hostagent.runtime.config import AgentConfig
@@ -63,10 +63,9 @@ WHO: contextvars.ContextVar[str] = contextvars.ContextVar("who", default="")  # 
 
 def build_qps(cfg: AgentConfig) -> tuple[socket.socket, QPsByPeer]:
     """The listening socket and, per peer rank, its QPs with their routes."""
-    qp_cfg = QPConfig(**cfg.qp)
+    qp_cfg, policy = cfg.qp, cfg.mrc
     listen = driver.listen_socket()
     mrc_sock = driver.ecn_socket(socket.socket(socket.AF_INET6, socket.SOCK_DGRAM))
-    policy = EVPolicy(**cfg.mrc)
     peers: QPsByPeer = {}
     empty = memoryview(bytearray(0))
     ports = iter(roce_ports(cfg.seed, cfg.rank, len(cfg.peers) * cfg.qps_per_peer))
@@ -86,7 +85,8 @@ def build_qps(cfg: AgentConfig) -> tuple[socket.socket, QPsByPeer]:
                 plane = k % len(cfg.plain)
                 sock = driver.ecn_socket(socket.socket(socket.AF_INET6, socket.SOCK_DGRAM))
                 sock.bind((cfg.plain[plane], next(ports)))
-                qp = RoceQP(ours, theirs, empty, qp_cfg, seed, cc=dcqcn(qp_cfg, **cfg.dcqcn))
+                qp = RoceQP(ours, theirs, empty, qp_cfg, seed, cc=dcqcn(
+                    qp_cfg, **(asdict(cfg.dcqcn) if cfg.dcqcn else {})))
                 route = driver.Route(sock, {0: (peer.plain[plane], driver.PORT)}, {0: plane})
             entries.append((qp, route))
         peers[peer.rank] = entries
@@ -186,7 +186,7 @@ async def run(cfg: AgentConfig, out: Path, ns: str | None = None) -> dict[str, A
     """The workload of one host; `ns`: the network namespace its sockets are opened in (None:
     this thread's)."""
     listen, peers = netns.call_in(ns, build_qps, cfg)
-    nic = Nic(len(cfg.plain), **cfg.nic) if cfg.nic else None
+    nic = Nic(len(cfg.plain), cfg.nic.rate_bps, cfg.nic.limit) if cfg.nic else None
     drv = driver.Driver(cfg.rank, cfg.world, listen, peers, gso=cfg.gso, nic=nic)
     messages: list[MessageRecord] = []
     # filled as iterations complete: a timeout keeps those that did
@@ -203,18 +203,17 @@ async def run(cfg: AgentConfig, out: Path, ns: str | None = None) -> dict[str, A
     try:
         # the buffer peers write into must exist before anyone may send: register, then ready
         workload: Callable[[], Awaitable[object]]
-        if "steps" in w:
-            executor = StepExecutor(drv, RankPlan.from_dict(w["steps"]), seed=cfg.seed,
-                                    clock=time.time, compute_scale=w["compute_scale"],
-                                    jitter=w.get("compute_jitter", 0.0),
-                                    stragglers=[tuple(s) for s in w.get("stragglers", [])])
-            workload = functools.partial(run_steps, executor, w["iterations"], w["warmup"],
+        if w.steps is not None:
+            executor = StepExecutor(drv, RankPlan.from_dict(w.steps), seed=cfg.seed,
+                                    clock=time.time, compute_scale=w.compute_scale,
+                                    jitter=w.compute_jitter, stragglers=w.stragglers)
+            workload = functools.partial(run_steps, executor, w.iterations, w.warmup,
                                          records, nodes, messages)
         else:
             workload = functools.partial(
-                run_iterations, drv, w["collective"], w["size"], w["iterations"],
-                w["warmup"], w["compute_gap"], cfg.seed, time.time,
-                comm=Communicator(drv, w["size"] // DTYPE.itemsize), messages=messages,
+                run_iterations, drv, w.collective, w.size, w.iterations, w.warmup,
+                w.compute_gap, cfg.seed, time.time,
+                comm=Communicator(drv, w.size // DTYPE.itemsize), messages=messages,
                 records=records)
         await wait_for_start(cfg, out)
         if executor is not None:  # straggler windows count from the common start, as faults do
@@ -251,7 +250,7 @@ async def run(cfg: AgentConfig, out: Path, ns: str | None = None) -> dict[str, A
                 pass  # this host did and how it ended stand, and are written below
         drv.close()
     (out / "iterations.json").write_text(_rows(records))
-    if "steps" in w:
+    if w.steps is not None:
         (out / "steps.json").write_text(_rows(nodes))
     if cfg.ev_sample_period:
         (out / "ev_load.json").write_text(json.dumps(ev_load_document(ev_load)))

@@ -1,7 +1,9 @@
 """What the runner tells an agent: who it is, how to reach every peer, what to run.
 
 Plain JSON, written by the runner (testbed/run/traffic.py) into the run's folder and read by the
-agent at start: the agent imports nothing of the testbed and needs no root.
+agent at start: the agent imports nothing of the testbed and needs no root. Every part is a
+dataclass, the same types on both sides: the runner builds them, `dump` writes them, `load`
+rebuilds them, and a field that is renamed or mistyped fails the type checker on both sides.
 """
 from __future__ import annotations
 
@@ -9,6 +11,14 @@ import json
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
+
+from hostagent.protocol.evs import EVPolicy
+from hostagent.protocol.qp import QPConfig
+from hostagent.workloads.collectives import Kind
+
+# (start, end or None for the run's end, factor): a straggler's window, in seconds after the
+# common start, and what it stretches compute by
+Straggler = tuple[float, float | None, float]
 
 
 @dataclass
@@ -18,6 +28,49 @@ class PeerConfig:
     evs: list[tuple[int, int, str]]  # (EV index, plane, uSID destination address)
     plain: list[str]  # the peer's plain address in each plane (RoCEv2)
     denied: list[int]  # EV indexes MRC must never use toward this peer
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> PeerConfig:
+        return cls(data["rank"], data["host"], [(i, p, a) for i, p, a in data["evs"]],
+                   list(data["plain"]), list(data["denied"]))
+
+
+@dataclass
+class WorkloadConfig:
+    """The looped collective (`collective` of `size` bytes a rank), or, with `steps`, a
+    training step: this rank's plan (hostagent/workloads/graph.py RankPlan.to_dict)."""
+
+    collective: Kind
+    size: int
+    iterations: int
+    warmup: int
+    compute_gap: float = 0.0
+    steps: dict[str, Any] | None = None
+    compute_scale: float = 1.0  # what compute times are stretched by (the time dilation)
+    compute_jitter: float = 0.0
+    stragglers: list[Straggler] = field(default_factory=list)
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> WorkloadConfig:
+        return cls(**{**data, "stragglers": [(a, b, c) for a, b, c in
+                                             data.get("stragglers", [])]})
+
+
+@dataclass
+class NicLimits:
+    """How much a host port may have queued before its QPs wait (hostagent/protocol/nic.py)."""
+
+    rate_bps: int
+    limit: int  # bytes
+
+
+@dataclass
+class DcqcnRatios:
+    """RoCEv2's DCQCN spacing and timers as ratios to the path's base RTT
+    (DcqcnConfig.for_path)."""
+
+    cnp_rtts: float
+    timer_rtts: float
 
 
 @dataclass
@@ -29,29 +82,34 @@ class AgentConfig:
     plain: list[str]  # own plain address per plane (RoCEv2 QPs bind there)
     peers: list[PeerConfig]
     qps_per_peer: int
-    qp: dict[str, Any]  # QPConfig fields
-    mrc: dict[str, Any]  # EVPolicy fields
-    workload: dict[str, Any]  # collective, size, iterations, warmup, compute_gap
+    qp: QPConfig
+    mrc: EVPolicy
+    workload: WorkloadConfig
     seed: int
     start_file: str  # the runner writes the common start time (time.time()) here once every
     # agent is ready; namespaces share the clock, so all start together
     out_dir: str
     timeout: float = 300.0  # seconds for the whole workload before the agent gives up
     gso: bool = False  # send runs of data packets to one destination with UDP GSO
-    # {rate_bps, limit}: pace QPs to the ports (hostagent/protocol/nic.py)
-    nic: dict[str, Any] | None = None
+    nic: NicLimits | None = None  # pace QPs to the ports; None: unpaced
     ev_sample_period: float | None = None  # s between samples of each EV's load; None: off
-    # RoCEv2: DCQCN's ratios to the base RTT (DcqcnConfig.for_path's cnp_rtts, timer_rtts);
-    # empty: its defaults
-    dcqcn: dict[str, float] = field(default_factory=dict)
+    dcqcn: DcqcnRatios | None = None  # RoCEv2; None: DCQCN's own defaults
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), indent=1)
 
     def dump(self, path: Path) -> None:
-        path.write_text(json.dumps(asdict(self), indent=1))
+        path.write_text(self.to_json())
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> AgentConfig:
+        return cls(**{
+            **data, "peers": [PeerConfig.from_json(p) for p in data["peers"]],
+            "qp": QPConfig(**data["qp"]), "mrc": EVPolicy(**data["mrc"]),
+            "workload": WorkloadConfig.from_json(data["workload"]),
+            "nic": None if data.get("nic") is None else NicLimits(**data["nic"]),
+            "dcqcn": None if data.get("dcqcn") is None else DcqcnRatios(**data["dcqcn"])})
 
     @classmethod
     def load(cls, path: Path) -> AgentConfig:
-        data = json.loads(Path(path).read_text())
-        data["peers"] = [PeerConfig(**p) for p in data["peers"]]
-        for p in data["peers"]:
-            p.evs = [tuple(e) for e in p.evs]
-        return cls(**data)
+        return cls.from_json(json.loads(Path(path).read_text()))

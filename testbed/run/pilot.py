@@ -44,6 +44,7 @@ from testbed.lifecycle.progress import Progress
 from testbed.run.build import fabric
 from testbed.run.traffic import run_agents
 from testbed.scenario import Scenario
+from testbed.scenario.schema import Transport
 from testbed.scenario.units import format_rate
 
 
@@ -56,7 +57,7 @@ def reshape(network: Network, scenario: Scenario, rate: int) -> None:
                 network.set_port_rate(port, link, rate)
 
 
-def measure(network: Network, scenario: Scenario, transport: str, rate: int) -> Reading:
+def measure(network: Network, scenario: Scenario, transport: Transport, rate: int) -> Reading:
     """Run `scenario` (its auto links already at `rate`) over `transport` for the window,
     with the run's telemetry and monitor, and read the machine's busy share over it."""
     marks: dict[str, float] = {}

@@ -281,7 +281,7 @@ def _agent_lags(out: Path, outcomes, iterations, port_queue_s: float) -> list[fi
 
 def _bounds(scenario: Scenario, period: float) -> fidelity.Bounds:
     nic = nic_limits(scenario)
-    return fidelity.Bounds(port_queue_s=nic["limit"] * 8 / nic["rate_bps"],
+    return fidelity.Bounds(port_queue_s=nic.limit * 8 / nic.rate_bps,
                            timeout_s=scenario.timeout(), telemetry_period_s=period)
 
 

@@ -16,15 +16,22 @@ import json
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
 
+from hostagent.protocol.evs import EVPolicy
 from hostagent.protocol.nic import FRAME_OVERHEAD
 from hostagent.protocol.qp import QPConfig, time_to_fail
 from hostagent.protocol.wire import HEADER_SIZE
 from hostagent.runtime.agent import PROGRESS_FILE, progress_count
-from hostagent.runtime.config import AgentConfig, PeerConfig
+from hostagent.runtime.config import (
+    AgentConfig,
+    DcqcnRatios,
+    NicLimits,
+    PeerConfig,
+    WorkloadConfig,
+)
 from hostagent.runtime.driver import PORT as ROCE_PORT
 from hostagent.workloads.graph import Job
 from hostagent.workloads.training import training_job
@@ -37,35 +44,31 @@ from testbed.fabric.timeline import straggler_windows
 from testbed.lifecycle import interrupts
 from testbed.run.waiting import ProgressRule, stop, wait_for_agents
 from testbed.scenario import Scenario
+from testbed.scenario.schema import Transport
 
 START_DELAY = 0.2  # seconds between the last agent being ready and the common start
 READY_TIMEOUT = 60.0  # seconds for every agent to start Python and bind its sockets
 FOREVER_DEADLINE = 600.0  # s of retries counted in the deadline when QPs retry forever
 
 
-def agent_configs(plan: FabricPlan, scenario: Scenario, transport: str,
+def agent_configs(plan: FabricPlan, scenario: Scenario, transport: Transport,
                   out: Path) -> dict[str, AgentConfig]:
     """Pure: every rank's config; EV i toward a peer is the same (plane, spine) both ways."""
     hosts = scenario.rank_hosts()
     q, m, w = scenario.qp, scenario.mrc, scenario.workload
-    qp = {"mss": q.mss, "init_cwnd": q.init_cwnd, "max_cwnd": q.max_cwnd,
-          "timeout": scenario.timeout(), "target_delay": scenario.target_delay(),
-          "linear_cnt": q.retry.linear_cnt, "exp_cnt": q.retry.exp_cnt,
-          "ack_every": q.ack_every, "line_rate": scenario.fabric.host_link.rate,
-          "base_rtt": base_rtt(scenario)}
-    mrc = {"active_per_plane": scenario.active_evs_per_plane(),
-           "ev_min_active": m.ev_min_active, "spray": m.spray,
-           "probe_interval": m.probe_interval, "probe_successes": m.probe_successes,
-           "congestion_holdoff": m.congestion_holdoff,
-           "congestion_memory_rtts": m.congestion_memory_rtts, "hot_ratio": m.hot_ratio,
-           "hot_rtts": m.hot_rtts}
-    workload: dict[str, Any] = {"collective": w.collective, "size": w.size,
-                                "iterations": w.iterations, "warmup": w.warmup,
-                                "compute_gap": w.compute_gap}
+    qp = QPConfig(mss=q.mss, init_cwnd=q.init_cwnd, max_cwnd=q.max_cwnd,
+                  timeout=scenario.timeout(), target_delay=scenario.target_delay(),
+                  linear_cnt=q.retry.linear_cnt, exp_cnt=q.retry.exp_cnt,
+                  ack_every=q.ack_every, line_rate=scenario.fabric.host_link.rate,
+                  base_rtt=base_rtt(scenario))
+    mrc = EVPolicy(active_per_plane=scenario.active_evs_per_plane(),
+                   ev_min_active=m.ev_min_active, spray=m.spray,
+                   probe_interval=m.probe_interval, probe_successes=m.probe_successes,
+                   congestion_holdoff=m.congestion_holdoff,
+                   congestion_memory_rtts=m.congestion_memory_rtts, hot_ratio=m.hot_ratio,
+                   hot_rtts=m.hot_rtts)
     job = step_job(scenario)
-    if job is not None:
-        workload["compute_scale"] = compute_scale(scenario)
-        workload["compute_jitter"] = w.compute_jitter
+    dcqcn = DcqcnRatios(**scenario.dcqcn.model_dump()) if transport == "rocev2" else None
     configs = {}
     for rank, host in enumerate(hosts):
         peers = []
@@ -77,18 +80,20 @@ def agent_configs(plan: FabricPlan, scenario: Scenario, transport: str,
                 r, peer, [(i, e.plane, str(e.address)) for i, e in enumerate(evs)],
                 [str(plan.plain_address(peer, p)) for p in range(plan.planes)],
                 [i for i, e in enumerate(evs) if _denied(e, m.denied)]))
+        workload = WorkloadConfig(w.collective, w.size, w.iterations, w.warmup, w.compute_gap)
+        if job is not None:
+            workload.steps = job.plan(rank).to_dict()
+            workload.compute_scale = compute_scale(scenario)
+            workload.compute_jitter = w.compute_jitter
+            workload.stragglers = straggler_windows(scenario.faults, host)
         configs[host] = AgentConfig(
             rank, len(hosts), host, transport,
             [str(plan.plain_address(host, p)) for p in range(plan.planes)], peers,
-            scenario.qps_per_peer(transport), qp, mrc,
-            workload if job is None else {
-                **workload, "steps": job.plan(rank).to_dict(),
-                "stragglers": straggler_windows(scenario.faults, host)},
-            scenario.seed,
+            scenario.qps_per_peer(transport), qp, mrc, workload, scenario.seed,
             str(out / "start"), str(out / host), timeout=deadline_for(scenario), gso=q.gso,
             nic=nic_limits(scenario), ev_sample_period=ev_sample_period(
                 scenario, transport, sum(len(p.evs) for p in peers)),
-            dcqcn=scenario.dcqcn.model_dump() if transport == "rocev2" else {})
+            dcqcn=dcqcn)
     return configs
 
 
@@ -110,7 +115,7 @@ def compute_scale(scenario: Scenario) -> float:
 MAX_SAMPLED_EVS = 256  # per agent: beyond, the load over time costs the agents too much CPU
 
 
-def ev_sample_period(scenario: Scenario, transport: str, evs: int) -> float | None:
+def ev_sample_period(scenario: Scenario, transport: Transport, evs: int) -> float | None:
     """How often an MRC agent records each EV's load (the telemetry period), or None where it
     has more EVs than it can sample cheaply (ref-64: about 1,000 each): then only the final
     counters (paths.parquet) exist."""
@@ -134,14 +139,14 @@ def base_rtt(scenario: Scenario) -> float:
     return 2 * round_trip / f.host_link.rate + 2 * round_trip / f.fabric_link.rate
 
 
-def nic_limits(scenario: Scenario) -> dict:
+def nic_limits(scenario: Scenario) -> NicLimits:
     """How much a host port may have queued before its QPs wait (hostagent/protocol/nic.py): a few
     packets, or 4 ms of the line (the agents' timers are about a millisecond coarse, and the
     port must not run dry between two wake-ups), within half the port's buffer."""
     link = scenario.fabric.host_link
     packet = scenario.qp.mss + HEADER_SIZE + FRAME_OVERHEAD
     limit = min(link.buffer // 2, max(4 * packet, link.rate // 8 * 4 // 1000))
-    return {"rate_bps": link.rate, "limit": limit}
+    return NicLimits(link.rate, limit)
 
 
 FIRST_ALLOWANCE = 60.0  # s beyond the first iteration's bytes at a tenth of the line rate
@@ -317,7 +322,7 @@ def _gather(network: Network, configs: dict[str, AgentConfig], out: Path) -> Non
 STOPPED_AS_ASKED = "stopped by the runner: the measurement had what it needed"
 
 
-def run_agents(network: Network, scenario: Scenario, transport: str, out: Path,
+def run_agents(network: Network, scenario: Scenario, transport: Transport, out: Path,
                on_start: Callable[[float], None] | None = None,
                mode: str | None = None,
                stop_when: Callable[[float, list[float]], bool] | None = None
@@ -341,7 +346,7 @@ def run_agents(network: Network, scenario: Scenario, transport: str, out: Path,
     try:
         for host, cfg in configs.items():
             config = f"{cfg.out_dir}/config.json"
-            network.write_files(host, {config: json.dumps(asdict(cfg), indent=1)} | (
+            network.write_files(host, {config: cfg.to_json()} | (
                 {f"{cfg.out_dir}/agent.log": ""} if mode == "pooled" else {}))
             if mode != "pooled":
                 procs[host] = network.spawn(host, f"agent-{host}",

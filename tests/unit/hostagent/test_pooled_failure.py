@@ -21,15 +21,17 @@ import time
 from pathlib import Path
 
 from hostagent import compiled
+from hostagent.protocol.evs import EVPolicy
 from hostagent.protocol.qp import QPConfig
 from hostagent.protocol.rocev2 import RoceQP
 from hostagent.runtime import agent, driver
 from hostagent.runtime import pooled as multi
-from hostagent.runtime.config import AgentConfig, PeerConfig
+from hostagent.runtime.config import AgentConfig, PeerConfig, WorkloadConfig
 
-QP = {"mss": 512, "timeout": 0.005, "linear_cnt": 1, "exp_cnt": 0}  # fails at the 2nd timeout
-FOREVER = {**QP, "exp_cnt": 25}  # h1's: its data is never acknowledged (h0's ACKs are lost
-# with h0's data), and it keeps retrying until the runner stops it
+QP = QPConfig(mss=512, timeout=0.005, linear_cnt=1, exp_cnt=0)  # fails at the 2nd timeout
+# h1's: its data is never acknowledged (h0's ACKs are lost with h0's data), and it keeps
+# retrying until the runner stops it
+FOREVER = QPConfig(mss=512, timeout=0.005, linear_cnt=1, exp_cnt=25)
 PROMPT = 5.0  # s: far below LINGER_MAX, far above the QP's 2 timeouts
 
 
@@ -49,10 +51,9 @@ def _configs(tmp: Path) -> list[AgentConfig]:
         peer = PeerConfig(1 - rank, f"h{1 - rank}", [], ["::1"], [])
         out.append(AgentConfig(
             rank=rank, world=2, host=host, transport="rocev2", plain=["::1"], peers=[peer],
-            qps_per_peer=1, qp=QP if rank == 0 else FOREVER, mrc={}, seed=1, start_file=str(start),
-            out_dir=str(tmp / host), timeout=60.0,
-            workload={"collective": "all_reduce", "size": 64 * 1024, "iterations": 3,
-                      "warmup": 0, "compute_gap": 0.0}))
+            qps_per_peer=1, qp=QP if rank == 0 else FOREVER, mrc=EVPolicy(), seed=1,
+            start_file=str(start), out_dir=str(tmp / host), timeout=60.0,
+            workload=WorkloadConfig("all_reduce", 64 * 1024, 3, 0)))
     return out
 
 
@@ -68,7 +69,7 @@ def _loopback_qps(monkeypatch) -> None:
     def build(cfg: AgentConfig):
         peer = 1 - cfg.rank
         ours, theirs = driver.qpn(cfg.rank, peer, 0)
-        qp = RoceQP(ours, theirs, memoryview(bytearray(0)), QPConfig(**cfg.qp), seed=cfg.rank)
+        qp = RoceQP(ours, theirs, memoryview(bytearray(0)), cfg.qp, seed=cfg.rank)
         to = ("::1", dead if cfg.rank == 0 else listens[peer].getsockname()[1])
         route = driver.Route(driver.ecn_socket(_udp()), {0: to}, {0: 0})
         return listens[cfg.rank], {peer: [(qp, route)]}

@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import pytest
 
-from hostagent.protocol.qp import QPConfig
 from testbed.fabric.plan import make_plan
 from testbed.run.traffic import agent_configs, base_rtt
 from testbed.scenario.schema import parse
@@ -24,4 +23,4 @@ def test_base_rtt_serializes_a_packet_and_its_ack_at_every_hop(tmp_path):
     sc = parse(QUICKSTART, "q")
     assert base_rtt(sc) == pytest.approx(across)
     configs = agent_configs(make_plan(sc), sc, "rocev2", tmp_path)
-    assert QPConfig(**configs["h0"].qp).base_rtt == pytest.approx(across)
+    assert configs["h0"].qp.base_rtt == pytest.approx(across)

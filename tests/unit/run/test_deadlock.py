@@ -10,8 +10,10 @@ import asyncio
 import json
 import time
 
+from hostagent.protocol.evs import EVPolicy
+from hostagent.protocol.qp import QPConfig
 from hostagent.runtime import agent
-from hostagent.runtime.config import AgentConfig, PeerConfig
+from hostagent.runtime.config import AgentConfig, PeerConfig, WorkloadConfig
 from hostagent.workloads.graph import Graph, Node, RankPlan
 from hostagent.workloads.loopback import LoopbackEndpoint, LoopbackFabric
 from testbed.run.waiting import stuck
@@ -55,10 +57,10 @@ def test_a_deadlocked_step_ends_naming_the_waiting_rank_its_node_and_the_peer(tm
         (tmp_path / f"h{rank}").mkdir()
         configs.append(AgentConfig(
             rank=rank, world=2, host=f"h{rank}", transport="mrc", plain=[],
-            peers=[PeerConfig(1 - rank, f"h{1 - rank}", [], [], [])], qps_per_peer=1, qp={},
-            mrc={}, seed=1, start_file=str(start), out_dir=str(tmp_path / f"h{rank}"),
-            timeout=TIMEOUT, workload={"steps": _plan(rank).to_dict(), "iterations": 1,
-                                       "warmup": 0, "compute_scale": 1.0}))
+            peers=[PeerConfig(1 - rank, f"h{1 - rank}", [], [], [])], qps_per_peer=1,
+            qp=QPConfig(), mrc=EVPolicy(), seed=1, start_file=str(start),
+            out_dir=str(tmp_path / f"h{rank}"), timeout=TIMEOUT,
+            workload=WorkloadConfig("all_reduce", 0, 1, 0, steps=_plan(rank).to_dict())))
 
     async def both() -> list[dict]:
         return await asyncio.gather(*(agent.host_main(c) for c in configs))

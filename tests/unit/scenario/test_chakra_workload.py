@@ -34,7 +34,7 @@ def test_shipped_trace_is_the_step_it_was_written_from(tmp_path):
     configs = agent_configs(make_plan(scenario), scenario, "mrc", tmp_path)
     ranks = ["h0", "h4", "h1", "h5", "h2", "h6", "h3", "h7"]
     for rank, host in enumerate(ranks):
-        plan = RankPlan.from_dict(configs[host].workload["steps"])
+        plan = RankPlan.from_dict(configs[host].workload.steps)
         assert configs[host].rank == rank
         assert plan.graph == source.graphs[rank]
         assert dict(plan.groups) == {"dp0.0": (0, 1, 2, 3), "dp0.1": (4, 5, 6, 7)}

@@ -30,9 +30,9 @@ def test_the_straggling_rank_alone_gets_its_windows(tmp_path):
                   " {at: 0.5, kind: link_down, target: {plane: 0, leaf: 0, spine: 1},"
                   "  duration: 1}]", jitter=0.1)
     configs = agent_configs(make_plan(sc), sc, "mrc", tmp_path)
-    assert configs["h3"].workload["stragglers"] == [(1.0, 3.0, 2.0), (4.0, None, 1.5)]
-    assert all(configs[h].workload["stragglers"] == [] for h in configs if h != "h3")
-    assert {c.workload["compute_jitter"] for c in configs.values()} == {0.1}
+    assert configs["h3"].workload.stragglers == [(1.0, 3.0, 2.0), (4.0, None, 1.5)]
+    assert all(configs[h].workload.stragglers == [] for h in configs if h != "h3")
+    assert {c.workload.compute_jitter for c in configs.values()} == {0.1}
 
 
 @pytest.mark.parametrize(("faults", "message"), [

@@ -25,10 +25,10 @@ def test_shipped_scenario_gives_each_agent_its_plan(tmp_path):
     scenario, _ = schema.load(ROOT / "scenarios" / "training-quickstart.yaml")
     configs = agent_configs(make_plan(scenario), scenario, "mrc", tmp_path)
     assert len(configs) == 8
-    plan = RankPlan.from_dict(configs["h5"].workload["steps"])
+    plan = RankPlan.from_dict(configs["h5"].workload.steps)
     assert plan.graph.rank == configs["h5"].rank == 5
     assert plan.groups["tp0.1"] == (4, 5)
-    assert configs["h5"].workload["compute_scale"] == compute_scale(scenario) == 1.0
+    assert configs["h5"].workload.compute_scale == compute_scale(scenario) == 1.0
 
 
 def test_degrees_must_match_the_ranks():
