@@ -1,12 +1,12 @@
-"""The runner's end of the server agents: one ssh session per server, JSON lines over it.
+"""The runner's end of the server agents: one ssh connection per server, JSON lines over it.
 
 A `ServerSession` starts `testbed.cluster.server_agent` over ssh (the same command for a real
 server and an emulated one: only the ssh prefix differs) and sends one request at a time, a
 request of ops.py whose type gives the reply's. `send` and `receive` are split so that the
 runner can ask every server at once and then read the answers (`ask_all`). An error reply, a
-dead session or a reply that is not JSON raises `ServerError`, one line naming the server.
+dead ssh connection or a reply that is not JSON raises `ServerError`, one line naming the server.
 
-The session is the agent's life line: closing its stdin (the runner ending, killed or not:
+The ssh connection is the agent's life line: closing its stdin (the runner ending, killed or not:
 the kernel closes the pipe) ends the agent, which first cleans its server up.
 """
 from __future__ import annotations
@@ -39,7 +39,8 @@ R = TypeVar("R")
 
 
 class ServerError(TestbedError):
-    """A server agent failed a request, or its session ended: the message names the server."""
+    """A server agent failed a request, or its ssh connection ended: the message names the
+    server."""
 
 
 def agent_argv(*args: str) -> list[str]:
@@ -88,13 +89,13 @@ class ServerSession:
 
     def receive(self, op: str, timeout: float = REPLY_TIMEOUT) -> Any:
         """The reply to the last request sent; replies to requests abandoned before (a signal
-        while waiting) are read and dropped first, so that the session stays in step."""
+        while waiting) are read and dropped first, so that the connection stays in step."""
         while self._read_n < self._sent - 1:
             self._read_n += 1
             try:
                 self._reply(timeout, op)
             except ServerError as exc:
-                if "its agent's session ended" in str(exc):
+                if "its agent's ssh connection ended" in str(exc):
                     raise
         self._read_n += 1
         return self._reply(timeout, op)
@@ -141,7 +142,7 @@ class ServerSession:
         except subprocess.TimeoutExpired:
             err = ""
         last = err.splitlines()[-1] if err else f"exit status {self.proc.returncode}"
-        return ServerError(f"server {self.server}: its agent's session ended during `{op}`: "
+        return ServerError(f"server {self.server}: its agent's ssh connection ended during `{op}`: "
                            f"{last}", "check `ssh` to it and that the repository and its "
                            ".venv are at the same path there (scripts/install.sh)")
 

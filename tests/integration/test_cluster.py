@@ -420,7 +420,8 @@ def test_a_lost_ssh_session_makes_its_agent_clean_its_server(tmp_path: Path):
     exits; srv0 is untouched. Closing the fabric then says which session was lost."""
     sc = scenario_mod.parse(QUICK + "cluster: {emulated: 2}\n", "test")
     seen: dict[str, object] = {}
-    with (pytest.raises(errors.TestbedError, match="server srv1: its agent's session ended"),
+    with (pytest.raises(errors.TestbedError,
+                        match="server srv1: its agent's ssh connection ended"),
             fabric(sc) as network):
             assert isinstance(network, ClusterNetwork)
             session = network.sessions["srv1"]

@@ -14,10 +14,11 @@ TEXT = "name: o\nworkload: {size: 1KiB, iterations: 2, warmup: 0}\n"
 
 
 def made_run(base: Path, transport: str = "mrc", status: str = "complete",
-             workload: bool = True) -> Path:
-    """A run's folder; without `workload`, as --verify-only leaves it (no tables)."""
-    sc = scenario.parse(TEXT, "t")
-    r = RunResults(base, sc, TEXT, 1, transport)
+             workload: bool = True, text: str = TEXT, error: str | None = None) -> Path:
+    """A run's folder of scenario `text`, ended with `status` and `error`; without `workload`,
+    as --verify-only leaves it (no tables)."""
+    sc = scenario.parse(text, "t")
+    r = RunResults(base, sc, text, 1, transport)
     if workload:
         out = r.dir / "agents"
         for rank, host in enumerate(sc.rank_hosts()):
@@ -32,7 +33,8 @@ def made_run(base: Path, transport: str = "mrc", status: str = "complete",
                  "evs_used": [0]} for k in range(2)]))
             (out / host / "paths.json").write_text(json.dumps({"qps": [
                 {"qpn": 1, "peer": (rank + 1) % 4, "data_sent": 2, "retransmits": 0}]}))
-        collect(out, r.dir, [AgentOutcome(h, i, 0, {})
-                             for i, h in enumerate(sc.rank_hosts())], sc, transport)
-    r.finish(status, None, {})
+        table, _ = collect(out, r.dir, [AgentOutcome(h, i, 0, {})
+                                        for i, h in enumerate(sc.rank_hosts())], sc, transport)
+        r.write_text("summary.txt", table)
+    r.finish(status, error, {})
     return r.dir

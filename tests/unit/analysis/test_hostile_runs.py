@@ -10,31 +10,16 @@ import pytest
 
 from analysis import render, report
 from analysis.load import RunError, load_run, load_runs
-from testbed import scenario
-from testbed.run.collect import collect
-from testbed.run.results import RunResults
-from testbed.run.traffic import AgentOutcome
+from tests.unit.made_runs import made_run
 
 EVIL = "<script>alert(1)</script>"
 
 
 def _run(base: Path, description: str = "plain") -> Path:
-    """A results folder as a run writes it (RunResults, collect), from agents' iteration files."""
-    text = (f"name: c\ndescription: {json.dumps(description)}\n"
-            f"workload: {{size: 1KiB, iterations: 2, warmup: 0}}\n")
-    sc = scenario.parse(text, "t")
-    r = RunResults(base, sc, text, 1, "mrc")
-    out = r.dir / "agents"
-    for rank, host in enumerate(sc.rank_hosts()):
-        (out / host).mkdir(parents=True)
-        (out / host / "iterations.json").write_text(json.dumps([
-            {"rank": rank, "kind": "all_reduce", "iteration": k, "warmup": False,
-             "start": 10.0 + k, "end": 10.5 + k, "bytes": 1024, "verified": True,
-             "error": None} for k in range(2)]))
-    collect(out, r.dir, [AgentOutcome(h, i, 0, {}) for i, h in enumerate(sc.rank_hosts())],
-            sc, "mrc")
-    r.finish("failed", f"agent said {EVIL}", {})
-    return r.dir
+    """A run that failed with an error quoting `EVIL`, of a scenario with `description`."""
+    return made_run(base, status="failed", error=f"agent said {EVIL}",
+                    text=f"name: c\ndescription: {json.dumps(description)}\n"
+                    f"workload: {{size: 1KiB, iterations: 2, warmup: 0}}\n")
 
 
 def test_the_report_escapes_description_error_and_scenario_text(tmp_path: Path):

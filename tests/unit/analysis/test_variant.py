@@ -8,35 +8,12 @@ from pathlib import Path
 
 from analysis import report, summary
 from analysis.load import load_run
-from testbed import scenario
-from testbed.run.collect import collect
-from testbed.run.results import RunResults
-from testbed.run.traffic import AgentOutcome
+from tests.unit.made_runs import made_run
 
 
 def _run(base: Path, switch: str, transport: str) -> Path:
-    """A results folder as a run writes it (RunResults, collect), from agents' iteration files."""
-    text = f"name: v\nswitch: {switch}\nworkload: {{size: 1KiB, iterations: 2, warmup: 0}}\n"
-    sc = scenario.parse(text, "t")
-    r = RunResults(base, sc, text, 1, transport)
-    out = r.dir / "agents"
-    for rank, host in enumerate(sc.rank_hosts()):
-        (out / host).mkdir(parents=True)
-        (out / host / "iterations.json").write_text(json.dumps([
-            {"rank": rank, "kind": "all_reduce", "iteration": k, "warmup": False,
-             "start": 10.0 + k, "end": 10.5 + k, "bytes": 1024, "verified": True,
-             "error": None} for k in range(2)]))
-        (out / host / "messages.json").write_text(json.dumps([
-            {"iteration": k, "warmup": False, "peer": (rank + 1) % 4, "size": 256,
-             "start": 10.0 + k, "end": 10.4 + k, "retransmits": 0, "trims": 0,
-             "evs_used": [0]} for k in range(2)]))
-        (out / host / "paths.json").write_text(json.dumps({"qps": [
-            {"qpn": 1, "peer": (rank + 1) % 4, "data_sent": 2, "retransmits": 0}]}))
-    table, _ = collect(out, r.dir, [AgentOutcome(h, i, 0, {})
-                                    for i, h in enumerate(sc.rank_hosts())], sc, transport)
-    r.write_text("summary.txt", table)
-    r.finish("complete", None, {})
-    return r.dir
+    return made_run(base, transport, text=f"name: v\nswitch: {switch}\n"
+                    f"workload: {{size: 1KiB, iterations: 2, warmup: 0}}\n")
 
 
 def test_each_place_a_run_is_shown_names_its_variant(tmp_path: Path):

@@ -83,7 +83,7 @@ def test_the_end_of_stdin_ends_the_agent_and_its_log(tmp_path: Path):
 
 def test_an_agent_that_cannot_start_is_one_line(tmp_path: Path):
     s = ServerSession("t3", ["sh", "-c", "exit 7; "], str(tmp_path / "agent.log"))
-    with pytest.raises(ServerError, match="server t3: its agent's session ended during "
+    with pytest.raises(ServerError, match="server t3: its agent's ssh connection ended during "
                                           "`starting`: exit status 7"):
         s.start()
     s.close()
