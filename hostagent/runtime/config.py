@@ -28,11 +28,14 @@ class PeerConfig:
     evs: list[tuple[int, int, str]]  # (EV index, plane, uSID destination address)
     plain: list[str]  # the peer's plain address in each plane (RoCEv2)
     denied: list[int]  # EV indexes MRC must never use toward this peer
+    # one-way seconds a datagram from this peer spends in the links' latency (emulated frame,
+    # serialization and queues excluded): what the receive path holds it for; 0: none
+    latency: float = 0.0
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> PeerConfig:
         return cls(data["rank"], data["host"], [(i, p, a) for i, p, a in data["evs"]],
-                   list(data["plain"]), list(data["denied"]))
+                   list(data["plain"]), list(data["denied"]), float(data.get("latency", 0.0)))
 
 
 @dataclass
