@@ -82,6 +82,7 @@ integration: install
 schemas: dev
 	$(BIN)/mrc-testbed schema > schemas/scenario.schema.json
 	$(BIN)/mrc-testbed schema --drill > schemas/drill.schema.json
+	$(BIN)/mrc-testbed schema --meta > schemas/meta.schema.json
 
 # Mermaid, which draws the EV state diagram in the browser, served by the site itself so that
 # the page renders offline (mkdocs-material fetches it from a CDN unless the page defines it).

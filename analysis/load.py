@@ -8,20 +8,22 @@ status so that the report says so on top.
 from __future__ import annotations
 
 import hashlib
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 import yaml
 
 from runcontract import (
-    META,
     OPTIONAL_TABLES,
     REQUIRED_TABLES,
     SCENARIO,
+    MetaError,
     RunFacts,
+    RunMeta,
     UserError,
+    read_meta,
     table_file,
 )
 
@@ -38,7 +40,7 @@ class Run:
     (s since the epoch); `t0`, the workload's start, turns them into seconds since it."""
 
     dir: Path
-    meta: dict
+    meta: RunMeta
     facts: RunFacts  # what the scenario said that a report needs, as the run recorded it
     tables: dict[str, pd.DataFrame] = field(repr=False)
     # the scenario as the run ran it (its folder's scenario.yaml): what no table records,
@@ -47,11 +49,13 @@ class Run:
 
     @property
     def transport(self) -> str:
-        return self.meta["transport"]
+        transport = self.meta.transport
+        assert transport is not None  # load_run refuses a fabric-only run
+        return transport
 
     @property
     def status(self) -> str:
-        return self.meta.get("status", "unknown")
+        return self.meta.status
 
     @property
     def complete(self) -> bool:
@@ -66,8 +70,8 @@ class Run:
         """The workload's start, which faults' `at` counts from: the common start time the
         runner gave the agents (meta.json), or in older runs the first rank's first start
         (a few ms later)."""
-        start = self.meta.get("workload_start")
-        return (float(start) if start is not None else
+        start = self.meta.workload_start
+        return (start if start is not None else
                 float(self.tables["iterations"]["start"].min()))
 
     @property
@@ -86,11 +90,19 @@ class Run:
         raise AttributeError(name)
 
 
-def _incomplete(path: Path, meta: dict, what: str) -> RunError:
-    status = meta.get("status", "unknown")
-    phase = meta.get("ended_in_phase")
-    error = meta.get("error")
-    how = (f"status {status}" + (f", ended in phase {phase}" if phase else "") +
+def fidelity_record(run: Run) -> dict[str, Any] | None:
+    """The fidelity verdict with the numbers it judged on, as plain data (None: not judged)."""
+    return None if run.meta.fidelity is None else run.meta.fidelity.model_dump()
+
+
+def protocol_record(run: Run) -> dict[str, Any] | None:
+    """The protocol build the agents ran, as plain data (None: not recorded)."""
+    return None if run.meta.protocol is None else run.meta.protocol.model_dump()
+
+
+def _incomplete(path: Path, meta: RunMeta, what: str) -> RunError:
+    phase, error = meta.ended_in_phase, meta.error
+    how = (f"status {meta.status}" + (f", ended in phase {phase}" if phase else "") +
            (f": {error}" if error else ""))
     return RunError(f"{path}: incomplete run ({how}): it has {what}, so nothing to report",
                     "rerun the scenario (`mrc-testbed run FILE`)")
@@ -104,26 +116,16 @@ def load_run(path: str | Path) -> Run:
         raise RunError(f"{path}: no such run folder",
                        "give a folder made by `mrc-testbed run` (see `mrc-testbed list`)")
     try:
-        meta = json.loads((path / META).read_text())
-    except FileNotFoundError:
-        raise RunError(f"{path}: not a run folder (no meta.json)",
-                       "give a folder made by `mrc-testbed run` (see `mrc-testbed list`)"
-                       ) from None
-    except ValueError as exc:
-        raise RunError(f"{path}: meta.json is unreadable ({exc})") from None
-    except OSError as exc:
-        raise RunError(f"{path}: cannot read meta.json ({exc.strerror})") from None
-    if not isinstance(meta, dict):
-        raise RunError(f"{path}: meta.json holds a {type(meta).__name__}, not a run's record",
-                       "a damaged file: rerun the scenario") from None
-    if not meta.get("transport"):
+        meta = read_meta(path)
+    except MetaError as exc:
+        raise RunError(exc.message, exc.hint) from None
+    if not meta.transport:
         raise RunError(f"{path}: a fabric-only run (--verify-only, --hold or --cli): it ran no "
                        f"workload, so there is nothing to report")
-    try:
-        facts = RunFacts.from_json(meta["facts"])
-    except (KeyError, TypeError, AttributeError):
+    facts = meta.facts
+    if facts is None:
         raise RunError(f"{path}: meta.json has no facts of the scenario (a run made by an older "
-                       f"testbed, or a damaged file)", "rerun the scenario") from None
+                       f"testbed, or a damaged file)", "rerun the scenario")
     missing = [name for name in REQUIRED_TABLES if not (path / table_file(name)).exists()]
     if missing:
         raise _incomplete(path, meta, "no " + ", ".join(table_file(m) for m in missing))
@@ -136,12 +138,21 @@ def load_run(path: str | Path) -> Run:
     if missing_columns:
         raise RunError(f"{path}: iterations.parquet lacks columns {missing_columns}",
                        "a damaged file: rerun the scenario")
-    # iterations an agent did not complete are marked (error "not completed: ...", no times);
-    # the report is of those that ran
-    tables["iterations"] = tables["iterations"][tables["iterations"]["start"].notna()]
+    tables["iterations"] = _whole_iterations(tables["iterations"])
     if tables["iterations"].empty:
         raise _incomplete(path, meta, "no iteration in iterations.parquet")
     return Run(path, meta, facts, tables, _scenario_data(path))
+
+
+def _whole_iterations(iterations: pd.DataFrame) -> pd.DataFrame:
+    """The iterations every rank completed. An agent that failed (its QP gave up, or it broke)
+    marks the iterations it did not complete (error "not completed: ...", no times), and its
+    peers may have completed one it did not: such an iteration's CCT would be too short, so the
+    report, like the run's summary, is of the whole ones."""
+    world = iterations["rank"].nunique()
+    ran = iterations[iterations["start"].notna()]
+    ranks = ran.groupby("iteration")["rank"].nunique()
+    return ran[ran["iteration"].isin(ranks[ranks == world].index)]
 
 
 def _read_table(file: Path) -> pd.DataFrame:
@@ -154,9 +165,9 @@ def _read_table(file: Path) -> pd.DataFrame:
                        ) from None
 
 
-def _check_scenario_file(path: Path, meta: dict) -> None:
+def _check_scenario_file(path: Path, meta: RunMeta) -> None:
     """The scenario.yaml a report shows must be the one the tables came from."""
-    expected = meta.get("scenario_sha256")
+    expected = meta.scenario_sha256
     if expected is None:  # runs made before the digest was recorded
         return
     try:

@@ -396,6 +396,13 @@ QP_COUNTERS = ("data_sent", "retransmits", "timeouts", "nacks_sent", "trims_rece
                "duplicates", "dropped_out_of_order")
 
 
+def failed_qps(qps: pd.DataFrame) -> int:
+    """QPs that gave up: qps.parquet's `failed` holds why (None while the QP lived on)."""
+    if "failed" not in qps.columns:
+        return 0
+    return int(sum(isinstance(v, str) and bool(v) for v in qps["failed"]))
+
+
 def qp_counters(qps: pd.DataFrame, by: str = "host") -> pd.DataFrame:
     """Sums of the QP counters (those present) per `by`: where the loss recovery happened."""
     present = [c for c in QP_COUNTERS if c in qps.columns]

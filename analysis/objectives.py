@@ -156,8 +156,7 @@ def evaluate(runs: Sequence[Run], controls: Sequence[Run], spec: dict,
         out.append(Verdict("every collective verified", f"{wrong} of {total} rank-iterations "
                            f"wrong ({n_runs} runs)", "0 wrong", status, note, float(wrong)))
     if spec.get("no_failed_qp"):
-        failed = sum(int(r.qps["failed"].sum()) if "failed" in r.qps.columns else 0
-                     for r in runs)
+        failed = sum(metrics.failed_qps(r.qps) for r in runs)
         out.append(Verdict("no QP failed", f"{failed} QPs failed", "0",
                            "pass" if failed == 0 else "fail", "", float(failed)))
     windows = [fault_window(r) for r in runs]
@@ -193,8 +192,7 @@ def evaluate(runs: Sequence[Run], controls: Sequence[Run], spec: dict,
         out.append(_step_verdict(runs, steady_of, basis, windows, float(spec["exposed_ratio"]),
                                  "exposed"))
     if spec.get("faithful"):
-        verdicts = [((r.meta.get("fidelity") or {}).get("verdict")) for r in
-                    [*runs, *controls]]
+        verdicts = [r.meta.verdict for r in [*runs, *controls]]
         good = sum(v == "faithful" for v in verdicts)
         missing = sum(v is None for v in verdicts)
         note = (f"{missing} runs carry no fidelity verdict (meta.json `fidelity`)"

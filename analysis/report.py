@@ -17,7 +17,7 @@ from matplotlib.figure import Figure
 from hostagent import compiled
 
 from . import figures, metrics
-from .load import Run
+from .load import Run, fidelity_record, protocol_record
 
 BIN_S = 0.1  # goodput and heatmap bins: the telemetry's period on small fabrics
 JITTER_BINS = 0.1  # of a bin: how far past a bin's width the sampling interval may reach
@@ -152,7 +152,7 @@ def _title(views: list[RunView], what: str) -> str:
 def fidelity_figure(view: RunView) -> Figure:
     """Did the run measure the network or the CPU: link lateness CCDF, CPU over time."""
     run = view.run
-    return figures.fidelity(run.link_gaps, run.cpu, view.disturbances, run.meta.get("fidelity"),
+    return figures.fidelity(run.link_gaps, run.cpu, view.disturbances, fidelity_record(run),
                             run.t0, view.t_end, f"{run.facts.scenario} over {run.transport}")
 
 
@@ -229,7 +229,7 @@ def headline(views: list[RunView]) -> pd.DataFrame:
         ps = v.percentiles()
         rows.append({"run": v.run.name, "transport": v.run.facts.baseline,
                      "status": v.run.status,
-                     "fidelity": (v.run.meta.get("fidelity") or {}).get("verdict", "not judged"),
+                     "fidelity": v.run.meta.verdict or "not judged",
                      "timed iterations": len(v.timed),
                      "busbw (Mbit/s)": round(v.busbw * 8e3, 2),
                      "ideal (Mbit/s)": round(v.ideal * 8e3, 2),
@@ -341,20 +341,22 @@ def intro_html(runs: list[Run], title: str) -> str:
     items = []
     for r in runs:
         line = (f"<b>{e(r.facts.baseline)}</b> <code>{e(r.name)}</code>: status "
-                f"<b>{e(r.status)}</b>; protocol {e(compiled.line(r.meta.get('protocol')))}")
-        if not r.complete:
-            line += (f" (ended in phase {e(str(r.meta.get('ended_in_phase')))}: "
-                     f"{e(str(r.meta.get('error')))}). <b>This run is incomplete: read its "
+                f"<b>{e(r.status)}</b>; protocol {e(compiled.line(protocol_record(r)))}")
+        if r.meta.gave_up:
+            line += ("; <b>the transport gave up, and a job would abort here</b>: "
+                     + "; ".join(e(g.line()) for g in r.meta.gave_up))
+        elif not r.complete:
+            line += (f" (ended in phase {e(str(r.meta.ended_in_phase))}: "
+                     f"{e(str(r.meta.error))}). <b>This run is incomplete: read its "
                      f"numbers as such.</b>")
         items.append(f"<li>{line}</li>")
     parts.append("<ul>" + "".join(items) + "</ul>")
     for r in runs:
-        bg = r.meta.get("background")
-        if isinstance(bg, dict) and bg.get("flows") and bg.get("ran", bg["flows"]) != bg["flows"]:
-            failed = "; ".join(str(f) for f in bg.get("failed", []))
-            parts.append(f"<p><b>{e(r.transport)}: {e(str(bg.get('ran')))} of "
-                         f"{e(str(bg['flows']))} background flows ran</b> ({e(failed)}); the "
-                         f"figures shade only what ran.</p>")
+        bg = r.meta.background
+        if bg is not None and bg.flows and bg.ran != bg.flows:
+            parts.append(f"<p><b>{e(r.transport)}: {bg.ran} of {bg.flows} background flows "
+                         f"ran</b> ({e('; '.join(bg.failed))}); the figures shade only what "
+                         f"ran.</p>")
     if len({r.facts.scenario for r in runs}) > 1:
         parts.append("<p><b>These runs are of different scenarios.</b></p>")
     parts.append("<p>Times on every axis are seconds since the workload started (the first "

@@ -9,6 +9,7 @@ import pandas as pd
 from hostagent import compiled
 
 from . import metrics, step_report
+from .load import protocol_record
 from .report import FRACTION, PRE_WINDOW, RunView
 
 _HEAD = (("transport", 11), ("time", 9), ("algbw", 9), ("busbw", 9), ("ideal", 6),
@@ -75,8 +76,19 @@ def recoveries(views: list[RunView]) -> str:
         for v in views:
             if i >= len(v.recoveries):
                 continue
-            lines.append(f"#     {v.label:<8} {_how(v.recoveries.iloc[i])}")
+            how = _gave_up_by(v, d["start"]) or _how(v.recoveries.iloc[i])
+            lines.append(f"#     {v.label:<8} {how}")
     return "\n".join(lines) + "\n"
+
+
+def _gave_up_by(view: RunView, start: float) -> str:
+    """For a run whose transport gave up after a disturbance began: that, in place of a
+    recovery its job would never have made (its goodput stops with the QP, not with the
+    fault); empty otherwise."""
+    times = [g.after_s for g in view.run.meta.gave_up if g.after_s is not None]
+    if not times or min(times) < start:
+        return ""
+    return f"gave up at {min(times):.2f} s ({len(times)} QPs): a job would abort, no recovery"
 
 
 SLOW = 1.5  # an iteration this many times the median during a disturbance is worth saying
@@ -149,13 +161,13 @@ def fidelity(views: list[RunView]) -> str:
     """One line per run: its fidelity verdict and why (loud when the numbers are the CPU's)."""
     lines = []
     for v in views:
-        f = v.run.meta.get("fidelity") or {}
-        verdict = f.get("verdict")
-        if verdict is None:
+        f = v.run.meta.fidelity
+        if f is None:
             lines.append(f"# fidelity {v.label}: not judged (a run made before the monitor)")
             continue
+        verdict = f.verdict
         loud = verdict.upper() if verdict != "faithful" else verdict
-        why = "; ".join(f.get("reasons", []))
+        why = "; ".join(f.reasons)
         lines.append(f"# fidelity {v.label}: {loud}" + (f" - {why}" if why else "")
                      + (" (these numbers measure the CPU, not the network)"
                         if verdict == "not faithful" else ""))
@@ -165,7 +177,7 @@ def fidelity(views: list[RunView]) -> str:
 def protocol(views: list[RunView]) -> str:
     """One line per run: the protocol build its agents ran (meta.json `protocol`: compiled or
     the sources, and why), so that CPU-bound numbers of two runs are not compared unawares."""
-    return "".join(f"# protocol {v.label}: {compiled.line(v.run.meta.get('protocol'))}\n"
+    return "".join(f"# protocol {v.label}: {compiled.line(protocol_record(v.run))}\n"
                    for v in views)
 
 
@@ -203,8 +215,15 @@ def dilation(views: list[RunView]) -> str:
     return "\n".join(lines) + ("\n" if lines else "")
 
 
+def gave_up(views: list[RunView]) -> str:
+    """One line per QP that exhausted its retries (meta.json `gave_up`): the run's outcome, a
+    job that would abort, beside the measurements of what ran until then."""
+    return "".join(f"# gave up {v.label}: {g.line()}; a job would abort here\n"
+                   for v in views for g in v.run.meta.gave_up)
+
+
 def text(views: list[RunView]) -> str:
     head = (step_report.table(views) if all(map(step_report.is_step_run, views))
             else table(views) + dilation(views))
-    return (head + fidelity(views) + protocol(views) + writes(views) + recoveries(views)
-            + fault_timing(views))
+    return (head + gave_up(views) + fidelity(views) + protocol(views) + writes(views)
+            + recoveries(views) + fault_timing(views))

@@ -94,7 +94,7 @@ def agent(network, sc, transport: str, batched: bool = True) -> dict:
         bad = [o.result for o in outcomes if o.result.get("status") != "ok"]
         if bad:
             sys.exit(f"agent run over {transport} failed: {bad}")
-        collect(out / "agents", out, outcomes, sc, transport)
+        collect(out / "agents", out, outcomes, network.plan, transport)
         it = pd.read_parquet(out / "iterations.parquet")
         qps = pd.read_parquet(out / "qps.parquet")
     os.environ.pop("HOSTAGENT_BATCH")
@@ -150,7 +150,7 @@ def main() -> None:
         with fabric(sc) as network, tempfile.TemporaryDirectory() as tmp:
             out = Path(tmp)
             outcomes = run_agents(network, sc, t, out / "agents")
-            table, _ = collect(out / "agents", out, outcomes, sc, t)
+            table = collect(out / "agents", out, outcomes, network.plan, t).table
         measured = float(re.search(r"sum\s+\d+\s+\S+\s+(\S+)", table).group(1))
         ideal, planes = sc.ideal_busbw(t)
         print(f"   {t:<8} busbw {measured * 8e3:7.2f} Mb/s   ideal {ideal * 8e3:6.1f} Mb/s "

@@ -27,6 +27,7 @@ import time
 from pathlib import Path
 
 from bench.common import ROOT
+from runcontract import read_meta
 
 PYTHON = str(ROOT / ".venv/bin/python")
 DEFAULT = ["scenarios/quickstart.yaml", "scenarios/ref-64.yaml"]
@@ -67,7 +68,7 @@ def testbed(file: str) -> dict:
         if res.returncode != 0:
             sys.exit(f"testbed run of {file} failed:\n{res.stderr}")
         (run,) = Path(tmp).iterdir()
-        phases = json.loads((run / "meta.json").read_text())["phases"]
+        phases = read_meta(run).phases
         verify = json.loads((run / "verify.json").read_text())
     build = sum(phases[p] for p in ("nodes", "links", "routes", "verify"))
     return {"build": build, "teardown": phases["teardown"], "wall": wall,

@@ -29,11 +29,10 @@ def measure(run_dir: Path) -> dict:
     run = load_run(run_dir)
     row = nccl_rows(run.tables["iterations"])[0]
     ideal = run.facts.ideal_busbw
-    meta = json.loads((run_dir / "meta.json").read_text())
     verify = json.loads((run_dir / "verify.json").read_text())
-    used = meta.get("cluster", {}).get("underlay_during_workload", {})
+    used = (run.meta.cluster or {}).get("underlay_during_workload", {})
     return {"share": row.busbw / ideal, "evs": f"{verify['received']}/{verify['probed']}",
-            "fidelity": meta.get("fidelity", {}).get("verdict", "?"),
+            "fidelity": run.meta.verdict or "?",
             "verified": bool(run.tables["iterations"]["verified"].all()),
             "underlay_mb": sum(u["tx_bytes"] for u in used.values()) / 1e6 if used else None,
             "underlay_errors": sum(u["errors"] + u["drops"] for u in used.values())}

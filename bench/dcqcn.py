@@ -233,7 +233,7 @@ def measure(run_dir: Path, setting: Setting) -> Row:
     that did not complete or did not run `setting`."""
     row = faults.measure(run_dir)
     run = load_run(run_dir)
-    ran = run.meta.get("dcqcn")
+    ran = run.meta.dcqcn
     if ran != ratios(setting):
         raise RunError(f"the run's meta says it ran DCQCN {ran}, not {ratios(setting)}")
     qps = run.tables["qps"]

@@ -37,9 +37,10 @@ def measure(run_dir: Path) -> dict:
     """One run's row; RunError (the report's "no result", with why) for a run that did not
     complete, e.g. a QP that used up its retries: its collective stopped, it has no share."""
     run = load_run(run_dir)
-    if run.meta.get("status") != "complete":
-        error = str(run.meta.get("error") or "").split("\n")[0]
-        raise RunError(f"the run {run.meta.get('status')}: {error}")
+    if run.meta.status != "complete":
+        why = (run.meta.gave_up[0].line() if run.meta.gave_up
+               else str(run.meta.error or "").split("\n")[0])
+        raise RunError(f"the run {run.meta.status}: {why}")
     row = nccl_rows(run.tables["iterations"])[0]
     ideal = run.facts.ideal_busbw
     timed = cct(run.tables["iterations"], run.t0)
@@ -55,7 +56,7 @@ def measure(run_dir: Path) -> dict:
             "n": len(timed),
             "retx": int(qps["retransmits"].sum()), "trims": trims,
             "verified": bool(timed["verified"].all()),
-            "fidelity": (run.meta.get("fidelity") or {}).get("verdict", "-")}
+            "fidelity": run.meta.verdict or "-"}
 
 
 def paired(rows: dict[tuple[str, int], dict], variant: str, seeds: list[int]) -> list[float | None]:

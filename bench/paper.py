@@ -33,6 +33,7 @@ import json
 import sys
 from pathlib import Path
 
+from analysis import metrics
 from analysis.load import RunError, load_run
 from analysis.metrics import cct
 from bench import fair
@@ -114,10 +115,10 @@ def measure(run_dir: Path) -> dict | None:
            "n_after": len(after),
            "cct_before": float(before["cct"].mean()) if len(before) else None,
            "n_before": len(before),
-           "failed_qps": int(qps["failed"].notna().sum()) if "failed" in qps else 0,
+           "failed_qps": metrics.failed_qps(qps),
            "retransmits": int(qps["retransmits"].sum()), "timeouts": int(qps["timeouts"].sum()),
-           "fidelity": (r.meta.get("fidelity") or {}).get("verdict", "-"),
-           "cpu": {k: ((r.meta.get("fidelity") or {}).get("cpu") or {}).get(k)
+           "fidelity": r.meta.verdict or "-",
+           "cpu": {k: (r.meta.fidelity.part("cpu") if r.meta.fidelity else {}).get(k)
                    for k in ("run_total", "run_agents", "run_runner", "softirq", "busy_mean")}}
     for col in ("tail_probes", "rack_losses", "stalls"):
         if col in qps:

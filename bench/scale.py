@@ -56,6 +56,7 @@ import pandas as pd
 from bench import cpu
 from bench.fair import THIS, Checkout, checkouts
 from hostagent import compiled
+from runcontract import read_meta
 from testbed import scenario as scenario_mod
 from testbed.emulation.calibration import CACHE_DIR, agents_cpu, agents_cpu_split
 from testbed.errors import TestbedError
@@ -155,17 +156,17 @@ def _run_on(checkout: Checkout, text: str, base: Path) -> str | None:
 
 def read_run(d: Path, sc, error: str | None, kernel: float) -> dict:
     """A run's row from its results folder `d` (whichever checkout wrote it)."""
-    meta = json.loads((d / "meta.json").read_text())
+    meta = read_meta(d)
     out: dict = {"dir": d, "error": error, "kernel": kernel,
-                 "rate": meta["facts"]["link_rates"]["host"] if meta.get("facts") else None,
-                 "build": (meta.get("protocol") or {}).get("build", "-")}
-    f = meta.get("fidelity") or {}
-    out |= {"verdict": f.get("verdict", "none"), "reasons": f.get("reasons", []),
-            "run_cpu": (f.get("cpu") or {}).get("run_total"),
-            "lag_p99_ms": ((f.get("agents") or {}).get("lag_p99_s") or 0) * 1e3}
+                 "rate": meta.facts.link_rates["host"] if meta.facts else None,
+                 "build": meta.protocol.build if meta.protocol else "-"}
+    f = meta.fidelity
+    out |= {"verdict": f.verdict if f else "none", "reasons": f.reasons if f else [],
+            "run_cpu": f.part("cpu").get("run_total") if f else None,
+            "lag_p99_ms": ((f.part("agents").get("lag_p99_s") if f else 0) or 0) * 1e3}
     m = (re.search(r"sum\s+\d+\s+\S+\s+(\S+)", (d / "summary.txt").read_text())
          if (d / "summary.txt").exists() else None)
-    ideal = meta["facts"]["ideal_busbw"] if meta.get("facts") else None
+    ideal = meta.facts.ideal_busbw if meta.facts else None
     out["share"] = float(m.group(1)) / ideal if m and ideal else None
     if (d / "iterations.parquet").exists():
         it = pd.read_parquet(d / "iterations.parquet").dropna(subset=["start"])
@@ -180,7 +181,7 @@ def read_run(d: Path, sc, error: str | None, kernel: float) -> dict:
         delivered = delivered_packets(qps)
         results = [json.loads(p.read_text()) for p in (d / "agents").glob("*/result.json")]
         out["agent_us"] = agents_cpu(results) / delivered * 1e6 if delivered else None
-        cpu_seen = f.get("cpu") or {}
+        cpu_seen = f.part("cpu") if f else {}
         softirq = None
         if delivered and cpu_seen.get("softirq") is not None and "iterations" in out:
             softirq = cpu_seen["softirq"] * cpu_seen["cores"] * span

@@ -20,7 +20,9 @@ from runcontract.files import (
     SUMMARY,
     table_file,
 )
+from runcontract.meta import SCHEMA_VERSION, MetaError, RunMeta, parse_meta, read_meta
 
 __all__ = ["CPU_COLUMNS", "EVENT_COLUMNS", "ITERATION_COLUMNS", "LINK_GAP_COLUMNS", "META",
-           "OPTIONAL_TABLES", "REQUIRED_TABLES", "SCENARIO", "STATUSES", "STEP_COLUMNS",
-           "SUMMARY", "BackgroundWindow", "RunFacts", "UserError", "table_file"]
+           "OPTIONAL_TABLES", "REQUIRED_TABLES", "SCENARIO", "SCHEMA_VERSION", "STATUSES",
+           "STEP_COLUMNS", "SUMMARY", "BackgroundWindow", "MetaError", "RunFacts", "RunMeta",
+           "UserError", "parse_meta", "read_meta", "table_file"]

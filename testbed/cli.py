@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 from typing import cast
 
-from runcontract import META, UserError
+from runcontract import RunMeta, UserError, read_meta
 from testbed import scenario
 from testbed.errors import EnvironmentProblem, NotFaithful, TestbedError
 from testbed.fabric import timeline
@@ -37,7 +37,10 @@ EXIT_STATUS = ("Exit status: 0 fine, 1 a bug (the message asks to report it) or 
                "drill objective failed, 6 no drill objective failed but some were "
                "inconclusive (too few samples, no steady state, a run not judged faithful), 7 a "
                "run's fidelity verdict was not `faithful` (only with `run "
-               "--require-faithful`), 130 interrupted.")
+               "--require-faithful`), 8 a transport gave up: a QP exhausted its retries, "
+               "as a job would abort (the run completed; its summary and report say which QP, "
+               "when and after how many timeouts), 130 interrupted.")
+GAVE_UP = 8  # the exit status of a run in which a transport gave up (EXIT_STATUS)
 
 
 class _Version(argparse.Action):
@@ -102,7 +105,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
              "A run whose report is missing (it ended before its report was made, or ran "
              "with `--no-report`) is named with the `mrc-testbed report` command that makes "
              "it."),
-    "schema": ("print the scenario JSON Schema (`--drill`: the drill file's)", ""),
+    "schema": ("print the scenario JSON Schema (`--drill`: the drill file's, `--meta`: a "
+               "results folder's meta.json)", ""),
 }
 
 
@@ -178,7 +182,10 @@ def _parser() -> argparse.ArgumentParser:
     ls.add_argument("--results", type=Path, default=results.DEFAULT_BASE,
                     help="folder the runs are in (default: %(default)s)")
     sc = command("schema")
-    sc.add_argument("--drill", action="store_true", help="the drill file's JSON Schema")
+    which = sc.add_mutually_exclusive_group()
+    which.add_argument("--drill", action="store_true", help="the drill file's JSON Schema")
+    which.add_argument("--meta", action="store_true",
+                       help="the JSON Schema of a results folder's meta.json")
     return p
 
 
@@ -281,6 +288,14 @@ def _cmd_run(args) -> int:
     traffic = not (options.verify_only or options.cli or options.hold > 0)
     if args.require_faithful and traffic:
         _require_faithful(dirs)
+    gave = [(m.transport, m.gave_up) for m in map(read_meta, dirs) if m.gave_up] if traffic else []
+    for transport, qps in gave:
+        print(f"{transport} gave up: {qps[0].line()}"
+              + (f", and {len(qps) - 1} more QPs" if len(qps) > 1 else "")
+              + "; a job would abort here (a result, not an error: exit status 8)",
+              file=sys.stderr)
+    if gave:
+        return GAVE_UP
     return 0
 
 
@@ -289,10 +304,10 @@ def _require_faithful(dirs: list[Path]) -> None:
     that measured no traffic has nothing to vouch for)."""
     bad = []
     for d in dirs:
-        verdict = (json.loads((d / META).read_text()).get("fidelity") or {})
-        if verdict.get("verdict") != "faithful":
-            why = "; ".join(verdict.get("reasons", [])) or "no traffic was measured"
-            bad.append(f"{d.name}: {verdict.get('verdict', 'no verdict')} ({why})")
+        fidelity = read_meta(d).fidelity
+        if fidelity is None or fidelity.verdict != "faithful":
+            why = "; ".join(fidelity.reasons if fidelity else []) or "no traffic was measured"
+            bad.append(f"{d.name}: {fidelity.verdict if fidelity else 'no verdict'} ({why})")
     if bad:
         raise NotFaithful("--require-faithful: " + " | ".join(bad),
                           "lower the link rates or the host count (the verdict's reasons say "
@@ -395,18 +410,20 @@ def _cmd_list(args) -> int:
         return 0
     print(f"{'run':<44}{'status':<13}{'duration':>10}  {'report':<9}ended in")
     unreported = []
-    for meta in runs:
-        status = meta.get("status", "?")
-        rec = live.get(str(meta.get("run_id")))
-        if status == "running" and (rec is None or not rec.runner_alive()):
-            status = "crashed?"  # no live run of that id: until `clean` or a run confirms it
-        duration = meta.get("duration_s")
-        shown = f"{duration:.1f} s" if isinstance(duration, (int, float)) else "-"
-        report = _report_state(Path(meta["dir"]), str(status))
+    for run_dir, meta in runs:
+        status: str
+        if isinstance(meta, RunMeta):
+            status, ended_in = meta.status, meta.ended_in_phase or ""
+            rec = live.get(meta.run_id)
+            if status == "running" and (rec is None or not rec.runner_alive()):
+                status = "crashed?"  # no live run of that id: until `clean` or a run confirms it
+            shown = "-" if meta.duration_s is None else f"{meta.duration_s:.1f} s"
+        else:  # damaged, or written by a newer testbed: the reason where the phase would be
+            status, ended_in, shown = "unreadable", meta.reason, "-"
+        report = _report_state(run_dir, status)
         if report == "missing":
-            unreported.append(meta["dir"])
-        print(f"{Path(meta['dir']).name:<44}{str(status)[:12]:<13}{shown:>10}  {report:<9}"
-              f"{str(meta.get('ended_in_phase') or '')[:40]}")
+            unreported.append(str(run_dir))
+        print(f"{run_dir.name:<44}{status[:12]:<13}{shown:>10}  {report:<9}{ended_in[:40]}")
     if unreported:
         print(f"\n{len(unreported)} run{'s' if len(unreported) > 1 else ''} without a report "
               f"(the run ended before its report was made, or ran with --no-report); to make "
@@ -428,8 +445,11 @@ def _report_state(run_dir: Path, status: str) -> str:
 
 
 def _cmd_schema(args) -> int:
+    from runcontract import meta
     from testbed.scenario import drill
-    print(json.dumps(drill.json_schema() if args.drill else scenario.json_schema(), indent=2))
+    schema = (drill.json_schema() if args.drill else meta.json_schema() if args.meta
+              else scenario.json_schema())
+    print(json.dumps(schema, indent=2))
     return 0
 
 

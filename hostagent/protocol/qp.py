@@ -126,12 +126,14 @@ class ImmArrived:
 
 
 class QPFailed:
-    """The QP gave up (retries exhausted): `reason` says where."""
+    """The QP gave up (retries exhausted): `reason` says where, `at` when (the QP's clock),
+    after `timeouts` consecutive timeouts of one packet; `budget` is how long its retries
+    lasted from a packet's send with the timer it had then (`time_to_fail`)."""
 
-    __slots__ = ("reason",)
+    __slots__ = ("at", "budget", "reason", "timeouts")
 
-    def __init__(self, reason: str) -> None:
-        self.reason = reason
+    def __init__(self, reason: str, at: float, timeouts: int, budget: float) -> None:
+        self.reason, self.at, self.timeouts, self.budget = reason, at, timeouts, budget
 
 
 @dataclass
@@ -220,7 +222,8 @@ class QueuePair:
         self.cc = cc
         self.rng = random.Random(seed)
         self.events: deque[WriteDone | ImmArrived | QPFailed] = deque()
-        self.failed: str | None = None
+        self.failed: str | None = None  # why it gave up; the whole record in `failure`
+        self.failure: QPFailed | None = None
         self.nic_blocked = False  # the last poll left data for want of NIC room
         self.counters = QPCounters()
         self.last_access_error: str | None = None
@@ -416,17 +419,18 @@ class QueuePair:
             p.timed_out_at = now
             if retries_exhausted(self.cfg, p.timeouts):
                 self.counters.timeouts += len(expired_on)
-                self._fail(f"PSN {psn} unacknowledged after {p.timeouts} timeouts in a row "
-                           f"({p.sends} sends, last on EV {p.ev})")
+                self._fail(QPFailed(f"PSN {psn} unacknowledged after {p.timeouts} timeouts in "
+                                    f"a row ({p.sends} sends, last on EV {p.ev})", now,
+                                    p.timeouts, time_to_fail(self.cfg, base)))
                 return
             self._timeout_cut(p, now)
             self._on_timeout(p, now)
         self.counters.timeouts += len(expired_on)
         self._extra_timers(now)
 
-    def _fail(self, reason: str) -> None:
-        self.failed = reason
-        self.events.append(QPFailed(reason))
+    def _fail(self, failure: QPFailed) -> None:
+        self.failed, self.failure = failure.reason, failure
+        self.events.append(failure)
 
     # ---- from the wire ----
     def receive(self, datagram: bytes, now: float, ecn: bool = False) -> None:

@@ -100,7 +100,14 @@ def path_report(peers: QPsByPeer, wall_offset: float) -> dict[str, list[dict[str
     for peer, entries in peers.items():
         for qp, route in entries:
             roce_plane = None if isinstance(qp, MrcQP) else route.planes[0]
+            gave_up = qp.failure
             out["qps"].append({"peer": peer, "qpn": qp.qpn, "failed": qp.failed,
+                               # when it gave up (wall clock), after how many timeouts, and
+                               # how long its retries lasted
+                               "failed_at": None if gave_up is None
+                               else gave_up.at + wall_offset,
+                               "failed_timeouts": None if gave_up is None else gave_up.timeouts,
+                               "retry_budget_s": None if gave_up is None else gave_up.budget,
                                "cwnd": qp.cc.cwnd, "cc_decreases": qp.cc.decreases,
                                "cnps": getattr(qp.cc, "cnps", None),  # DCQCN's notifications
                                "plane": roce_plane,

@@ -11,7 +11,9 @@ nccl-tests-style table the run prints.
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 
@@ -20,21 +22,20 @@ from hostagent.workloads import nccl
 from hostagent.workloads.iterations import IterationRecord
 from runcontract import EVENT_COLUMNS, ITERATION_COLUMNS, STEP_COLUMNS, table_file
 from testbed.fabric import paths
-from testbed.fabric.plan import make_plan
+from testbed.fabric.plan import FabricPlan
 from testbed.run.traffic import AgentOutcome
 from testbed.scenario import Scenario
 from testbed.scenario.units import format_rate
 
 
-def _read(out: Path, host: str, name: str):
+def _read(out: Path, host: str, name: str) -> Any:
     path = out / host / name
     return json.loads(path.read_text()) if path.exists() else []
 
 
-def _spines(scenario: Scenario) -> dict[tuple[str, int, int], float]:
+def _spines(plan: FabricPlan) -> dict[tuple[str, int, int], float]:
     """(host, peer rank, EV index) -> the spine the EV crosses (NaN: same leaf, no spine)."""
-    plan = make_plan(scenario)
-    hosts = scenario.rank_hosts()
+    hosts = plan.scenario.rank_hosts()
     return {(h, r, i): (float("nan") if ev.spine is None else ev.spine)
             for h in hosts for r, peer in enumerate(hosts) if peer != h
             for i, ev in enumerate(paths.evs(plan, h, peer))}
@@ -78,57 +79,84 @@ def step_table(records: list[IterationRecord], world: int, transport: str) -> st
     return "\n".join(lines) + "\n"
 
 
-def collect(out: Path, results_dir: Path, outcomes: list[AgentOutcome], scenario: Scenario,
-            transport: str, link_rows: list[dict] | None = None,
-            event_rows: list[dict] | None = None) -> tuple[str, pd.DataFrame]:
-    """Write the tables (links.parquet from the telemetry sampler's rows, when given); return
-    the summary table text and the iterations frame."""
-    iterations, messages, evs, transitions, qps, ev_load, steps = [], [], [], [], [], [], []
-    missing = []  # iterations an agent did not complete: marked in iterations.parquet
-    total = scenario.workload.warmup + scenario.workload.iterations
+@dataclass
+class _Rows:
+    """What the agents wrote, one list of rows per table, each row tagged with its agent."""
+
+    iterations: list[dict[str, Any]] = field(default_factory=list)
+    missing: list[dict[str, Any]] = field(default_factory=list)  # iterations not completed
+    messages: list[dict[str, Any]] = field(default_factory=list)
+    evs: list[dict[str, Any]] = field(default_factory=list)
+    transitions: list[dict[str, Any]] = field(default_factory=list)
+    qps: list[dict[str, Any]] = field(default_factory=list)
+    ev_load: list[dict[str, Any]] = field(default_factory=list)
+    steps: list[dict[str, Any]] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class Collected:
+    """The summary as the terminal prints it, and the tables the runner reads on."""
+
+    table: str
+    iterations: pd.DataFrame
+    qps: pd.DataFrame
+
+
+def _gather(out: Path, outcomes: list[AgentOutcome], scenario: Scenario,
+            transport: str) -> _Rows:
+    """Every agent's files; an agent that failed has its missing iterations marked."""
+    rows = _Rows()
+    w = scenario.workload
     for o in outcomes:
         common = {"host": o.host, "rank": o.rank, "transport": transport}
         done = [{**common, **r} for r in _read(out, o.host, "iterations.json")]
-        iterations += done
+        rows.iterations += done
         if o.result.get("status") != "ok":
             have = {r["iteration"] for r in done}
-            missing += [{**common, "kind": scenario.workload.collective, "iteration": i,
-                         "warmup": i < scenario.workload.warmup, "bytes": scenario.workload.size,
-                         "verified": False,
-                         "error": f"not completed: {o.result.get('error') or 'agent failed'}"}
-                        for i in range(total) if i not in have]
-        messages += [{**common, **m} for m in _read(out, o.host, "messages.json")]
+            rows.missing += [{**common, "kind": w.collective, "iteration": i,
+                              "warmup": i < w.warmup, "bytes": w.size, "verified": False,
+                              "error": f"not completed: {o.result.get('error') or 'agent failed'}"}
+                             for i in range(w.warmup + w.iterations) if i not in have]
+        rows.messages += [{**common, **m} for m in _read(out, o.host, "messages.json")]
         report = _read(out, o.host, "paths.json") or {}
-        evs += [{**common, **e} for e in report.get("evs", [])]
-        transitions += [{**common, **t} for t in report.get("transitions", [])]
-        qps += [{**common, **q} for q in report.get("qps", [])]
+        rows.evs += [{**common, **e} for e in report.get("evs", [])]
+        rows.transitions += [{**common, **t} for t in report.get("transitions", [])]
+        rows.qps += [{**common, **q} for q in report.get("qps", [])]
         sampled = _read(out, o.host, "ev_load.json")
-        ev_load += [{**common, **r} for r in (ev_load_records(sampled) if sampled else [])]
-        steps += [{**common, **r} for r in _read(out, o.host, "steps.json")]
+        rows.ev_load += [{**common, **r} for r in (ev_load_records(sampled) if sampled else [])]
+        rows.steps += [{**common, **r} for r in _read(out, o.host, "steps.json")]
+    return rows
+
+
+def _frames(rows: _Rows, plan: FabricPlan, transport: str,
+            link_rows: list[dict[str, Any]] | None,
+            event_rows: list[dict[str, Any]] | None) -> dict[str, pd.DataFrame]:
+    """The tables, each EV's spine added from the plan."""
     frames = {
-        "iterations": pd.DataFrame(iterations + missing, columns=list(ITERATION_COLUMNS)),
-        "messages": pd.DataFrame(messages),
-        "paths": pd.DataFrame(evs),
-        "ev_states": pd.DataFrame(transitions),
-        "qps": pd.DataFrame(qps),
+        "iterations": pd.DataFrame(rows.iterations + rows.missing,
+                                   columns=list(ITERATION_COLUMNS)),
+        "messages": pd.DataFrame(rows.messages),
+        "paths": pd.DataFrame(rows.evs),
+        "ev_states": pd.DataFrame(rows.transitions),
+        "qps": pd.DataFrame(rows.qps),
     }
-    spines = _spines(scenario)
-    for name, rows in (("paths", evs), ("ev_load", ev_load)):
-        if rows:
-            frame = pd.DataFrame(rows)
+    spines = _spines(plan)
+    for name, table in (("paths", rows.evs), ("ev_load", rows.ev_load)):
+        if table:
+            frame = pd.DataFrame(table)
             frame["spine"] = [spines[(h, p, e)] for h, p, e in
                               zip(frame["host"], frame["peer"], frame["ev"], strict=True)]
             frames[name] = frame
-    if transport == "rocev2" and qps:
+    if transport == "rocev2" and rows.qps:
         # one path per QP: its plane (the agent's) and spine (the leaf's FIB, traffic.py)
         frames["paths"] = pd.DataFrame([
             {"host": q["host"], "rank": q["rank"], "transport": transport, "peer": q["peer"],
              "qpn": q["qpn"], "ev": 0, "plane": q.get("plane"),
              "spine": float("nan") if q.get("spine") is None else q["spine"],
              "sport": q.get("sport"), "sent": q["data_sent"], "state": "GOOD"}
-            for q in qps])
-    if scenario.workload.steps:
-        frames["steps"] = pd.DataFrame(steps, columns=list(STEP_COLUMNS))
+            for q in rows.qps])
+    if plan.scenario.workload.steps:
+        frames["steps"] = pd.DataFrame(rows.steps, columns=list(STEP_COLUMNS))
     if link_rows is not None:
         frames["links"] = pd.DataFrame(link_rows)
     if event_rows is not None:
@@ -137,14 +165,30 @@ def collect(out: Path, results_dir: Path, outcomes: list[AgentOutcome], scenario
         frames["events"] = events
     if not frames["messages"].empty:
         frames["messages"]["evs_used"] = frames["messages"]["evs_used"].apply(list)
+    return frames
+
+
+def collect(out: Path, results_dir: Path, outcomes: list[AgentOutcome], plan: FabricPlan,
+            transport: str, link_rows: list[dict[str, Any]] | None = None,
+            event_rows: list[dict[str, Any]] | None = None) -> Collected:
+    """Write the tables (links.parquet from the telemetry sampler's rows, when given); return
+    the summary table text and the tables the runner reads on."""
+    scenario = plan.scenario
+    rows = _gather(out, outcomes, scenario, transport)
+    frames = _frames(rows, plan, transport, link_rows, event_rows)
     for name, frame in frames.items():
         frame.to_parquet(results_dir / table_file(name), index=False)
-    records = IterationRecord.of_rows(iterations)
+    records = IterationRecord.of_rows(rows.iterations)
+    table = (step_table(records, len(scenario.rank_hosts()), transport) if scenario.workload.steps
+             else summary_table(records, scenario, transport, link_rows))
+    return Collected(table, frames["iterations"], frames["qps"])
+
+
+def summary_table(records: list[IterationRecord], scenario: Scenario, transport: str,
+                  link_rows: list[dict[str, Any]] | None) -> str:
+    """The nccl-tests table of the iterations every rank completed (an agent that failed
+    reported none or part of its own), the gaps between them, the share of the ideal."""
     world = len(scenario.rank_hosts())
-    if scenario.workload.steps:
-        return step_table(records, world, transport), frames["iterations"]
-    # an agent that failed reported none or part of its iterations: the table counts only
-    # iterations every rank completed (the run then fails, naming the agent)
     ranks: dict[int, set[int]] = {}
     for r in records:
         ranks.setdefault(r.iteration, set()).add(r.rank)
@@ -152,23 +196,22 @@ def collect(out: Path, results_dir: Path, outcomes: list[AgentOutcome], scenario
     rows = nccl.summarize(whole, world)
     over = f"{transport} ({scenario.variant(transport)})"
     if not rows:
-        failed = (f"# {scenario.workload.collective} over {over}, {world} ranks: no "
-                  f"iteration completed on every rank (an agent failed)\n")
-        return failed + _overflow_line(scenario, link_rows), frames["iterations"]
+        return (f"# {scenario.workload.collective} over {over}, {world} ranks: no iteration "
+                f"completed on every rank (an agent failed)\n"
+                + _overflow_line(scenario, link_rows))
     table = nccl.format_table(rows, transport=over, world=world)
     if len(whole) < len(records):
         table += (f"# Incomplete           : {len(ranks) - len(whole) // world} iterations "
                   f"lack a rank (an agent failed); left out\n")
     table += _gap_line(records)
     ideal, planes = scenario.ideal_busbw(transport)
-    measured = rows[0].busbw if rows else 0.0
     table += (f"# Ideal bus bandwidth  : {ideal:.4g} GB/s ({planes} plane"
               f"{'s' if planes > 1 else ''} x {format_rate(scenario.fabric.host_link.rate)}); "
-              f"measured {measured / ideal:.0%} of it\n")
-    return table + _overflow_line(scenario, link_rows), frames["iterations"]
+              f"measured {rows[0].busbw / ideal:.0%} of it\n")
+    return table + _overflow_line(scenario, link_rows)
 
 
-def _overflow_line(scenario: Scenario, link_rows: list[dict] | None) -> str:
+def _overflow_line(scenario: Scenario, link_rows: list[dict[str, Any]] | None) -> str:
     """In lossless mode, what the router ports dropped past their lossless limit (the memory
     budget, testbed/scenario/limits.py LOSSLESS_MEMORY): a run with any is not lossless."""
     if not scenario.switch.lossless or not link_rows:

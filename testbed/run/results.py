@@ -1,13 +1,14 @@
 """The results folder of a run and its `meta.json`: what ran, on what, and how it ended.
 
 `status` is written as `running` before anything is built and rewritten at every end:
-`complete`, `failed` (with the error), `interrupted` (SIGINT/SIGTERM), or `crashed` (set by the
-clean-up of a run whose runner died). A reader never has to guess whether a folder is whole.
+`complete`, `gave_up` (a QP exhausted its retries), `failed` (with the error), `interrupted`
+(SIGINT/SIGTERM), or `crashed` (set by the clean-up of a run whose runner died). A reader never
+has to guess whether a folder is whole. The record is a `RunMeta` (runcontract/meta.py), the
+one type every reader reads it through.
 """
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import platform
 import sys
@@ -18,7 +19,8 @@ from pathlib import Path
 
 from hostagent.protocol.nic import FRAME_OVERHEAD
 from hostagent.protocol.wire import HEADER_SIZE
-from runcontract import META, SCENARIO, BackgroundWindow, RunFacts
+from runcontract import META, SCENARIO, BackgroundWindow, RunFacts, RunMeta
+from runcontract.meta import MetaError, Status, read_meta
 from testbed.errors import EnvironmentProblem
 from testbed.lifecycle.files import make_dir, write_json, write_text
 from testbed.scenario import Scenario
@@ -26,7 +28,7 @@ from testbed.scenario import Scenario
 DEFAULT_BASE = Path(os.environ.get("MRC_TESTBED_RESULTS", "results"))
 
 
-def _versions() -> dict:
+def _versions() -> dict[str, str | None]:
     out: dict[str, str | None] = {"python": platform.python_version(),
                                   "kernel": platform.release()}
     for dist in ("mrc-testbed", "pyroute2", "pydantic", "mininet"):
@@ -77,23 +79,20 @@ class RunResults:
         except OSError as exc:
             raise _unwritable(base, exc) from None
         self.run_id = name
-        self.meta = {
-            "run_id": name, "scenario": scenario_name, "transport": transport,
-            "variant": scenario.variant(transport) if transport else None, "seed": seed,
-            "dcqcn": scenario.dcqcn.model_dump() if transport == "rocev2" else None,
-            "status": "running",
-            "started": datetime.now(timezone.utc).isoformat(), "ended": None,
-            "scenario_sha256": hashlib.sha256(scenario_text.encode()).hexdigest(),
-            "command": sys.argv, "runner_pid": os.getpid(), "versions": _versions(),
-            "features": {}, "phases": {}, "error": None,
-            "facts": facts(scenario, transport).to_json() if transport else None,
-        }
+        self.meta = RunMeta(
+            run_id=name, scenario=scenario_name, transport=transport,
+            variant=scenario.variant(transport) if transport else None, seed=seed,
+            dcqcn=scenario.dcqcn.model_dump() if transport == "rocev2" else None,
+            status="running", started=datetime.now(timezone.utc),
+            scenario_sha256=hashlib.sha256(scenario_text.encode()).hexdigest(),
+            command=list(sys.argv), runner_pid=os.getpid(), versions=_versions(),
+            facts=facts(scenario, transport) if transport else None)
         self._t0 = time.monotonic()
         self.save()
 
     def save(self) -> None:
         try:
-            write_json(self.dir / META, self.meta)
+            write_json(self.dir / META, self.meta.to_json())
         except OSError as exc:
             raise _unwritable(self.dir, exc) from None
 
@@ -113,10 +112,11 @@ class RunResults:
             raise _unwritable(self.dir, exc) from None
         return path
 
-    def finish(self, status: str, error: str | None, phases: dict[str, float]) -> None:
-        self.meta.update(status=status, error=error, ended=datetime.now(timezone.utc).isoformat(),
-                         phases={k: round(v, 3) for k, v in phases.items()},
-                         duration_s=round(time.monotonic() - self._t0, 3))
+    def finish(self, status: Status, error: str | None, phases: dict[str, float]) -> None:
+        m = self.meta
+        m.status, m.error, m.ended = status, error, datetime.now(timezone.utc)
+        m.phases = {k: round(v, 3) for k, v in phases.items()}
+        m.duration_s = round(time.monotonic() - self._t0, 3)
         self.save()
 
 
@@ -139,15 +139,12 @@ def _unwritable(where: Path, exc: OSError) -> EnvironmentProblem:
                               "free some space, or give --results a writable folder")
 
 
-def list_runs(base: Path) -> list[dict]:
-    runs = []
-    for meta_path in sorted(base.glob("*/meta.json")) if base.is_dir() else []:
+def list_runs(base: Path) -> list[tuple[Path, RunMeta | MetaError]]:
+    """Every run folder under `base`, oldest first, with its record or why it cannot be read."""
+    runs: list[tuple[Path, RunMeta | MetaError]] = []
+    for meta_path in sorted(base.glob("*/" + META)) if base.is_dir() else []:
         try:
-            meta = json.loads(meta_path.read_text())
-        except (ValueError, OSError):
-            meta = None
-        if not isinstance(meta, dict):
-            runs.append({"dir": str(meta_path.parent), "status": "unreadable"})
-            continue
-        runs.append(meta | {"dir": str(meta_path.parent)})
+            runs.append((meta_path.parent, read_meta(meta_path.parent)))
+        except MetaError as exc:
+            runs.append((meta_path.parent, exc))
     return runs

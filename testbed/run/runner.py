@@ -12,13 +12,15 @@ import contextlib
 import json
 import sys
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from hostagent import compiled
 from hostagent.workloads import nccl
 from hostagent.workloads.iterations import IterationRecord
-from runcontract import CPU_COLUMNS, LINK_GAP_COLUMNS, BackgroundWindow, table_file
+from runcontract import CPU_COLUMNS, LINK_GAP_COLUMNS, table_file
+from runcontract.meta import Background, Faults, Fidelity, ProtocolBuild, Status, Telemetry
 from testbed.cluster.network import placement_lines, underlay_traffic
 from testbed.cluster.network import preflight as cluster_preflight
 from testbed.emulation.background import BackgroundTraffic
@@ -29,7 +31,7 @@ from testbed.emulation.network_api import Network
 from testbed.emulation.telemetry import Sampler
 from testbed.errors import EnvironmentProblem, TestbedError, VerificationFailed
 from testbed.fabric import budget
-from testbed.fabric.plan import make_plan
+from testbed.fabric.plan import FabricPlan, make_plan
 from testbed.fabric.timeline import schedule
 from testbed.kernel import features
 from testbed.kernel.fabric_queue import FabricQueues
@@ -44,12 +46,17 @@ from testbed.run.build import (
     make_network,
 )
 from testbed.run.collect import collect
+from testbed.run.gave_up import gave_up, unexplained
 from testbed.run.results import RunResults
-from testbed.run.traffic import nic_limits, run_agents
+from testbed.run.traffic import AgentOutcome, nic_limits, run_agents
 from testbed.run.waiting import stuck
 from testbed.scenario import Scenario, describe
 from testbed.scenario.background import flows
+from testbed.scenario.schema import Transport
 from testbed.scenario.units import format_rate, format_size
+
+if TYPE_CHECKING:
+    import pandas as pd  # only once there are results
 
 
 @dataclass
@@ -62,7 +69,7 @@ class RunOptions:
     calibrate: bool = False  # measure this machine's packet budget again (rate: auto)
 
 
-def preflight(progress: Progress, stack: contextlib.ExitStack) -> dict:
+def preflight(progress: Progress, stack: contextlib.ExitStack) -> dict[str, bool | str]:
     """Root, Mininet, the run lock (held until `stack` closes, the end of the run), leftovers of
     crashed runs cleaned, no other run active, the kernel's features."""
     features.require_root()
@@ -126,7 +133,8 @@ def run(scenario: Scenario, scenario_text: str, options: RunOptions,
                 progress.say(f"  {line}")
         for ifname in options.capture:
             port_of(plan, ifname)  # a typo fails now, not after the build
-        transports: list[str | None] = [None] if only_fabric else list(scenario.transport)
+        transports: list[Transport | None] = ([None] if only_fabric
+                                               else list(scenario.transport))
         dirs = []
         for transport in transports:
             if transport is not None:
@@ -137,22 +145,26 @@ def run(scenario: Scenario, scenario_text: str, options: RunOptions,
 
 
 def _run_once(scenario: Scenario, scenario_text: str, options: RunOptions, progress: Progress,
-              plan, found: dict, transport: str | None, rate_auto: dict | None = None) -> Path:
-    results = registry = network = None
-    status, error, phase = "failed", None, None
+              plan: FabricPlan, found: dict[str, bool | str], transport: Transport | None,
+              rate_auto: dict[str, Any] | None = None) -> Path:
+    results: RunResults | None = None
+    registry: RunRegistry | None = None
+    network: Network | None = None
+    status: Status = "failed"
+    error: str | None = None
+    phase: str | None = None
     original: BaseException | None = None
     try:
         results = RunResults(options.results_base, scenario, scenario_text,
                              scenario.seed, transport)
-        results.meta["features"] = found
-        if rate_auto is not None:  # the rate `auto` chose, the arithmetic and the calibration
-            results.meta["rate_auto"] = rate_auto
+        results.meta.features = dict(found)
+        results.meta.rate_auto = rate_auto  # the rate `auto` chose, its arithmetic, calibration
         results.save()
         progress.say(f"  results   {results.dir}")
         registry = RunRegistry(results.run_id, results.dir, scenario.name)
         network = make_network(plan, registry, progress)
         _build_and_use(network, results, options, progress, transport)
-        status = "complete"
+        status = "gave_up" if results.meta.gave_up else "complete"
     except KeyboardInterrupt as exc:  # Interrupted, from interrupts.checkpoint
         status, error, phase = "interrupted", str(exc) or "interrupted", progress.current
         original = exc
@@ -170,8 +182,9 @@ def _run_once(scenario: Scenario, scenario_text: str, options: RunOptions, progr
     return results.dir
 
 
-def _end(network: Network | None, registry: RunRegistry | None, plan, progress: Progress,
-         results: RunResults | None, status: str, error: str | None, phase: str | None,
+def _end(network: Network | None, registry: RunRegistry | None, plan: FabricPlan,
+         progress: Progress, results: RunResults | None, status: Status, error: str | None,
+         phase: str | None,
          original: BaseException | None) -> None:
     """Tear down, then record how the run ended. When the run already failed, a failure here
     (a full disk, a process that would not die) is said, and the run's own error is the one
@@ -187,7 +200,7 @@ def _end(network: Network | None, registry: RunRegistry | None, plan, progress: 
             error, phase = f"teardown: {type(exc).__name__}: {exc}", "teardown"
     if results is not None:
         try:
-            results.meta["ended_in_phase"] = phase
+            results.meta.ended_in_phase = phase
             results.finish(status, error, progress.durations)
         except Exception as exc:  # noqa: BLE001 (said, or raised below)
             if original is not None or first is not None:
@@ -203,7 +216,7 @@ def _warn(exc: BaseException) -> None:
           file=sys.stderr, flush=True)
 
 
-def _teardown(network: Network | None, registry: RunRegistry | None, plan,
+def _teardown(network: Network | None, registry: RunRegistry | None, plan: FabricPlan,
               progress: Progress) -> None:
     if network is not None:
         with progress.phase("teardown") as info:
@@ -214,13 +227,13 @@ def _teardown(network: Network | None, registry: RunRegistry | None, plan,
 
 
 def _build_and_use(network: Network, results: RunResults, options: RunOptions,
-                   progress: Progress, transport: str | None) -> None:
+                   progress: Progress, transport: Transport | None) -> None:
     network.results_dir = results.dir  # what runs on servers is gathered back into it
 
     def record_machines() -> None:
         facts = network.facts()
         if facts is not None:
-            results.meta["cluster"] = facts
+            results.meta.cluster = facts
             results.save()
 
     report = build(network, progress, prepared=record_machines)
@@ -239,7 +252,8 @@ def _build_and_use(network: Network, results: RunResults, options: RunOptions,
         _run_workload(network, results, progress, transport, options.capture)
         if before:  # servers, with an underlay between them
             used = underlay_traffic(before, network.underlay_counters(), time.monotonic() - t0)
-            results.meta["cluster"]["underlay_during_workload"] = used
+            assert results.meta.cluster is not None  # servers recorded them when prepared
+            results.meta.cluster = {**results.meta.cluster, "underlay_during_workload": used}
             results.save()
             progress.say("# underlay (VXLAN between servers) during the workload: " + ", ".join(
                 f"{s} sent {u['tx_bytes'] / 1e6:.2f} MB in {u['tx_packets']:,} packets "
@@ -256,7 +270,8 @@ def _build_and_use(network: Network, results: RunResults, options: RunOptions,
                 time.sleep(options.hold)
 
 
-def _agent_lags(out: Path, outcomes, iterations, port_queue_s: float) -> list[fidelity.AgentLag]:
+def _agent_lags(out: Path, outcomes: list[AgentOutcome], iterations: pd.DataFrame,
+                port_queue_s: float) -> list[fidelity.AgentLag]:
     """Each agent's timer lateness inside its own timed iterations (agents/<host>/
     loop_lag.json against iterations.parquet's start and end)."""
     lags = []
@@ -307,7 +322,7 @@ def _judge(monitor: FidelityMonitor, sampler: Sampler, lags: list[fidelity.Agent
     return fidelity.combine(judged)
 
 
-def _dilation_line(scenario: Scenario, iterations) -> str:
+def _dilation_line(scenario: Scenario, iterations: pd.DataFrame) -> str:
     """With fabric.real_rate: the time-dilation factor and the timed iterations' time (the
     table's, nccl-tests') as emulated and at the real rate (the report's summary scales the CCT
     tail too)."""
@@ -333,85 +348,140 @@ def write_fidelity_tables(results_dir: Path, monitor: FidelityMonitor) -> None:
         results_dir / table_file("cpu"), index=False)
 
 
+@dataclass
+class _Instruments:
+    """What watches and disturbs the fabric during the workload, started and stopped around
+    the agents: the fault timeline, background flows, telemetry, the fidelity monitor and
+    packet captures."""
+
+    injector: Injector
+    background: BackgroundTraffic
+    sampler: Sampler
+    monitor: FidelityMonitor
+    captures: Captures
+
+    @classmethod
+    def on(cls, network: Network, results_dir: Path, capture: tuple[str, ...]) -> _Instruments:
+        plan = network.plan
+        scenario = plan.scenario
+        return cls(
+            Injector(network, scenario.faults, schedule(plan, scenario.faults,
+                                                        scenario.routing.convergence_delay)),
+            BackgroundTraffic(network, flows(list(plan.hosts), scenario.background,
+                                             scenario.seed), results_dir / "background"),
+            Sampler(network, scenario.telemetry.period), FidelityMonitor(network),
+            Captures(network, list(capture), results_dir))
+
+
 def _run_workload(network: Network, results: RunResults, progress: Progress,
-                  transport: str, capture: tuple[str, ...]) -> None:
+                  transport: Transport, capture: tuple[str, ...]) -> None:
+    """The agents' workload with every instrument around it, then the tables, the verdict and
+    the summary. QPs that gave up are the run's outcome (meta.json `gave_up`); agents that
+    failed for any other reason, or a fault timeline that could not be applied, fail the run."""
     scenario = network.plan.scenario
     w = scenario.workload
-    hosts = scenario.rank_hosts()
     out = results.dir / "agents"
-    sampler = Sampler(network, scenario.telemetry.period)
-    injector = Injector(network, scenario.faults, schedule(
-        network.plan, scenario.faults, scenario.routing.convergence_delay))
-    hosts_all = list(network.plan.hosts)
-    background = BackgroundTraffic(network, flows(hosts_all, scenario.background, scenario.seed),
-                                   results.dir / "background")
-
-    def start_timeline(t0: float) -> None:
-        results.meta["workload_start"] = t0  # what faults' `at` counts from (wall clock)
-        injector.start(t0)
-        background.start(t0)
-
-    captures = Captures(network, list(capture), results.dir)
-    monitor = FidelityMonitor(network)
+    tools = _Instruments.on(network, results.dir, capture)
     with progress.phase("traffic") as info:
-        captures.start()
-        monitor.start()
-        sampler.start()
-        try:
-            injector.prepare()  # every node's nftables thread in its namespace before t0
-            outcomes = run_agents(network, scenario, transport, out, on_start=start_timeline)
-        finally:
-            injector.stop()
-            background.stop()
-            sampler.stop()
-            monitor.stop()
-            captures.stop()
+        outcomes = _traffic(network, results, tools, transport, out)
         failed = [o for o in outcomes if o.result.get("status") != "ok"]
         what = (f"{w.collective} of {format_size(w.size)}" if not w.steps
                 else "training step")
-        info["done"] = (f"{what} x {w.iterations} on {len(hosts)} ranks over {transport}: "
+        info["done"] = (f"{what} x {w.iterations} on {len(outcomes)} ranks over {transport}: "
                         + ("every rank verified" if not failed else f"{len(failed)} ranks FAILED"))
     with progress.phase("collect") as info:
-        table, iterations = collect(out, results.dir, outcomes, scenario, transport,
-                                    sampler.rows, injector.rows)
-        results.meta["faults"] = {"actions": len(injector.actions), "error": injector.error}
-        results.meta["protocol"] = compiled.agreement({o.host: o.result.get("protocol")
-                                                       for o in outcomes})
-        results.meta["background"] = background.summary()
-        if background.flows and results.meta.get("facts") and "workload_start" in results.meta:
-            scheduled = [BackgroundWindow(**w) for w in results.meta["facts"]["background"]]
-            results.meta["facts"]["background"] = [asdict(w) for w in background.windows(
-                results.meta["workload_start"], scheduled)]  # what ran, for the figures
-        wall = (sampler.rows[-1]["time"] - sampler.rows[0]["time"]) if sampler.rows else 0.0
-        results.meta["telemetry"] = {
-            "period_s": sampler.period, "samples": sampler.samples,
-            "queue_stats_every": sampler.queue_every, "cpu_seconds": round(sampler.cpu_seconds, 3),
-            "cpu_share_of_one_core": round(sampler.cpu_seconds / wall, 4) if wall else None,
-            "error": sampler.error}
-        lags = _agent_lags(out, outcomes, iterations,
-                           _bounds(scenario, sampler.period).port_queue_s)
-        verdict = _judge(monitor, sampler, lags, scenario, sampler.period,
-                         results.meta.get("workload_start"))
-        results.meta["fidelity"] = verdict.to_json()
-        write_fidelity_tables(results.dir, monitor)
-        table += (verdict.line() + "\n" + _dilation_line(scenario, iterations)
-                  + f"# Protocol build       : {compiled.line(results.meta['protocol'])}\n")
-        results.save()
-        results.write_text("summary.txt", table + "\n")
+        table = _collect(network, results, tools, outcomes, transport)
+        telemetry = results.meta.telemetry
+        assert telemetry is not None
         info["done"] = ("iterations, messages, paths, ev_states, qps, links .parquet; "
-                        f"telemetry {sampler.samples} samples, "
-                        f"{results.meta['telemetry']['cpu_share_of_one_core'] or 0:.0%} of a core")
+                        f"telemetry {telemetry.samples} samples, "
+                        f"{telemetry.cpu_share_of_one_core or 0:.0%} of a core")
     progress.say(table)
-    bg = results.meta["background"]
+    bg = tools.background.summary()
     if bg["ran"] < bg["flows"]:
         progress.say(f"warning: {bg['flows'] - bg['ran']} of {bg['flows']} background flows did "
                      f"not run: {'; '.join(bg['failed'])} (all in {results.dir}/background/)")
-    if injector.error:
-        raise TestbedError(f"the fault timeline could not be applied: {injector.error}")
-    if failed:  # the cause first: agents the runner stopped because of it come after
-        failed.sort(key=lambda o: "stopped_by_runner" in o.result)
-        lines = "; ".join(f"{o.host}: {o.result.get('error')}" for o in failed[:4])
-        waits = stuck({o.rank: {"host": o.host, **o.result} for o in outcomes})
-        raise TestbedError(f"{len(failed)} of {len(outcomes)} agents failed over {transport}: "
-                           f"{lines}" + (f". {waits}" if waits else ""),
-                           f"each agent's log is in {out}/<host>/agent.log")
+    if tools.injector.error:
+        raise TestbedError(f"the fault timeline could not be applied: {tools.injector.error}")
+    _raise_unexplained(unexplained(failed, results.meta.gave_up), outcomes, transport, out)
+
+
+def _traffic(network: Network, results: RunResults, tools: _Instruments, transport: Transport,
+             out: Path) -> list[AgentOutcome]:
+    """The agents, from their common start (which starts the fault timeline and the
+    background flows) to their end, with the instruments running throughout."""
+
+    def start_timeline(t0: float) -> None:
+        results.meta.workload_start = t0  # what faults' `at` counts from (wall clock)
+        tools.injector.start(t0)
+        tools.background.start(t0)
+
+    tools.captures.start()
+    tools.monitor.start()
+    tools.sampler.start()
+    try:
+        tools.injector.prepare()  # every node's nftables thread in its namespace before t0
+        return run_agents(network, network.plan.scenario, transport, out,
+                          on_start=start_timeline)
+    finally:
+        tools.injector.stop()
+        tools.background.stop()
+        tools.sampler.stop()
+        tools.monitor.stop()
+        tools.captures.stop()
+
+
+def _collect(network: Network, results: RunResults, tools: _Instruments,
+             outcomes: list[AgentOutcome], transport: Transport) -> str:
+    """The tables, meta.json's records of the instruments, the QPs that gave up and the
+    fidelity verdict; the summary as printed (also summary.txt)."""
+    plan = network.plan
+    scenario = plan.scenario
+    out, meta = results.dir / "agents", results.meta
+    done = collect(out, results.dir, outcomes, plan, transport, tools.sampler.rows,
+                   tools.injector.rows)
+    meta.faults = Faults(actions=len(tools.injector.actions), error=tools.injector.error)
+    meta.protocol = ProtocolBuild(**compiled.agreement({o.host: o.result.get("protocol")
+                                                        for o in outcomes}))
+    meta.background = Background(**tools.background.summary())
+    if tools.background.flows and meta.facts is not None and meta.workload_start is not None:
+        ran = tools.background.windows(meta.workload_start, list(meta.facts.background))
+        meta.facts = replace(meta.facts, background=tuple(ran))  # what ran, for the figures
+    meta.telemetry = _telemetry_record(tools.sampler)
+    lags = _agent_lags(out, outcomes, done.iterations,
+                       _bounds(scenario, tools.sampler.period).port_queue_s)
+    verdict = _judge(tools.monitor, tools.sampler, lags, scenario, tools.sampler.period,
+                     meta.workload_start)
+    meta.fidelity = Fidelity.model_validate(verdict.to_json())
+    meta.gave_up = gave_up(done.qps, scenario.rank_hosts(), meta.workload_start)
+    write_fidelity_tables(results.dir, tools.monitor)
+    table = (done.table + verdict.line() + "\n" + _dilation_line(scenario, done.iterations)
+             + f"# Protocol build       : {compiled.line(meta.protocol.model_dump())}\n"
+             + "".join(f"# Gave up              : {g.line()}; a job would abort here\n"
+                       for g in meta.gave_up))
+    results.save()
+    results.write_text("summary.txt", table + "\n")
+    return table
+
+
+def _telemetry_record(sampler: Sampler) -> Telemetry:
+    wall = (sampler.rows[-1]["time"] - sampler.rows[0]["time"]) if sampler.rows else 0.0
+    return Telemetry(period_s=sampler.period, samples=sampler.samples,
+                     queue_stats_every=sampler.queue_every,
+                     cpu_seconds=round(sampler.cpu_seconds, 3),
+                     cpu_share_of_one_core=round(sampler.cpu_seconds / wall, 4) if wall else None,
+                     error=sampler.error)
+
+
+def _raise_unexplained(failed: list[AgentOutcome], outcomes: list[AgentOutcome],
+                       transport: str, out: Path) -> None:
+    """Agents that failed with no QP giving up to explain it fail the run, the cause first
+    (agents the runner stopped because of it come after)."""
+    if not failed:
+        return
+    failed.sort(key=lambda o: "stopped_by_runner" in o.result)
+    lines = "; ".join(f"{o.host}: {o.result.get('error')}" for o in failed[:4])
+    waits = stuck({o.rank: {"host": o.host, **o.result} for o in outcomes})
+    raise TestbedError(f"{len(failed)} of {len(outcomes)} agents failed over {transport}: "
+                       f"{lines}" + (f". {waits}" if waits else ""),
+                       f"each agent's log is in {out}/<host>/agent.log")

@@ -11,6 +11,7 @@ import pytest
 
 from hostagent.runtime import netns
 from testbed import scenario as scenario_mod
+from testbed.fabric.plan import make_plan
 from testbed.run.collect import collect
 from testbed.run.traffic import run_agents
 
@@ -47,7 +48,7 @@ def test_pooled_and_per_host_modes_give_the_same_results(quickstart, tmp_path: P
         out = tmp_path / mode
         outcomes = run_agents(quickstart, sc, transport, out / "agents", mode=mode)
         assert [o.result["status"] for o in outcomes] == ["ok"] * 4, [o.result for o in outcomes]
-        collect(out / "agents", out, outcomes, sc, transport)
+        collect(out / "agents", out, outcomes, make_plan(sc), transport)
         runs[mode] = {t: pd.read_parquet(out / f"{t}.parquet")
                       for t in ("iterations", "messages", "qps")}
         for o in outcomes:  # each host's own log: its own lines only, ending with its status

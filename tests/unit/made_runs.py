@@ -5,7 +5,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from runcontract import RunMeta
 from testbed import scenario
+from testbed.fabric.plan import make_plan
 from testbed.run.collect import collect
 from testbed.run.results import RunResults
 from testbed.run.traffic import AgentOutcome
@@ -33,8 +35,16 @@ def made_run(base: Path, transport: str = "mrc", status: str = "complete",
                  "evs_used": [0]} for k in range(2)]))
             (out / host / "paths.json").write_text(json.dumps({"qps": [
                 {"qpn": 1, "peer": (rank + 1) % 4, "data_sent": 2, "retransmits": 0}]}))
-        table, _ = collect(out, r.dir, [AgentOutcome(h, i, 0, {})
-                                        for i, h in enumerate(sc.rank_hosts())], sc, transport)
+        table = collect(out, r.dir, [AgentOutcome(h, i, 0, {})
+                                     for i, h in enumerate(sc.rank_hosts())], make_plan(sc),
+                        transport).table
         r.write_text("summary.txt", table)
     r.finish(status, error, {})
     return r.dir
+
+
+def run_meta(**fields: object) -> RunMeta:
+    """A meta.json record of a complete MRC run, with `fields` (plain JSON values) over it."""
+    return RunMeta.model_validate({"run_id": "r", "scenario": "s", "transport": "mrc",
+                                   "seed": 1, "status": "complete",
+                                   "started": "2026-01-01T00:00:00Z", **fields})

@@ -10,6 +10,7 @@ import pytest
 from testbed import cli, scenario
 from testbed.errors import TestbedError as Problem
 from testbed.run import runner
+from tests.unit.made_runs import run_meta
 
 
 def test_validate_checks_every_file_and_reports_each_bad_one(tmp_path: Path, capsys):
@@ -56,9 +57,13 @@ def test_list_survives_a_meta_json_that_is_not_a_record(tmp_path: Path, capsys):
     (tmp_path / "r2").mkdir()
     (tmp_path / "r2" / "meta.json").write_text(json.dumps(
         {"run_id": ["x"], "status": "complete", "duration_s": "long"}))
+    (tmp_path / "r3").mkdir()
+    (tmp_path / "r3" / "meta.json").write_text(json.dumps({"schema_version": 99}))
     assert cli.main(["list", "--results", str(tmp_path)]) == 0
-    out = capsys.readouterr().out
-    assert "r1 " in out and "unreadable" in out and "complete" in out
+    lines = {line.split()[0]: line for line in capsys.readouterr().out.splitlines()[1:]}
+    assert "unreadable" in lines["r1"] and "holds a list" in lines["r1"]
+    assert "unreadable" in lines["r2"] and "field run_id" in lines["r2"]
+    assert "unreadable" in lines["r3"] and "schema version 99, newer" in lines["r3"]
 
 
 def test_report_out_pointing_at_a_file_exits_2(tmp_path: Path, capsys):
@@ -72,7 +77,7 @@ class _Results:
     """Stands in for RunResults where the disk is full: finish() fails."""
 
     def __init__(self) -> None:
-        self.meta: dict = {}
+        self.meta = run_meta(status="running")
 
     def finish(self, *_args) -> None:
         raise OSError(28, "No space left on device")

@@ -107,9 +107,10 @@ def test_run_labels_name_what_differs():
 
     from analysis.load import Run
     from analysis.report import labels
+    from tests.unit.made_runs import run_meta
 
     def run(folder: str, scenario: str, transport: str) -> Run:
-        return Run(Path(folder), {"transport": transport},
+        return Run(Path(folder), run_meta(transport=transport),
                    facts(parse(f"name: {scenario}", "t"), transport), {})
 
     assert labels([run("a", "q", "mrc"), run("b", "q", "rocev2")]) == ["mrc", "rocev2"]

@@ -7,6 +7,7 @@ import pandas as pd
 import pytest
 
 from analysis import figures
+from tests.unit.made_runs import run_meta
 
 
 def rows(kind: str, counts: list[int], edges=(1.0, 100.0, math.inf)) -> list[dict]:
@@ -36,7 +37,7 @@ def test_summary_says_each_runs_verdict_loud_when_not_faithful():
     from analysis import summary
 
     def view(label: str, fidelity: dict | None) -> SimpleNamespace:
-        return SimpleNamespace(label=label, run=SimpleNamespace(meta={"fidelity": fidelity}))
+        return SimpleNamespace(label=label, run=SimpleNamespace(meta=run_meta(fidelity=fidelity)))
 
     text = summary.fidelity([
         view("mrc", {"verdict": "faithful", "reasons": []}),

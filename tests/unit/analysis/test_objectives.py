@@ -12,6 +12,7 @@ import pytest
 from analysis import drill_report
 from analysis import objectives as O
 from analysis.load import Run, RunError
+from tests.unit.made_runs import run_meta
 
 T0 = 1000.0
 B = 100_000  # bytes each rank writes per iteration
@@ -44,9 +45,10 @@ def run(durations: list[float], fault: tuple[float, float] | None = None,
     if faithful is not None:
         meta["fidelity"] = {"verdict": "faithful" if faithful else "degraded", "reasons": []}
     tables = {"iterations": pd.DataFrame(its), "messages": pd.DataFrame(msgs),
-              "qps": pd.DataFrame({"failed": [True] * failed_qps + [False] * 2}),
+              "qps": pd.DataFrame({"failed": ["PSN 7 unacknowledged after 13 timeouts in a row"]
+                                   * failed_qps + [None] * 2}),
               "events": events}
-    return Run(Path(name), meta, None, tables)  # type: ignore[arg-type]
+    return Run(Path(name), run_meta(**meta), None, tables)  # type: ignore[arg-type]
 
 
 STEADY = [0.1] * 120

@@ -10,6 +10,7 @@ import pandas as pd
 
 from analysis import report, summary
 from analysis.load import load_run
+from tests.unit.made_runs import run_meta
 
 from .test_hostile_runs import _run
 from .test_steps import row
@@ -25,7 +26,7 @@ def _view(label: str, record: dict | None, folder: Path) -> SimpleNamespace:
     folder.mkdir()
     (folder / "scenario.yaml").write_text("name: s\n")
     run = SimpleNamespace(steps=steps, tables={"steps": steps}, world=2,
-                          meta={"protocol": record}, dir=folder, transport="mrc",
+                          meta=run_meta(protocol=record), dir=folder, transport="mrc",
                           messages=pd.DataFrame(), events=pd.DataFrame(),
                           facts=SimpleNamespace(scenario="s"), scenario={"name": "s"})
     return SimpleNamespace(label=label, run=run, recoveries=pd.DataFrame())

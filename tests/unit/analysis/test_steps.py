@@ -24,6 +24,7 @@ from analysis.steps import (
     trace_events,
     union,
 )
+from tests.unit.made_runs import run_meta
 
 
 def row(rank, kind, start, end, group=None, collective=None, nbytes=0, iteration=0):
@@ -233,7 +234,7 @@ def test_summary_table_gives_each_fault_run_its_slowdown_against_the_control(tmp
 def test_the_summary_of_step_runs_is_the_step_table(tmp_path):
     steps = pd.DataFrame([row(0, "compute", 0, 1), row(1, "compute", 0, 2)]).assign(
         host=["h0", "h1"])
-    run = SimpleNamespace(steps=steps, tables={"steps": steps}, world=2, meta={},
+    run = SimpleNamespace(steps=steps, tables={"steps": steps}, world=2, meta=run_meta(),
                           dir=tmp_path, transport="mrc", scenario={"name": "s"},
                           messages=pd.DataFrame(), events=pd.DataFrame(),
                           facts=SimpleNamespace(scenario="s"))

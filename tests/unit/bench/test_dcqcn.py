@@ -12,6 +12,7 @@ from analysis.load import RunError
 from bench import dcqcn
 from bench.dcqcn import Summary, best, parse_grid, parse_roce_variants, summarize, sweep_report
 from bench.fair import spread
+from tests.unit.made_runs import run_meta
 
 ROOT = Path(__file__).resolve().parents[3]
 PAPER = (50 / 10, 55 / 10)  # Zhu et al.'s 50 us CNP spacing and 55 us timers over a 10 us RTT
@@ -80,7 +81,7 @@ def _fake_run(monkeypatch, ran: dict | None) -> None:
     monkeypatch.setattr(dcqcn.faults, "measure", lambda d: _run(0.5))
     qps = pd.DataFrame({"timeouts": [2, 3], "cnps": [4, None]})
     monkeypatch.setattr(dcqcn, "load_run", lambda d: SimpleNamespace(
-        meta={"dcqcn": ran}, tables={"qps": qps}))
+        meta=run_meta(dcqcn=ran), tables={"qps": qps}))
 
 
 def test_a_run_counts_only_if_its_meta_says_it_ran_the_setting(monkeypatch):

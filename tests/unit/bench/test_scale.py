@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+from dataclasses import replace
 from pathlib import Path
 
 import pandas as pd
@@ -11,7 +12,10 @@ import pytest
 
 from bench import scale
 from hostagent import compiled
+from testbed import scenario
 from testbed.emulation import calibration
+from testbed.run.results import facts
+from tests.unit.made_runs import run_meta
 
 
 # Two processes: a pooled one serving two hosts (each reports the process's CPU so far) and one
@@ -52,12 +56,14 @@ def _fake_run(base: Path) -> None:
     saw softirq on 25% of 2 cores, so 0.25 x 2 x 4 = 2.0 s of it."""
     d = base / "20260101T000000Z-scale-2-mrc"
     (d / "agents").mkdir(parents=True)
-    meta = {"facts": {"link_rates": {"host": 10e6}, "ideal_busbw": 1.0},
-            "protocol": {"build": "sources: no build", "agents": {"sources: no build": 2}},
-            "fidelity": {"verdict": "faithful", "reasons": [],
-                         "cpu": {"run_total": 0.5, "softirq": 0.25, "cores": 2},
-                         "agents": {"lag_p99_s": 0.001}}}
-    (d / "meta.json").write_text(json.dumps(meta))
+    ran = replace(facts(scenario.parse("name: scale-2", "t"), "mrc"),
+                  link_rates={"host": 10e6, "fabric": 10e6}, ideal_busbw=1.0)
+    meta = run_meta(facts=ran.to_json(), protocol={
+        "build": "sources: no build", "agents": {"sources: no build": 2}},
+        fidelity={"verdict": "faithful", "reasons": [],
+                  "cpu": {"run_total": 0.5, "softirq": 0.25, "cores": 2},
+                  "agents": {"lag_p99_s": 0.001}})
+    (d / "meta.json").write_text(json.dumps(meta.to_json()))
     pd.DataFrame({"rank": [0, 1], "iteration": [0, 0], "start": [10.0, 10.5],
                   "end": [13.5, 14.0]}).to_parquet(d / "iterations.parquet")
     QPS.to_parquet(d / "qps.parquet")

@@ -6,8 +6,14 @@ import json
 from pathlib import Path
 
 from testbed import scenario
+from testbed.fabric.plan import make_plan
 from testbed.run.collect import collect
 from testbed.run.traffic import AgentOutcome
+
+
+def collect_table(out, res, outcomes, sc, transport, **tables) -> str:
+    return collect(out, res, outcomes, make_plan(sc), transport, **tables).table
+
 
 SC = scenario.parse("name: c\nworkload: {size: 1KiB, iterations: 2, warmup: 0}", "t")
 
@@ -29,7 +35,7 @@ def test_iterations_missing_a_rank_are_left_out_and_said(tmp_path: Path):
     for rank, host in enumerate(hosts):  # the last rank failed after its first iteration
         write(out, host, [iteration(rank, host, k) for k in range(1 if rank == 3 else 2)])
     outcomes = [AgentOutcome(h, r, 0, {}) for r, h in enumerate(hosts)]
-    table, _ = collect(out, res, outcomes, SC, "mrc")
+    table = collect_table(out, res, outcomes, SC, "mrc")
     assert "1 iterations lack a rank (an agent failed); left out" in table
     assert "     1024" in table and (res / "iterations.parquet").exists()
 
@@ -40,7 +46,7 @@ def test_no_whole_iteration_gives_a_one_line_summary(tmp_path: Path):
     hosts = SC.rank_hosts()
     for rank, host in enumerate(hosts):
         write(out, host, [] if rank == 1 else [iteration(rank, host, 0)])
-    table, _ = collect(out, res, [AgentOutcome(h, r, 0, {}) for r, h in enumerate(hosts)],
+    table = collect_table(out, res, [AgentOutcome(h, r, 0, {}) for r, h in enumerate(hosts)],
                        SC, "mrc")
     assert table == ("# all_reduce over mrc (MRC, lossy, SACK, NSCC, trimming), 4 ranks: no "
                      "iteration completed on every rank (an agent failed)\n")
@@ -67,7 +73,7 @@ def test_the_summary_names_the_variant_and_lossless_overflow(tmp_path: Path):
         res.mkdir(parents=True)
         for rank, host in enumerate(hosts):
             write(out, host, [iteration(rank, host, k) for k in range(2)])
-        table, _ = collect(out, res, [AgentOutcome(h, r, 0, {}) for r, h in enumerate(hosts)],
+        table = collect_table(out, res, [AgentOutcome(h, r, 0, {}) for r, h in enumerate(hosts)],
                            lossless, "rocev2", link_rows=rows)
         assert table.startswith("# all_reduce over rocev2 (RoCEv2, lossless, Go-Back-N, DCQCN)")
         assert f"# Lossless overflow    : {says}" in table
@@ -75,6 +81,6 @@ def test_the_summary_names_the_variant_and_lossless_overflow(tmp_path: Path):
     res.mkdir(parents=True)
     for rank, host in enumerate(hosts):
         write(out, host, [iteration(rank, host, k) for k in range(2)])
-    table, _ = collect(out, res, [AgentOutcome(h, r, 0, {}) for r, h in enumerate(hosts)],
+    table = collect_table(out, res, [AgentOutcome(h, r, 0, {}) for r, h in enumerate(hosts)],
                        SC, "rocev2", link_rows=[link_row("p0l0", 1.0, 0)])
     assert "RoCEv2, lossy, Go-Back-N, DCQCN" in table and "Lossless" not in table

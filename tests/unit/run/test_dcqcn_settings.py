@@ -72,8 +72,8 @@ def test_the_run_says_which_ratios_it_ran(tmp_path):
     text = SCENARIO + "dcqcn: {cnp_rtts: 2, timer_rtts: 0.5}\n"
     sc = parse(text, "d")
     roce = RunResults(tmp_path, sc, text, 1, "rocev2")
-    assert roce.meta["dcqcn"] == {"cnp_rtts": 2, "timer_rtts": 0.5}
-    assert RunResults(tmp_path, sc, text, 1, "mrc").meta["dcqcn"] is None, "MRC runs no DCQCN"
+    assert roce.meta.dcqcn == {"cnp_rtts": 2, "timer_rtts": 0.5}
+    assert RunResults(tmp_path, sc, text, 1, "mrc").meta.dcqcn is None, "MRC runs no DCQCN"
     assert agent_configs(make_plan(sc), sc, "mrc", tmp_path)["h0"].dcqcn is None
 
 

@@ -1,4 +1,5 @@
-"""The committed JSON Schemas are the models' (`make schemas` regenerates them), and every
+"""The committed JSON Schemas are the models' (`make schemas` regenerates them: the scenario's,
+the drill's, a results folder's meta.json), and every
 shipped scenario and drill names its schema on line 1, so editors validate and complete it."""
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from runcontract import meta
 from testbed import scenario
 from testbed.scenario import drill
 
@@ -17,7 +19,8 @@ MODELINE = "# yaml-language-server: $schema="
 
 
 @pytest.mark.parametrize(("file", "schema"), [("scenario.schema.json", scenario.json_schema),
-                                               ("drill.schema.json", drill.json_schema)])
+                                               ("drill.schema.json", drill.json_schema),
+                                               ("meta.schema.json", meta.json_schema)])
 def test_committed_schema_is_current(file: str, schema):
     committed = json.loads((SCHEMAS / file).read_text())
     assert committed == schema(), f"schemas/{file} is stale: run `make schemas`"
