@@ -23,6 +23,7 @@ from typing import Literal
 
 from testbed.errors import ScenarioError
 from testbed.scenario import Scenario
+from testbed.scenario.red import OFF, RedProfile
 
 HOST_USID_BASE = 0x0100
 LEAF_USID_BASE = 0xD000
@@ -67,7 +68,7 @@ class Link:
     plane: int
     rate: int  # bit/s
     buffer: int  # bytes
-    ecn: int  # queue bytes above which router ports mark CE; 0: off
+    ecn: RedProfile  # where router ports mark CE (red.OFF: never)
     trim: int  # queue bytes above which router ports trim MRC data; 0: off
     limit: int  # queue bytes above which router ports drop (lossless: count an overflow)
     lossless: bool  # router ports queue past the buffer (switch.lossless)
@@ -207,7 +208,7 @@ def make_plan(scenario: Scenario) -> FabricPlan:
         ports[upper].append(up)
         cls = f.host_link if kind == "host" else f.fabric_link
         links.append(Link(lp, up, kind, plane, cls.rate, cls.buffer,
-                          cls.ecn() if scenario.switch.ecn else 0,
+                          cls.ecn() if scenario.switch.ecn else OFF,
                           cls.trim() if scenario.switch.trimming else 0,
                           scenario.queue_limit(cls), scenario.switch.lossless))
 

@@ -24,35 +24,47 @@ COUNTERS = ("packets", "bytes", "marked", "trimmed", "dropped", "queue", "queue_
 LOSSLESS = 1  # PortConfig.flags: a drop above `buffer` is a lossless overflow
 
 
+MILLION = 1_000_000  # PortConfig.pmax and mark_ppm are in millionths
+
+
 class PortConfig(ctypes.Structure):
-    _fields_ = [("rate", ctypes.c_uint64), ("ecn", ctypes.c_uint32), ("trim", ctypes.c_uint32),
+    _fields_ = [("rate", ctypes.c_uint64), ("kmin", ctypes.c_uint32), ("kmax", ctypes.c_uint32),
+                ("pmax", ctypes.c_uint32), ("trim", ctypes.c_uint32),
                 ("buffer", ctypes.c_uint32), ("flags", ctypes.c_uint32)]
 
 
 class PortState(ctypes.Structure):
     _fields_ = [("lock", ctypes.c_uint32), ("pad", ctypes.c_uint32),
                 ("queue", ctypes.c_uint64), ("last_ns", ctypes.c_uint64),
+                ("fed_ns", ctypes.c_uint64),
                 ("packets", ctypes.c_uint64), ("bytes", ctypes.c_uint64),
                 ("marked", ctypes.c_uint64), ("trimmed", ctypes.c_uint64),
                 ("dropped", ctypes.c_uint64), ("queue_max", ctypes.c_uint64),
                 ("overflow", ctypes.c_uint64)]
 
 
-assert ctypes.sizeof(PortConfig) == 24 and ctypes.sizeof(PortState) == 80  # as in the C file
+assert ctypes.sizeof(PortConfig) == 32 and ctypes.sizeof(PortState) == 88  # as in the C file
 
 
-# The virtual queue drains a little slower than the shaper's nominal rate: measured here, an
-# htb port under load sends 1-2% below it (timer wake-ups on a busy CPU), and a virtual queue
-# running ahead of the real one would let the real FIFO grow past the buffer it enforces.
-DRAIN_FACTOR = 0.98
+def mark_ppm(ahead: int, kmin: int, kmax: int, pmax_ppm: int) -> int:
+    """RED's marking probability, in millionths, for a packet with `ahead` bytes queued before
+    it: none at or below K_min, P_max's share of the way from K_min to K_max, every packet
+    above K_max; K_max 0 is ECN off. The twin of `mark_ppm` in the C file (same integers)."""
+    if not kmax or ahead <= kmin:
+        return 0
+    if ahead > kmax:
+        return MILLION
+    return pmax_ppm * (ahead - kmin) // (kmax - kmin)
 
 
 def port_config(link: Link, rate_bps: int | None = None) -> PortConfig:
-    """The settings of either end of `link` (both ends share its class): it drops above the
-    link's queue limit (the buffer, or the lossless limit)."""
+    """The settings of either end of `link` (both ends share its class): it drains at the
+    link's line rate, as the link into it delivers, and drops above the link's queue limit
+    (the buffer, or the lossless limit)."""
     rate = link.rate if rate_bps is None else rate_bps
-    return PortConfig(rate=int(rate * DRAIN_FACTOR) // 8, ecn=link.ecn, trim=link.trim,
-                      buffer=link.limit, flags=LOSSLESS if link.lossless else 0)
+    return PortConfig(rate=rate // 8, kmin=link.ecn.kmin, kmax=link.ecn.kmax,
+                      pmax=round(link.ecn.pmax * MILLION), trim=link.trim, buffer=link.limit,
+                      flags=LOSSLESS if link.lossless else 0)
 
 
 def router_ports(plan: FabricPlan) -> list[tuple[Port, Link]]:

@@ -172,14 +172,24 @@ class _TestRunOpts(ctypes.Structure):
                 ("batch_size", ctypes.c_uint32)]
 
 
-def test_run(prog_fd: int, packet: bytes) -> tuple[int, bytes]:
-    """Run a tc program once on `packet` (an Ethernet frame, as on loopback); its verdict and
-    the packet as the program left it. How the tests check the program without a fabric."""
+# struct __sk_buff up to `ingress_ifindex` (its 10th u32): the part of the context a test sets
+_SkbContext = ctypes.c_uint32 * 10
+_INGRESS_IFINDEX = 9
+
+
+def test_run(prog_fd: int, packet: bytes, ingress_ifindex: int = 0) -> tuple[int, bytes]:
+    """Run a tc program once on `packet` (an Ethernet frame, as on loopback), as if it had
+    come in through `ingress_ifindex` (0: from nowhere); its verdict and the packet as the
+    program left it. How the tests check the program without a fabric."""
     data_in = ctypes.create_string_buffer(packet, len(packet))
     data_out = ctypes.create_string_buffer(len(packet) + 256)
+    ctx = _SkbContext()
+    ctx[_INGRESS_IFINDEX] = ingress_ifindex
     opts = _TestRunOpts(sz=ctypes.sizeof(_TestRunOpts),
                         data_in=ctypes.cast(data_in, ctypes.c_void_p),
                         data_out=ctypes.cast(data_out, ctypes.c_void_p),
-                        data_size_in=len(packet), data_size_out=len(data_out), repeat=1)
+                        data_size_in=len(packet), data_size_out=len(data_out),
+                        ctx_in=ctypes.cast(ctypes.byref(ctx), ctypes.c_void_p),
+                        ctx_size_in=ctypes.sizeof(ctx), repeat=1)
     _check(_lib().bpf_prog_test_run_opts(prog_fd, ctypes.byref(opts)), "test run")
     return opts.retval, data_out.raw[:opts.data_size_out]

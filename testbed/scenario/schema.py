@@ -48,6 +48,7 @@ from testbed.scenario.chakra import check as check_chakra
 from testbed.scenario.cluster import Cluster
 from testbed.scenario.cluster import check as check_cluster
 from testbed.scenario.faults import Fault, Routing
+from testbed.scenario.red import DCQCN_PROFILE, RedProfile
 from testbed.scenario.training import Training
 from testbed.scenario.training import check as check_training
 from testbed.scenario.units import RateIn, SizeIn, format_rate, format_size
@@ -73,25 +74,50 @@ class LinkClass(StrictModel):
     buffer: Annotated[int, SizeIn(limits.MIN_BUFFER, limits.MAX_BUFFER)] = Field(
         100_000, description="egress queue limit in bytes, e.g. '100KB'")
 
+    ecn_kmin: Annotated[int, SizeIn(0, limits.MAX_BUFFER)] | None = Field(
+        None, description="RED's K_min: bytes queued ahead of a packet at or below which a "
+                          "router port never marks it CE (switch.ecn); default: 5KB, the DCQCN "
+                          "paper's (Zhu et al., SIGCOMM 2015)")
+    ecn_kmax: Annotated[int, SizeIn(1, limits.MAX_BUFFER)] | None = Field(
+        None, description="RED's K_max: bytes queued ahead above which every ECN-capable packet "
+                          "is marked; may exceed the buffer (then the probability never reaches "
+                          "P_max); default: 200KB, the DCQCN paper's")
+    ecn_pmax: float | None = Field(
+        None, gt=0, le=1, description="RED's P_max: the marking probability just below K_max, "
+                                      "rising linearly from 0 at K_min; default: 0.01, the "
+                                      "DCQCN paper's")
     ecn_threshold: Annotated[int, SizeIn(1, limits.MAX_BUFFER)] | None = Field(
-        None, description="queue bytes above which a router port marks ECN-capable packets CE "
-                          "(switch.ecn); default: a fifth of the buffer")
+        None, description="a step instead of RED's profile: mark every ECN-capable packet with "
+                          "more than this many bytes queued ahead (ecn_kmin = ecn_kmax); not "
+                          "with ecn_kmin, ecn_kmax or ecn_pmax")
     trim_threshold: Annotated[int, SizeIn(1, limits.MAX_BUFFER)] | None = Field(
         None, description="queue bytes above which a router port trims MRC data packets to "
                           "their header (switch.trim); default: four fifths of the buffer")
 
     @model_validator(mode="after")
     def _thresholds_in_buffer(self) -> LinkClass:
-        for name in ("ecn_threshold", "trim_threshold"):
+        for name in ("ecn_threshold", "ecn_kmin", "trim_threshold"):
             value = getattr(self, name)
-            if value is not None and not 0 < value <= self.buffer:
-                raise ValueError(f"{name} {format_size(value)} must be above 0 and at most the "
-                                 f"buffer ({format_size(self.buffer)})")
+            if value is not None and value > self.buffer:
+                raise ValueError(f"{name} {format_size(value)} must be at most the buffer "
+                                 f"({format_size(self.buffer)})")
+        red = [n for n in ("ecn_kmin", "ecn_kmax", "ecn_pmax") if getattr(self, n) is not None]
+        if self.ecn_threshold is not None and red:
+            raise ValueError(f"ecn_threshold (a step) with {', '.join(red)} (RED's profile): "
+                             f"keep one; a step is ecn_kmin = ecn_kmax")
+        ecn = self.ecn()
+        if ecn.kmin > ecn.kmax:
+            raise ValueError(f"ecn_kmin {format_size(ecn.kmin)} must be at most ecn_kmax "
+                             f"{format_size(ecn.kmax)}")
         return self
 
-    def ecn(self) -> int:
-        """Queue bytes above which packets are marked: early, as DCQCN's K_min is."""
-        return self.ecn_threshold if self.ecn_threshold is not None else self.buffer // 5
+    def ecn(self) -> RedProfile:
+        """Where router ports mark: RED's profile, the DCQCN paper's where not set, or a step."""
+        if self.ecn_threshold is not None:
+            return RedProfile(self.ecn_threshold, self.ecn_threshold, 1.0)
+        return RedProfile(DCQCN_PROFILE.kmin if self.ecn_kmin is None else self.ecn_kmin,
+                          DCQCN_PROFILE.kmax if self.ecn_kmax is None else self.ecn_kmax,
+                          DCQCN_PROFILE.pmax if self.ecn_pmax is None else self.ecn_pmax)
 
     def trim(self) -> int:
         """Queue bytes above which MRC data is trimmed: below the buffer, so that trimming
@@ -167,7 +193,8 @@ class Switch(StrictModel):
     program at its egress (testbed/kernel/bpf/fabric_queue.c). Thresholds are per link class.
     Lossless mode (docs/manual/lossless.md) keeps queueing past the buffer instead of dropping."""
 
-    ecn: bool = Field(True, description="mark CE on ECN-capable packets above ecn_threshold")
+    ecn: bool = Field(True, description="mark ECN-capable packets CE with RED's profile "
+                                        "(each link class's ecn_kmin, ecn_kmax, ecn_pmax)")
     trim: bool = Field(True, description="cut MRC data packets to their header above "
                                          "trim_threshold and forward the header first; off "
                                          "by default in lossless mode, and an error with it")
@@ -492,9 +519,10 @@ class Scenario(StrictModel):
         if self.switch.ecn and self.switch.trimming:
             for name in ("host_link", "fabric_link"):
                 cls = getattr(self.fabric, name)
-                if cls.ecn() >= cls.trim():
+                if cls.ecn().kmin >= cls.trim():
+                    key = "ecn_threshold" if cls.ecn_threshold is not None else "ecn_kmin"
                     raise ValueError(
-                        f"fabric.{name}: ecn_threshold {format_size(cls.ecn())} must be below "
+                        f"fabric.{name}: {key} {format_size(cls.ecn().kmin)} must be below "
                         f"trim_threshold {format_size(cls.trim())}: a queue signals congestion "
                         f"(ECN) before it cuts packets")
         if self.cluster is not None:

@@ -12,7 +12,7 @@ import pytest
 
 from hostagent.protocol import wire
 from testbed.kernel import libbpf
-from testbed.kernel.fabric_queue import FabricQueues, PortConfig
+from testbed.kernel.fabric_queue import MILLION, FabricQueues, PortConfig
 
 from .helpers import build, run_scenario
 
@@ -49,8 +49,9 @@ def tclass_of(packet: bytes) -> int:
 def queues():
     q = FabricQueues()
     # test runs see the loopback device (ifindex 1); 1 B/s: the queue does not drain between
-    # packets, so the thresholds are crossed exactly where the test says
-    q.configure(1, PortConfig(rate=1, ecn=1500, trim=3000, buffer=4500))
+    # packets, so the thresholds are crossed exactly where the test says. ECN is a step.
+    q.configure(1, PortConfig(rate=1, kmin=1500, kmax=1500, pmax=MILLION, trim=3000,
+                              buffer=4500))
     yield q
     q.close()
 
@@ -59,12 +60,15 @@ def test_program_passes_marks_trims_and_drops(queues: FabricQueues):
     def run(packet: bytes) -> tuple[int, bytes]:
         return libbpf.test_run(queues.prog_fd, packet)
 
-    # the queue counts whole frames (1126 B here), a trimmed one as its 102 B of headers
-    verdict, out = run(frame(SPRAYED, ECT0))  # queue 1126 B: below every threshold
+    # the queue counts whole frames (1126 B here), a trimmed one as its 102 B of headers; ECN
+    # looks at the bytes ahead of a packet, trimming and the buffer at whether it fits
+    verdict, out = run(frame(SPRAYED, ECT0))  # nothing ahead: below every threshold
     assert verdict == TC_ACT_OK and tclass_of(out) == ECT0
-    verdict, out = run(frame(SPRAYED, ECT0))  # 2252 B: above ECN
+    verdict, out = run(frame(SPRAYED, ECT0))  # 1126 B ahead: not above ECN's 1500
+    assert verdict == TC_ACT_OK and tclass_of(out) == ECT0 and len(out) == 1126
+    verdict, out = run(frame(PLAIN, ECT0))  # 2252 B ahead: marked; RoCEv2 is never trimmed
     assert verdict == TC_ACT_OK and tclass_of(out) == CE and len(out) == 1126
-    verdict, out = run(frame(SPRAYED, ECT0))  # 3378 B: above the trim threshold -> 2354 B
+    verdict, out = run(frame(SPRAYED, ECT0))  # 3378 + 1126 B above the trim threshold
     assert verdict == TC_ACT_OK and len(out) == 14 + 40 + 8 + wire.HEADER_SIZE
     header, payload = wire.decode(out[62:])
     assert header.trimmed and header.length == 1024 and header.psn == 7 and not len(payload)
@@ -72,16 +76,60 @@ def test_program_passes_marks_trims_and_drops(queues: FabricQueues):
     assert struct.unpack("!H", out[18:20])[0] == 48 == struct.unpack("!H", out[58:60])[0]
     pseudo = out[22:54] + struct.pack("!I", 48) + b"\0\0\0\x11"
     assert checksum(pseudo + out[54:]) == 0, "a receiver accepts the trimmed header"
-    verdict, out = run(frame(PLAIN, ECT0))  # RoCEv2 data is never trimmed: 3480 B, marked
-    assert verdict == TC_ACT_OK and tclass_of(out) == CE and len(out) == 1126
-    verdict, _ = run(frame(PLAIN, ECT0))  # 4606 B: beyond the buffer
+    verdict, _ = run(frame(PLAIN, ECT0))  # 3480 + 1126 B: beyond the buffer
     assert verdict == TC_ACT_SHOT
     verdict, out = run(frame(SPRAYED, wire.CONTROL_TCLASS, kind=wire.ACK, payload=0))
     assert verdict == TC_ACT_OK and out[14:] == frame(SPRAYED, wire.CONTROL_TCLASS,
                                                       kind=wire.ACK, payload=0)[14:]
     counters = queues.counters(1)
     assert {k: counters[k] for k in ("packets", "marked", "trimmed", "dropped")} == {
-        "packets": 6, "marked": 2, "trimmed": 1, "dropped": 1}
+        "packets": 6, "marked": 1, "trimmed": 1, "dropped": 1}
+
+
+LINE = 1_250_000  # bytes/s: 10 Mbit/s, a 1126 B frame every 0.9 ms
+FEED, OTHER_FEED = 7, 8  # ifindexes of ports feeding loopback's (the program's map, no device)
+
+
+def marks(queues: FabricQueues, feeds: list[int], packets: int) -> int:
+    """CE marks on `packets` ECN-capable frames handed to the program as fast as Python can
+    (tens of microseconds apart), coming in through `feeds` in turn."""
+    before = queues.counters(1)["marked"]
+    for i in range(packets):
+        libbpf.test_run(queues.prog_fd, frame(PLAIN, ECT0), feeds[i % len(feeds)])
+    return queues.counters(1)["marked"] - before
+
+
+def test_a_clump_from_one_link_is_not_a_queue_but_two_links_at_line_rate_are():
+    """Packets handed over in a clump (a shaper's burst, a softirq batch) enter the queue as
+    the link that fed them would have delivered them: one link at line rate never puts a
+    packet ahead of the next, even at a threshold of one frame; two at line rate do."""
+    q = FabricQueues()
+    try:
+        one_frame = len(frame(PLAIN, ECT0))
+        step = PortConfig(rate=LINE, kmin=one_frame, kmax=one_frame, pmax=MILLION,
+                          buffer=10**6)
+        for feed in (1, FEED, OTHER_FEED):
+            q.configure(feed, step)
+        assert marks(q, [FEED], 200) == 0
+        assert marks(q, [FEED, OTHER_FEED], 200) > 90, "every other packet waits behind one"
+        q.configure(1, step)
+        assert marks(q, [0], 200) > 150, "from nowhere: the clump is counted as it came"
+    finally:
+        q.close()
+
+
+def test_red_marks_with_a_probability_rising_from_kmin_to_kmax():
+    """With nothing drained, the i-th of 400 frames has i frames ahead: between K_min = 0 and
+    K_max = 400 frames at P_max = 100% it is marked with probability i/400, 199.5 marks in
+    expectation (standard deviation 8.2); a step at K_min would mark 399."""
+    q = FabricQueues()
+    try:
+        one_frame = len(frame(PLAIN, ECT0))
+        q.configure(1, PortConfig(rate=1, kmin=0, kmax=400 * one_frame, pmax=MILLION,
+                                  buffer=10**6))
+        assert 160 <= marks(q, [0], 400) <= 240
+    finally:
+        q.close()
 
 
 def tc_json(network, node: str, *args: str) -> list[dict]:

@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 
 from testbed.kernel import libbpf
-from testbed.kernel.fabric_queue import LOSSLESS, FabricQueues, PortConfig
+from testbed.kernel.fabric_queue import LOSSLESS, MILLION, FabricQueues, PortConfig
 
 from .helpers import build, run_scenario
 from .test_fabric_queue import ECT0, PLAIN, SPRAYED, TC_ACT_OK, TC_ACT_SHOT, frame, tc_json
@@ -26,13 +26,14 @@ def queues():
 def test_program_counts_an_overflow_past_the_lossless_limit(queues: FabricQueues):
     """1 B/s: the queue does not drain between packets. With the flag the limit is the lossless
     one: a packet beyond it is an overflow, not a tail drop; trimming is off (0)."""
-    queues.configure(1, PortConfig(rate=1, ecn=1500, trim=0, buffer=3400, flags=LOSSLESS))
+    step = {"kmin": 1500, "kmax": 1500, "pmax": MILLION}  # marked with over 1500 B ahead
+    queues.configure(1, PortConfig(rate=1, **step, trim=0, buffer=3400, flags=LOSSLESS))
     verdicts = [libbpf.test_run(queues.prog_fd, frame(dst, ECT0))[0]
                 for dst in (SPRAYED, PLAIN, SPRAYED, PLAIN)]  # 1126 B each: 4th is past 3400
     assert verdicts == [TC_ACT_OK, TC_ACT_OK, TC_ACT_OK, TC_ACT_SHOT]
     c = queues.counters(1)
-    assert (c["overflow"], c["dropped"], c["trimmed"], c["marked"]) == (1, 0, 0, 2)
-    queues.configure(1, PortConfig(rate=1, ecn=1500, trim=0, buffer=3400))
+    assert (c["overflow"], c["dropped"], c["trimmed"], c["marked"]) == (1, 0, 0, 1)
+    queues.configure(1, PortConfig(rate=1, **step, trim=0, buffer=3400))
     for _ in range(4):
         libbpf.test_run(queues.prog_fd, frame(PLAIN, ECT0))
     c = queues.counters(1)

@@ -5,9 +5,14 @@
  * port, in front of the port's htb shaper (testbed/kernel/shaping.py).
  *
  * The program cannot see the qdisc's backlog, so each port keeps a virtual queue: the bytes it
- * let through, drained at the port's shaped rate. Because the shaper drains the real queue at
- * that same rate, the virtual queue tracks it (slightly ahead: htb's burst lets the real queue
- * empty a little faster). For each packet, with Q = virtual queue + this packet:
+ * let through, drained at the port's line rate. A switch port fed by one link at line rate never
+ * holds more than the packet it is sending, but here packets do not arrive as a link delivers
+ * them: the upstream shaper's burst and the receiving CPU's softirq batches hand them over in
+ * clumps at veth speed, which a downstream htb absorbs with its own burst and a virtual queue
+ * without one would count as a backlog. So a packet enters the virtual queue when the link that
+ * fed it would have finished delivering it (no sooner than one serialization time, at that
+ * link's rate, after the packet before it on the same link): the virtual queue is a switch
+ * port's. For each packet, with A = the bytes queued ahead of it and Q = A + the packet:
  *   - control packets (DSCP CS6: ACK, NACK, probes, trimmed headers) always pass: they are
  *     served first by the shaper, as headers are by an NDP/UET switch;
  *   - an MRC data packet (destination in the uSID block, our header says DATA) with
@@ -16,9 +21,11 @@
  *   - any other packet with Q > buffer is dropped (tail drop); on a lossless port
  *     (LOSSLESS flag) `buffer` is the lossless limit instead, far above the scenario's
  *     buffer, and a drop there is counted as an overflow, not as a tail drop;
- *   - an ECN-capable packet that passes with Q > ECN threshold is marked CE.
- * A threshold of 0 turns that behaviour off. Per-port counters are read by the telemetry
- * sampler (testbed/kernel/fabric_queue.py mirrors these structs).
+ *   - an ECN-capable packet that passes is marked CE with RED's profile on A: never at or below
+ *     K_min, always above K_max, in between with a probability rising linearly from 0 to P_max
+ *     (`mark_ppm`; testbed/kernel/fabric_queue.py has its Python twin).
+ * A threshold of 0 turns that behaviour off (K_max for ECN). Per-port counters are read by the
+ * telemetry sampler (testbed/kernel/fabric_queue.py mirrors these structs).
  *
  * Ports are keyed by ifindex: the testbed gives every port of the fabric a distinct one, so
  * one program and one pair of maps serve all namespaces.
@@ -34,6 +41,7 @@
 
 #define MAX_PORTS 8192
 #define NSEC 1000000000ULL
+#define MILLION 1000000ULL
 
 /* hostagent/protocol/wire.py: version 1, type DATA, flag TRIMMED; 40-byte header */
 #define WIRE_VERSION 1
@@ -50,9 +58,11 @@
 
 /* written by the testbed, read here */
 struct port_config {
-	__u64 rate; /* bytes per second the port drains */
-	__u32 ecn;  /* bytes: mark CE above (0: off) */
-	__u32 trim; /* bytes: trim MRC data above (0: off) */
+	__u64 rate;   /* bytes per second the port drains, and the link into it delivers */
+	__u32 kmin;   /* bytes queued ahead: no ECN mark at or below */
+	__u32 kmax;   /* bytes queued ahead: every ECN-capable packet marked above (0: ECN off) */
+	__u32 pmax;   /* millionths: the marking probability just below kmax */
+	__u32 trim;   /* bytes: trim MRC data above (0: off) */
 	__u32 buffer; /* bytes: drop above */
 	__u32 flags;  /* LOSSLESS */
 };
@@ -65,11 +75,12 @@ struct port_state {
 	__u32 pad;
 	__u64 queue;   /* virtual queue, bytes */
 	__u64 last_ns; /* when it was last drained */
+	__u64 fed_ns;  /* when the link into this port finished delivering its last packet */
 	__u64 packets, bytes, marked, trimmed, dropped, queue_max, overflow;
 };
 
-_Static_assert(sizeof(struct port_config) == 24, "mirrored in testbed/kernel/fabric_queue.py");
-_Static_assert(sizeof(struct port_state) == 80, "mirrored in testbed/kernel/fabric_queue.py");
+_Static_assert(sizeof(struct port_config) == 32, "mirrored in testbed/kernel/fabric_queue.py");
+_Static_assert(sizeof(struct port_state) == 88, "mirrored in testbed/kernel/fabric_queue.py");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
@@ -152,6 +163,34 @@ static __always_inline int trim(struct __sk_buff *skb)
 	return TC_ACT_OK;
 }
 
+/* RED's marking probability, in millionths, for `ahead` bytes queued ahead of a packet. */
+static __always_inline __u64 mark_ppm(__u64 ahead, __u32 kmin, __u32 kmax, __u32 pmax)
+{
+	if (!kmax || ahead <= kmin)
+		return 0;
+	if (ahead > kmax)
+		return MILLION;
+	return (__u64)pmax * (ahead - kmin) / (kmax - kmin);
+}
+
+/* When a packet of `len` bytes that came in through port `in` would have finished arriving
+ * over a link: not before `now`, nor before one serialization time at the link's rate after
+ * the previous packet it delivered. Rounded up, so a flow at exactly line rate never gains a
+ * byte on the queue it feeds. A packet from elsewhere (not a fabric port) arrives `now`. */
+static __always_inline __u64 arrival(__u32 in, __u64 len, __u64 now)
+{
+	struct port_config *cfg = bpf_map_lookup_elem(&port_config, &in);
+	struct port_state *st = bpf_map_lookup_elem(&port_state, &in);
+	if (!cfg || !st || !cfg->rate)
+		return now;
+	__u64 wire = (len * NSEC + cfg->rate - 1) / cfg->rate;
+	bpf_spin_lock(&st->lock);
+	__u64 at = st->fed_ns + wire > now ? st->fed_ns + wire : now;
+	st->fed_ns = at;
+	bpf_spin_unlock(&st->lock);
+	return at;
+}
+
 SEC("tc")
 int fabric_queue(struct __sk_buff *skb)
 {
@@ -180,17 +219,20 @@ int fabric_queue(struct __sk_buff *skb)
 	}
 
 	__u64 len = skb->len;
-	__u64 now = bpf_ktime_get_ns();
+	__u64 at = arrival(skb->ingress_ifindex, len, bpf_ktime_get_ns()); /* the queue's clock */
 	__u64 rate = cfg->rate;
-	__u32 ecn = cfg->ecn, trim_at = cfg->trim, buffer = cfg->buffer;
+	__u32 trim_at = cfg->trim, buffer = cfg->buffer;
+	/* drawn before the lock: no helper may run while it is held */
+	__u64 draw = ((__u64)bpf_get_prandom_u32() * MILLION) >> 32;
 	enum verdict verdict = PASS;
 
 	bpf_spin_lock(&st->lock);
-	__u64 elapsed = now > st->last_ns ? now - st->last_ns : 0;
+	__u64 elapsed = at > st->last_ns ? at - st->last_ns : 0;
 	__u64 drained = elapsed >= NSEC ? (elapsed / 1000) * rate / 1000000 : elapsed * rate / NSEC;
 	st->queue = st->queue > drained ? st->queue - drained : 0;
-	st->last_ns = now;
-	__u64 q = st->queue + len;
+	if (at > st->last_ns)
+		st->last_ns = at;
+	__u64 ahead = st->queue, q = ahead + len;
 	if (control) {
 		verdict = PASS;
 	} else if (trimmable && trim_at && q > trim_at) {
@@ -198,7 +240,7 @@ int fabric_queue(struct __sk_buff *skb)
 		len = TRIMMED_LEN;
 	} else if (q > buffer) {
 		verdict = cfg->flags & LOSSLESS ? OVERFLOW : DROP;
-	} else if (ecn && ect && q > ecn) {
+	} else if (ect && draw < mark_ppm(ahead, cfg->kmin, cfg->kmax, cfg->pmax)) {
 		verdict = MARK;
 	}
 	st->packets++;

@@ -8,6 +8,7 @@ from testbed import scenario
 from testbed.errors import ScenarioError
 from testbed.fabric.plan import make_plan
 from testbed.kernel.fabric_queue import LOSSLESS, port_config, router_ports
+from testbed.scenario.red import RedProfile
 
 
 def parse(text: str) -> scenario.Scenario:
@@ -20,8 +21,8 @@ def test_lossless_is_off_by_default_and_turns_trimming_off_but_not_ecn():
     s = parse("switch: {lossless: true}")
     assert s.switch.lossless and s.switch.ecn and not s.switch.trimming
     links = make_plan(s).links
-    assert all(link.trim == 0 and link.ecn == 20_000 for link in links), (
-        "ECN at a fifth of the 100 KB buffer, no trim threshold")
+    assert all(link.trim == 0 and link.ecn == RedProfile(5_000, 200_000, 0.01)
+               for link in links), "ECN with the DCQCN paper's profile, no trim threshold"
 
 
 def test_lossless_alone_still_runs_the_program():
@@ -76,7 +77,7 @@ def test_what_lossless_allows():
     with an explicit threshold as before; faults that drop are kept."""
     assert not parse("switch: {lossless: true, trim: false}").switch.trimming
     s = parse("switch: {lossless: true}\nfabric: {fabric_link: {ecn_threshold: 30KB}}")
-    assert s.fabric.fabric_link.ecn() == 30_000
+    assert s.fabric.fabric_link.ecn() == RedProfile(30_000, 30_000, 1.0)
     assert parse("fabric: {host_link: {trim_threshold: 50KB}}").fabric.host_link.trim() == 50_000
     s = parse("switch: {lossless: true}\nfaults: [{kind: loss, at: 1, duration: 1, "
               "target: {plane: 0, leaf: 0, spine: 1}, probability: 0.01}]")

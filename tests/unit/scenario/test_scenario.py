@@ -8,6 +8,7 @@ import pytest
 from testbed import scenario
 from testbed.errors import ScenarioError
 from testbed.fabric.plan import make_plan
+from testbed.scenario.red import RedProfile
 from testbed.scenario.units import parse_rate, parse_size
 
 
@@ -331,26 +332,46 @@ def test_the_scenario_examples_are_valid(page: str):
 
 # ---- in-fabric ECN and trimming ---------------------------------------------------------------
 
-def test_switch_defaults_ecn_and_trim_on_with_thresholds_from_the_buffer():
+def test_switch_defaults_ecn_with_the_dcqcn_papers_profile_and_trim_from_the_buffer():
     s = parse("fabric: {host_link: {buffer: 100KB}}")
     assert s.switch.ecn and s.switch.trim and s.switch.enabled
-    assert (s.fabric.host_link.ecn(), s.fabric.host_link.trim()) == (20_000, 80_000)
+    # Zhu et al., SIGCOMM 2015: K_min 5 KB, K_max 200 KB, P_max 1%
+    assert s.fabric.host_link.ecn() == RedProfile(5_000, 200_000, 0.01)
+    assert s.fabric.host_link.trim() == 80_000
+
+
+def test_red_profile_keys_and_the_step_they_replace():
+    s = parse("fabric: {host_link: {ecn_kmin: 20KB, ecn_kmax: 60KB, ecn_pmax: 0.05}, "
+              "fabric_link: {ecn_kmax: 1MB}}")
+    assert s.fabric.host_link.ecn() == RedProfile(20_000, 60_000, 0.05)
+    assert s.fabric.fabric_link.ecn() == RedProfile(5_000, 1_000_000, 0.01), "above the buffer"
+    s = parse("fabric: {host_link: {ecn_threshold: 20KB}}")
+    assert s.fabric.host_link.ecn() == RedProfile(20_000, 20_000, 1.0), "a step, as before"
 
 
 def test_switch_thresholds_explicit_and_off():
     s = parse("switch: {ecn: false, trim: false}\n"
               "fabric: {fabric_link: {buffer: 100KB, ecn_threshold: 10KB, trim_threshold: 50KB}}")
     assert not s.switch.enabled
-    assert (s.fabric.fabric_link.ecn(), s.fabric.fabric_link.trim()) == (10_000, 50_000)
+    assert s.fabric.fabric_link.ecn() == RedProfile(10_000, 10_000, 1.0)
+    assert s.fabric.fabric_link.trim() == 50_000
     links = make_plan(s).links
-    assert all(link.ecn == 0 and link.trim == 0 for link in links), "off: 0 in the plan"
+    assert all(not link.ecn.marks and link.trim == 0 for link in links), "off in the plan"
 
 
 @pytest.mark.parametrize(("text", "words"), [
     ("fabric: {host_link: {buffer: 100KB, trim_threshold: 200KB}}",
-     "fabric.host_link: trim_threshold 195 KiB must be above 0 and at most the buffer (97.7 KiB)"),
+     "fabric.host_link: trim_threshold 195 KiB must be at most the buffer (97.7 KiB)"),
     ("fabric: {fabric_link: {buffer: 100KB, ecn_threshold: 90KB}}",
      "fabric.fabric_link: ecn_threshold 87.9 KiB must be below trim_threshold 78.1 KiB"),
+    ("fabric: {fabric_link: {buffer: 100KB, ecn_kmin: 90KB}}",
+     "fabric.fabric_link: ecn_kmin 87.9 KiB must be below trim_threshold 78.1 KiB"),
+    ("fabric: {fabric_link: {ecn_kmin: 60KB, ecn_kmax: 50KB}}",
+     "ecn_kmin 58.6 KiB must be at most ecn_kmax 48.8 KiB"),
+    ("fabric: {fabric_link: {ecn_threshold: 20KB, ecn_pmax: 0.1}}",
+     "ecn_threshold (a step) with ecn_pmax (RED's profile): keep one"),
+    ("fabric: {fabric_link: {ecn_pmax: 0}}", "ecn_pmax"),
+    ("fabric: {fabric_link: {ecn_pmax: 1.5}}", "ecn_pmax"),
     ("switch: {trimming: true}", "unknown key; did you mean 'trim'?"),
 ])
 def test_switch_errors_name_the_field(text: str, words: str):
@@ -359,7 +380,7 @@ def test_switch_errors_name_the_field(text: str, words: str):
 
 def test_ecn_above_the_default_trim_is_fine_when_trimming_is_off():
     s = parse("switch: {trim: false}\nfabric: {fabric_link: {buffer: 100KB, ecn_threshold: 90KB}}")
-    assert s.fabric.fabric_link.ecn() == 90_000
+    assert s.fabric.fabric_link.ecn().kmin == 90_000
 
 
 def test_retry_schedule_fields_follow_the_spec_ranges():
