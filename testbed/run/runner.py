@@ -28,7 +28,7 @@ from testbed.emulation.injector import Injector
 from testbed.emulation.network_api import Network
 from testbed.emulation.telemetry import Sampler
 from testbed.errors import EnvironmentProblem, TestbedError, VerificationFailed
-from testbed.fabric import budget
+from testbed.fabric.frame import Frame, dilation
 from testbed.fabric.plan import make_plan
 from testbed.fabric.timeline import schedule
 from testbed.kernel import features
@@ -311,7 +311,7 @@ def _dilation_line(scenario: Scenario, iterations) -> str:
     """With fabric.real_rate: the time-dilation factor and the timed iterations' time (the
     table's, nccl-tests') as emulated and at the real rate (the report's summary scales the CCT
     tail too)."""
-    factor = budget.dilation(scenario)
+    factor = dilation(scenario)
     if factor is None:
         return ""
     timed = iterations[~iterations["warmup"].astype(bool) & iterations["start"].notna()]
@@ -340,11 +340,14 @@ def _run_workload(network: Network, results: RunResults, progress: Progress,
     hosts = scenario.rank_hosts()
     out = results.dir / "agents"
     sampler = Sampler(network, scenario.telemetry.period)
-    injector = Injector(network, scenario.faults, schedule(
-        network.plan, scenario.faults, scenario.routing.convergence_delay))
+    frame = Frame.of(scenario)  # the timeline and the flows run in emulated seconds
+    faults = frame.faults(scenario.faults)
+    injector = Injector(network, faults, schedule(network.plan, faults,
+                                                  scenario.routing.convergence_delay))
     hosts_all = list(network.plan.hosts)
-    background = BackgroundTraffic(network, flows(hosts_all, scenario.background, scenario.seed),
-                                   results.dir / "background")
+    background = BackgroundTraffic(
+        network, flows(hosts_all, frame.background(scenario.background), scenario.seed),
+        results.dir / "background")
 
     def start_timeline(t0: float) -> None:
         results.meta["workload_start"] = t0  # what faults' `at` counts from (wall clock)
