@@ -40,6 +40,7 @@ from testbed.emulation.telemetry import DEFAULT_PERIOD
 from testbed.errors import TestbedError
 from testbed.fabric import paths
 from testbed.fabric.frame import Frame
+from testbed.fabric.latency import ACROSS_A_SPINE, peer_latency, round_trip
 from testbed.fabric.plan import FabricPlan
 from testbed.fabric.timeline import straggler_windows
 from testbed.lifecycle import interrupts
@@ -81,7 +82,8 @@ def agent_configs(plan: FabricPlan, scenario: Scenario, transport: Transport,
             peers.append(PeerConfig(
                 r, peer, [(i, e.plane, str(e.address)) for i, e in enumerate(evs)],
                 [str(plan.plain_address(peer, p)) for p in range(plan.planes)],
-                [i for i, e in enumerate(evs) if _denied(e, m.denied)]))
+                [i for i, e in enumerate(evs) if _denied(e, m.denied)],
+                latency=peer_latency(plan, peer, host)))
         workload = WorkloadConfig(w.collective, w.size, w.iterations, w.warmup,
                                   frame.compute_gap(scenario))
         if job is not None:
@@ -129,11 +131,10 @@ def _denied(ev: paths.EV, denied) -> bool:
 def base_rtt(scenario: Scenario) -> float:
     """Seconds a round trip takes across a spine with every queue empty: each store-and-forward
     hop (host port, leaf to spine, spine to leaf, leaf to host) serializes a full packet there
-    and its ACK on the way back; the emulated links add no propagation delay (veth pairs).
-    DCQCN's timers are ratios to it (a peer on the same leaf is two hops closer)."""
-    f = scenario.fabric
-    round_trip = (scenario.qp.mss + 2 * (HEADER_SIZE + FRAME_OVERHEAD)) * 8  # data out, ACK back
-    return 2 * round_trip / f.host_link.rate + 2 * round_trip / f.fabric_link.rate
+    and its ACK on the way back, and the links' latency is crossed both ways (the agents hold
+    each datagram for it). DCQCN's timers are ratios to it (a peer on the same leaf is two
+    hops closer)."""
+    return round_trip(scenario, ACROSS_A_SPINE)
 
 
 def nic_limits(scenario: Scenario) -> NicLimits:
