@@ -16,10 +16,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from testbed.errors import ScenarioError
 from testbed.scenario import Scenario
 from testbed.scenario.background import Background
 from testbed.scenario.faults import Fault
+from testbed.scenario.limits import MIN_FLAP_PERIOD
 from testbed.scenario.real_times import BACKGROUND_TIMES, FAULT_TIMES
+from testbed.scenario.units import format_rate, format_time
 
 
 def dilation(scenario: Scenario) -> float | None:
@@ -77,3 +80,27 @@ class Frame:
                 times["duration"] = float(max(1, round(times["duration"])))
             out.append(b.model_copy(update=times))
         return out
+
+    def line(self, scenario: Scenario) -> str:
+        """The frame in a line, for `validate`."""
+        f = scenario.fabric
+        if not self.real:
+            return "frame: emulated (no fabric.real_rate): every time as written, D = 1"
+        return (f"frame: real, D = {self.dilation:,.0f} (fabric.real_rate "
+                f"{format_rate(f.real_rate or 0)} / host links {format_rate(f.host_link.rate)}): "
+                f"stated times run {self.dilation:,.0f}x longer")
+
+
+def check(scenario: Scenario, source: str) -> None:
+    """Stated times the emulation cannot apply once dilated: a flap cycle shorter than
+    MIN_FLAP_PERIOD emulated. Raises `ScenarioError` naming each."""
+    frame = Frame.of(scenario)
+    short = [f"faults.{k}: a flap period of {format_time(f.period)} runs "
+             f"{format_time(frame.emulated(f.period))} emulated, under "
+             f"{format_time(MIN_FLAP_PERIOD)}"
+             for k, f in enumerate(scenario.faults)
+             if f.period is not None and frame.emulated(f.period) < MIN_FLAP_PERIOD]
+    if short:
+        raise ScenarioError(f"{source}: " + "; ".join(short),
+                            "lengthen the period: each half of a cycle rewrites the link's "
+                            "nftables rules")

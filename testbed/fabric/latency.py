@@ -18,6 +18,7 @@ from testbed.fabric.frame import Frame
 from testbed.fabric.paths import EV, evs
 from testbed.fabric.plan import FabricPlan
 from testbed.scenario import Scenario
+from testbed.scenario.units import format_rate, format_time
 
 
 @dataclass(frozen=True)
@@ -89,3 +90,22 @@ def path_shapes(plan: FabricPlan) -> dict[str, PathShape]:
         if len(out) == 2:
             break
     return dict(sorted(out.items(), key=lambda kv: kv[1].links))
+
+
+def lines(plan: FabricPlan) -> list[str]:
+    """The links' rates and latency and each kind of path's round trip and BDP, emulated with
+    the real fabric's beside (where the scenario has one), for `validate`."""
+    sc = plan.scenario
+    f, frame = sc.fabric, Frame.of(sc)
+
+    def both(seconds: float) -> str:
+        real = f" ({format_time(frame.in_real(seconds))} real)" if frame.real else ""
+        return f"{format_time(seconds)}{real}"
+    out = [f"emulated links: host {format_rate(f.host_link.rate)}, fabric "
+           f"{format_rate(f.fabric_link.rate)}; latency {both(frame.hop_latency(sc))} a link, "
+           f"{both(frame.nic_latency(sc))} a NIC"]
+    for name, shape in path_shapes(plan).items():
+        out.append(f"path {name}: {shape.links} links, one way {both(one_way_latency(sc, shape))}"
+                   f", round trip {both(round_trip(sc, shape))}, BDP "
+                   f"{bdp_packets(sc, shape):.1f} packets ({sc.qp.mss} B payloads)")
+    return out

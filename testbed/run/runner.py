@@ -29,6 +29,7 @@ from testbed.emulation.network_api import Network
 from testbed.emulation.telemetry import Sampler
 from testbed.errors import EnvironmentProblem, TestbedError, VerificationFailed
 from testbed.fabric.frame import Frame, dilation
+from testbed.fabric.frame import check as check_frame
 from testbed.fabric.plan import make_plan
 from testbed.fabric.timeline import schedule
 from testbed.kernel import features
@@ -38,6 +39,7 @@ from testbed.lifecycle import cleanup, interrupts, registry
 from testbed.lifecycle.progress import Progress
 from testbed.lifecycle.registry import RunRegistry
 from testbed.run import verdict as fidelity
+from testbed.run import wall_time
 from testbed.run.build import (
     build,
     fabric,  # noqa: F401 (scripts and tests import it from here)
@@ -120,6 +122,8 @@ def run(scenario: Scenario, scenario_text: str, options: RunOptions,
                                                        workload=not only_fabric)
             else:
                 calibrate.calibrate(progress)
+        check_frame(scenario, scenario.name)  # at the rate that will run, before any build
+        progress.say(wall_time.check(scenario, scenario.name).lines()[-1])
         plan = make_plan(scenario)
         if scenario.cluster is not None:
             for line in placement_lines(plan):
