@@ -21,7 +21,8 @@ BASE_PORT = 5301
 
 
 class Background(BaseModel):
-    """One pattern of background flows."""
+    """One pattern of background flows; its times are the real fabric's with fabric.real_rate
+    (run D times longer), else emulated seconds."""
 
     model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
 

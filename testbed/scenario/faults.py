@@ -66,7 +66,8 @@ class Target(_Strict):
 
 
 class Fault(_Strict):
-    """One event. `at` and `duration` are seconds after the workload starts. A straggler
+    """One event. `at` and `duration` are after the workload starts; its times are the real
+    fabric's with fabric.real_rate (run D times longer), else emulated seconds. A straggler
     slows the compute of the rank on `target.host` by `factor` from `at` for `duration`
     (absent: to the end); that rank's agent applies it, timed from the same start."""
 

@@ -268,7 +268,8 @@ class Workload(StrictModel):
     iterations: int = Field(5, ge=1, le=100_000)
     warmup: int = Field(1, ge=0, le=1000, description="iterations run first and not reported")
     compute_gap: Annotated[float, TimeIn(0, 60)] = Field(
-        0.0, description="'compute' between iterations (the network idles)")
+        0.0, description="'compute' between iterations (the network idles); the real "
+                         "fabric's with fabric.real_rate (run D times longer)")
     ranks: Annotated[list[Annotated[str, Field(max_length=40)]],
                      Field(max_length=limits.MAX_HOSTS)] | Literal["all"] = Field(
         "all", description="host names taking part, in rank order, or all hosts")

@@ -38,8 +38,10 @@ class Training(BaseModel):
     expert_bytes: Bytes = Field(1 << 16, description="one MoE all-to-all's array per rank")
     moe_every: int = Field(0, ge=0, le=MAX_LAYERS, description="every n-th layer is MoE (0: none)")
     micro_batches: int = Field(2, ge=1, le=MAX_MICRO_BATCHES)
-    forward: Seconds = Field(0.001, description="compute per layer and micro-batch")
-    backward: Seconds = Field(0.002, description="compute per layer and micro-batch")
+    forward: Seconds = Field(0.001, description="compute per layer and micro-batch (the real "
+                                                "job's: stretched by the time dilation)")
+    backward: Seconds = Field(0.002, description="compute per layer and micro-batch (the real "
+                                                 "job's: stretched by the time dilation)")
     bucket_bytes: Bytes = Field(25 << 20, description="DP gradient bucket (DDP's default)")
     schedule: Literal["1f1b", "gpipe"] = "1f1b"
 
