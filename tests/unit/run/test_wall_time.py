@@ -111,3 +111,35 @@ def test_a_flap_faster_than_the_emulation_applies_is_refused(fabric: str, period
     with (pytest.raises(ScenarioError, match="faults.0: a flap period of") if refused
           else contextlib.nullcontext()):
         frame.check(sc, "t")
+
+
+def test_with_rate_auto_the_dilation_follows_from_the_rate_chosen(tmp_path: Path, capsys,
+                                                                  monkeypatch):
+    from testbed.emulation import calibration
+    from testbed.emulation import pilot_readings as pilot
+    monkeypatch.setattr(calibration, "CACHE_DIR", tmp_path / "cache")
+    f = tmp_path / "auto.yaml"
+    f.write_text("name: auto\nfabric: {host_link: {rate: auto}, fabric_link: {rate: auto}, "
+                 "mtu: 4200, real_rate: 100Gbit, hop_latency: 1us}\nqp: {mss: 4096}\n")
+    assert cli.main(["validate", str(f)]) == 0
+    assert "the dilation follows from the rate `run` chooses" in capsys.readouterr().out
+    calibration.save(calibration.from_measurement(1.0, 0.15, 10_000, 5.0, 3.0))
+    sc = parse(f.read_text(), "t")
+    pilot.save(pilot.PilotResult(rate=200_000, fits=True, share=0.75, shape=pilot.shape(sc),
+                                 readings=[pilot.Reading(200_000, "mrc", 0.3, 4.0)]))
+    assert cli.main(["validate", str(f)]) == 0
+    out = capsys.readouterr().out
+    # 100 Gbit/s over the 200 kbit/s the pilot chose: D = 500,000, a 1 us hop 0.5 s
+    assert "frame: real, D = 500,000" in out and "latency 500 ms (1 us real) a link" in out
+
+
+def test_validate_warns_of_an_ack_timeout_under_the_round_trip(tmp_path: Path, capsys):
+    f = tmp_path / "rf.yaml"
+    # the default timeout: 2 x the longest drain (100 KB at 25 Mbit/s: 32 ms) + 5 ms = 69 ms;
+    # the round trip across a spine is 44.1 ms at 1 us a hop, about 4 x 44 ms at 4 us
+    f.write_text(SCENARIO.replace("hop_latency: 1us", "hop_latency: 4us"))
+    assert cli.main(["validate", str(f)]) == 0
+    assert "warning: the ACK timeout (69 ms, emulated" in capsys.readouterr().out
+    f.write_text(SCENARIO)
+    assert cli.main(["validate", str(f)]) == 0
+    assert "warning" not in capsys.readouterr().out
