@@ -468,19 +468,6 @@ class Scenario(StrictModel):
         "(`validate` prints it: the workload and the faults, times the dilation) may be; a "
         "scenario estimated longer is refused. Raise it for a run meant to be long, e.g. '2h'")
 
-    @model_validator(mode="before")
-    @classmethod
-    def _real_times_name_their_unit(cls, data: Any) -> Any:
-        fabric = data.get("fabric") if isinstance(data, dict) else None
-        if isinstance(fabric, dict) and fabric.get("real_rate") is not None:
-            bare = bare_numbers(data)
-            if bare:
-                raise ValueError(
-                    f"with fabric.real_rate, times are the real fabric's and run D times longer, "
-                    f"so each names its unit (e.g. '1us', '2ms'; a bare number written for the "
-                    f"emulated frame would silently run D times longer): {', '.join(bare)}")
-        return data
-
     @model_validator(mode="after")
     def _ranks_exist(self) -> Scenario:
         ranks = self.workload.ranks
@@ -695,6 +682,7 @@ def parse(text: str, source: str, default_name: str | None = None) -> Scenario:
         scenario = Scenario.model_validate(data)
     except ValidationError as exc:
         raise ScenarioError(format_errors(exc, source)) from None
+    _check_real_times_name_their_unit(data, source)
     _check_auto_degrades(scenario, auto, source)
     scenario._auto_links, scenario._data = frozenset(auto), data
     return scenario
@@ -726,6 +714,20 @@ def _take_auto_rates(data: dict[str, Any]) -> list[str]:
             cls["rate"] = AUTO_PLACEHOLDER
             auto.append(name)
     return auto
+
+
+def _check_real_times_name_their_unit(data: dict[str, Any], source: str) -> None:
+    """With fabric.real_rate, the file's real-frame times (testbed/scenario/real_times.py) name
+    their unit. Checked on the text as written, not in the model: a scenario dumped and
+    validated again (the cluster mode sends it to its servers) holds bare seconds."""
+    fabric = data.get("fabric")
+    bare = bare_numbers(data) if isinstance(fabric, dict) and fabric.get("real_rate") else []
+    if bare:
+        raise ScenarioError(
+            f"{source}: invalid scenario (1 problem):\n  with fabric.real_rate, times are the "
+            f"real fabric's and run D times longer, so each names its unit (e.g. '1us', '2ms'; "
+            f"a bare number written for the emulated frame would silently run D times "
+            f"longer): {', '.join(bare)}")
 
 
 def _check_auto_degrades(scenario: Scenario, auto: list[str], source: str) -> None:

@@ -77,6 +77,11 @@ def parse_unit_time(value: object) -> float:
     raise ValueError(f"{TIME_EXPECTED}, its unit written out")
 
 
+def _in_nanoseconds(seconds: float) -> str:
+    """A time with its unit, as `parse_unit_time` reads it back: "1000ns"."""
+    return f"{seconds * 1e9:.3f}".rstrip("0").rstrip(".") + "ns"
+
+
 def format_rate(bps: float) -> str:
     """The shortest exact-enough human form, for logs and tables."""
     for unit, scale in (("Gbit/s", 1e9), ("Mbit/s", 1e6), ("kbit/s", 1e3)):
@@ -165,6 +170,8 @@ class TimeIn(GroupedMetadata):
     def __iter__(self) -> Iterator[Any]:
         yield BeforeValidator(parse_unit_time if self.unit else parse_time)
         yield AfterValidator(_in_range(self.low, self.high, format_time, self.above))
+        if self.unit:  # dumped as it must be written, so that it validates again
+            yield PlainSerializer(_in_nanoseconds, return_type=str)
         number = {"type": "number", "maximum": self.high,
                   "exclusiveMinimum" if self.above else "minimum": self.low}
         pattern = UNIT_TIME_PATTERN if self.unit else TIME_PATTERN

@@ -92,3 +92,11 @@ def test_in_the_real_frame_zero_and_times_with_units_pass():
 def test_the_wall_time_bound_takes_units():
     assert parse("name: t\nmax_wall_time: 2h\n", "t").max_wall_time == 7200.0
     assert parse("name: t\n", "t").max_wall_time == 1800.0
+
+
+def test_a_real_frame_scenario_dumped_and_validated_again_is_the_same():
+    """The cluster mode sends the scenario to its servers as JSON, its times bare seconds."""
+    sc = parse("name: t\nfabric: {real_rate: 100Gbit, hop_latency: 1us}\n"
+               f"faults: [{{at: 1ms, kind: link_down, target: {LINK}, duration: 2ms}}]\n", "t")
+    again = type(sc).model_validate(sc.model_dump(mode="json"))
+    assert again.model_dump() == sc.model_dump() and again.fabric.hop_latency == 1e-6
