@@ -122,8 +122,9 @@ def run(scenario: Scenario, scenario_text: str, options: RunOptions,
                                                        workload=not only_fabric)
             else:
                 calibrate.calibrate(progress)
-        check_frame(scenario, scenario.name)  # at the rate that will run, before any build
-        progress.say(wall_time.check(scenario, scenario.name).lines()[-1])
+        if not only_fabric:  # at the rate that will run, before any build
+            check_frame(scenario, scenario.name)
+            progress.say(wall_time.check(scenario, scenario.name).lines()[-1])
         plan = make_plan(scenario)
         if scenario.cluster is not None:
             for line in placement_lines(plan):

@@ -143,3 +143,19 @@ def test_validate_warns_of_an_ack_timeout_under_the_round_trip(tmp_path: Path, c
     f.write_text(SCENARIO)
     assert cli.main(["validate", str(f)]) == 0
     assert "warning" not in capsys.readouterr().out
+
+
+def test_a_fabric_without_workload_is_not_refused_for_the_workload(monkeypatch):
+    """--verify-only runs no workload: its wall time is not the workload's."""
+    sc = parse(SCENARIO + "max_wall_time: 10s\n", "t")
+    monkeypatch.setattr(runner, "preflight", lambda progress, held: {"end_sids": "seg6local"})
+
+    class Built(Exception):
+        pass
+
+    def make_plan(s):
+        raise Built
+    monkeypatch.setattr(runner, "make_plan", make_plan)
+    options = runner.RunOptions(Path("/nonexistent"), True, 0.0, False, ())
+    with pytest.raises(Built):
+        runner.run(sc, SCENARIO, options, Progress(quiet=True))
