@@ -38,6 +38,7 @@ from analysis.load import RunError, load_run
 from analysis.metrics import cct
 from bench import fair
 from bench.common import ROOT
+from testbed.fabric.frame import Frame
 from testbed.scenario.schema import load as load_scenario
 
 # per set: its folder and experiments, name: (fault scenario, control scenario or None:
@@ -70,10 +71,13 @@ def say(text: str) -> None:
 
 
 def windows(scenario) -> tuple[list[tuple[float, float]], float]:
-    """The intervals (s since the workload's start) in which a fault or background flow is
-    active, and when the last one ends. Flaps: only their down halves."""
+    """The intervals (emulated s since the workload's start, as the run's tables count) in
+    which a fault or background flow is active, and when the last one ends. Flaps: only their
+    down halves."""
+    frame = Frame.of(scenario)
+    faults, background = frame.faults(scenario.faults), frame.background(scenario.background)
     spans = []
-    for f in scenario.faults:
+    for f in faults:
         if f.kind == "flap":
             for c in range(f.count or 1):
                 start = f.at + c * f.period
@@ -82,11 +86,11 @@ def windows(scenario) -> tuple[list[tuple[float, float]], float]:
             spans.append((f.at, f.at + f.duration))
         else:
             spans.append((f.at, float("inf")))
-    for b in scenario.background:
+    for b in background:
         spans.append((b.at, b.at + b.duration))
     end = max((e for _, e in spans), default=0.0)
-    if any(f.kind == "flap" for f in scenario.faults):
-        end = max(f.at + (f.count or 1) * f.period for f in scenario.faults if f.kind == "flap")
+    if any(f.kind == "flap" for f in faults):
+        end = max(f.at + (f.count or 1) * f.period for f in faults if f.kind == "flap")
     return spans, end
 
 

@@ -18,13 +18,14 @@ from typing import cast
 from runcontract import RunMeta, UserError, read_meta
 from testbed import scenario
 from testbed.errors import EnvironmentProblem, NotFaithful, TestbedError
-from testbed.fabric import timeline
+from testbed.fabric import frame, latency, timeline
+from testbed.fabric.frame import Frame
 from testbed.fabric.placement import place
 from testbed.fabric.plan import make_plan
 from testbed.kernel import features
 from testbed.lifecycle import cleanup, interrupts, registry
 from testbed.lifecycle.progress import Progress
-from testbed.run import results
+from testbed.run import results, wall_time
 from testbed.scenario.units import format_rate
 from testbed.version import version
 
@@ -211,23 +212,47 @@ def _cmd_validate(args) -> int:
         try:
             sc, _ = scenario.load(file)
             timeline.check(sc, file)
+            if not sc.auto_links():
+                _check_frame(sc, file)
         except TestbedError as exc:
             print(f"error: {exc}", file=sys.stderr)
             status = max(status, exc.exit_code)
             continue
         print(f"ok: {file}: {scenario.describe(sc)}")
-        if sc.auto_links():
-            try:
+        try:
+            if sc.auto_links():
                 sc = _auto_rate_preview(sc)
-            except TestbedError as exc:
-                print(f"error: {exc}", file=sys.stderr)
-                status = max(status, exc.exit_code)
-                continue
+                if not sc.auto_links():
+                    _check_frame(sc, file)
+            _frame_preview(sc)
+        except TestbedError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            status = max(status, exc.exit_code)
+            continue
         if sc.cluster is not None and not sc.auto_links():  # before any server is touched
             plan = make_plan(sc)
             for line in place(plan, sc.cluster).describe(plan):
                 print(f"  {line}")
     return status
+
+
+def _check_frame(sc: scenario.Scenario, file: Path) -> None:
+    """At the rate the run will have: refused where the emulation cannot apply the stated
+    times once dilated, or where the run would pass max_wall_time (as `run` refuses)."""
+    frame.check(sc, str(file))
+    wall_time.check(sc, str(file))
+
+
+def _frame_preview(sc: scenario.Scenario) -> None:
+    """The time dilation, the emulated links and their latency, each path's BDP and the run's
+    wall time with its arithmetic, at the rate the run will have."""
+    if sc.auto_links():
+        print("  frame: the dilation follows from the rate `run` chooses; the wall time is "
+              "checked then")
+        return
+    print(f"  {Frame.of(sc).line(sc)}")
+    for line in [*latency.lines(make_plan(sc)), *wall_time.estimate(sc).lines()]:
+        print(f"  {line}")
 
 
 def _auto_rate_preview(sc: scenario.Scenario) -> scenario.Scenario:

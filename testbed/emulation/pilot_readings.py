@@ -28,7 +28,8 @@ MIN_WINDOW_S = 1.0  # a workload done sooner than SETTLE_S + this is measured fr
 # closes at an iteration's end, so that the burst between iterations (the agents check the
 # result and make the next buffers) weighs as it does in a run.
 FIRST_ITERATION_MAX_S = 30.0
-IGNORED = ("name", "description", "faults", "background", "verify")  # not the load's shape
+IGNORED = ("name", "description", "faults", "background", "verify",  # not the load's shape
+           "max_wall_time")
 METHOD = ("machine busy over whole iterations from the first one's end, WINDOW_S to "
           "WINDOW_MAX_S (from SETTLE_S at least, FIRST_ITERATION_MAX_S at most), or to the "
           "last iteration's")  # in the key

@@ -130,13 +130,6 @@ def choose_rate(scenario: Scenario, cost: PacketCost, share: float = CPU_SHARE,
                       packets_per_s=pps, cpu_share=pps * per_packet / cost.cores)
 
 
-def dilation(scenario: Scenario) -> float | None:
-    """real_rate / the host link's emulated rate: how many times slower than the real fabric
-    this one runs (None without fabric.real_rate)."""
-    real = scenario.fabric.real_rate
-    return None if real is None else real / scenario.fabric.host_link.rate
-
-
 # The pilot (testbed/run/pilot.py) measures the machine's busy share with the scenario's own
 # fabric and workload at a rung. The rung chosen is the highest measured one within
 # PILOT_SHARE: the verdict's `degraded` bound on the run's CPU (0.8) less the spread of that

@@ -22,6 +22,7 @@ from hostagent.protocol.wire import HEADER_SIZE
 from runcontract import META, SCENARIO, BackgroundWindow, RunFacts, RunMeta
 from runcontract.meta import MetaError, Status, read_meta
 from testbed.errors import EnvironmentProblem
+from testbed.fabric.frame import Frame
 from testbed.lifecycle.files import make_dir, write_json, write_text
 from testbed.scenario import Scenario
 
@@ -62,7 +63,8 @@ def facts(scenario: Scenario, transport: str) -> RunFacts:
         packet_bits=8 * (scenario.qp.mss + HEADER_SIZE + FRAME_OVERHEAD),
         real_rate=f.real_rate, variant=scenario.variant(transport),
         background=tuple(BackgroundWindow(b.pattern, b.protocol, b.plane, b.at,
-                                          b.at + b.duration) for b in scenario.background))
+                                          b.at + b.duration)  # emulated, as the run's events
+                         for b in Frame.of(scenario).background(scenario.background)))
 
 
 class RunResults:

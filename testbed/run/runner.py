@@ -30,7 +30,8 @@ from testbed.emulation.injector import Injector
 from testbed.emulation.network_api import Network
 from testbed.emulation.telemetry import Sampler
 from testbed.errors import EnvironmentProblem, TestbedError, VerificationFailed
-from testbed.fabric import budget
+from testbed.fabric.frame import Frame, dilation
+from testbed.fabric.frame import check as check_frame
 from testbed.fabric.plan import FabricPlan, make_plan
 from testbed.fabric.timeline import schedule
 from testbed.kernel import features
@@ -40,6 +41,7 @@ from testbed.lifecycle import cleanup, interrupts, registry
 from testbed.lifecycle.progress import Progress
 from testbed.lifecycle.registry import RunRegistry
 from testbed.run import verdict as fidelity
+from testbed.run import wall_time
 from testbed.run.build import (
     build,
     fabric,  # noqa: F401 (scripts and tests import it from here)
@@ -127,6 +129,9 @@ def run(scenario: Scenario, scenario_text: str, options: RunOptions,
                                                        workload=not only_fabric)
             else:
                 calibrate.calibrate(progress)
+        if not only_fabric:  # at the rate that will run, before any build
+            check_frame(scenario, scenario.name)
+            progress.say(wall_time.check(scenario, scenario.name).lines()[-1])
         plan = make_plan(scenario)
         if scenario.cluster is not None:
             for line in placement_lines(plan):
@@ -326,7 +331,7 @@ def _dilation_line(scenario: Scenario, iterations: pd.DataFrame) -> str:
     """With fabric.real_rate: the time-dilation factor and the timed iterations' time (the
     table's, nccl-tests') as emulated and at the real rate (the report's summary scales the CCT
     tail too)."""
-    factor = budget.dilation(scenario)
+    factor = dilation(scenario)
     if factor is None:
         return ""
     timed = iterations[~iterations["warmup"].astype(bool) & iterations["start"].notna()]
@@ -364,11 +369,12 @@ class _Instruments:
     def on(cls, network: Network, results_dir: Path, capture: tuple[str, ...]) -> _Instruments:
         plan = network.plan
         scenario = plan.scenario
+        frame = Frame.of(scenario)  # the timeline and the flows run in emulated seconds
+        faults = frame.faults(scenario.faults)
         return cls(
-            Injector(network, scenario.faults, schedule(plan, scenario.faults,
-                                                        scenario.routing.convergence_delay)),
-            BackgroundTraffic(network, flows(list(plan.hosts), scenario.background,
-                                             scenario.seed), results_dir / "background"),
+            Injector(network, faults, schedule(plan, faults, scenario.routing.convergence_delay)),
+            BackgroundTraffic(network, flows(list(plan.hosts), frame.background(
+                scenario.background), scenario.seed), results_dir / "background"),
             Sampler(network, scenario.telemetry.period), FidelityMonitor(network),
             Captures(network, list(capture), results_dir))
 

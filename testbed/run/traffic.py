@@ -38,7 +38,9 @@ from hostagent.workloads.training import training_job
 from testbed.emulation.network_api import Network
 from testbed.emulation.telemetry import DEFAULT_PERIOD
 from testbed.errors import TestbedError
-from testbed.fabric import budget, paths
+from testbed.fabric import paths
+from testbed.fabric.frame import Frame
+from testbed.fabric.latency import ACROSS_A_SPINE, peer_latency, round_trip
 from testbed.fabric.plan import FabricPlan
 from testbed.fabric.timeline import straggler_windows
 from testbed.lifecycle import interrupts
@@ -68,6 +70,7 @@ def agent_configs(plan: FabricPlan, scenario: Scenario, transport: Transport,
                    congestion_memory_rtts=m.congestion_memory_rtts, hot_ratio=m.hot_ratio,
                    hot_rtts=m.hot_rtts)
     job = step_job(scenario)
+    frame = Frame.of(scenario)
     dcqcn = DcqcnRatios(**scenario.dcqcn.model_dump()) if transport == "rocev2" else None
     configs = {}
     for rank, host in enumerate(hosts):
@@ -79,13 +82,15 @@ def agent_configs(plan: FabricPlan, scenario: Scenario, transport: Transport,
             peers.append(PeerConfig(
                 r, peer, [(i, e.plane, str(e.address)) for i, e in enumerate(evs)],
                 [str(plan.plain_address(peer, p)) for p in range(plan.planes)],
-                [i for i, e in enumerate(evs) if _denied(e, m.denied)]))
-        workload = WorkloadConfig(w.collective, w.size, w.iterations, w.warmup, w.compute_gap)
+                [i for i, e in enumerate(evs) if _denied(e, m.denied)],
+                latency=peer_latency(plan, peer, host)))
+        workload = WorkloadConfig(w.collective, w.size, w.iterations, w.warmup,
+                                  frame.compute_gap(scenario))
         if job is not None:
             workload.steps = job.plan(rank).to_dict()
-            workload.compute_scale = compute_scale(scenario)
+            workload.compute_scale = frame.dilation
             workload.compute_jitter = w.compute_jitter
-            workload.stragglers = straggler_windows(scenario.faults, host)
+            workload.stragglers = straggler_windows(frame.faults(scenario.faults), host)
         configs[host] = AgentConfig(
             rank, len(hosts), host, transport,
             [str(plan.plain_address(host, p)) for p in range(plan.planes)], peers,
@@ -104,12 +109,6 @@ def step_job(scenario: Scenario) -> Job | None:
     if w.chakra is not None:
         return w.chakra.job(scenario.rank_hosts())
     return None if w.training is None else training_job(w.training.spec(), scenario.rank_hosts())
-
-
-def compute_scale(scenario: Scenario) -> float:
-    """What compute times are stretched by: the time-dilation factor with fabric.real_rate
-    (the job's compute keeps its ratio to the emulated fabric's slower communication), else 1."""
-    return budget.dilation(scenario) or 1.0
 
 
 MAX_SAMPLED_EVS = 256  # per agent: beyond, the load over time costs the agents too much CPU
@@ -132,11 +131,10 @@ def _denied(ev: paths.EV, denied) -> bool:
 def base_rtt(scenario: Scenario) -> float:
     """Seconds a round trip takes across a spine with every queue empty: each store-and-forward
     hop (host port, leaf to spine, spine to leaf, leaf to host) serializes a full packet there
-    and its ACK on the way back; the emulated links add no propagation delay (veth pairs).
-    DCQCN's timers are ratios to it (a peer on the same leaf is two hops closer)."""
-    f = scenario.fabric
-    round_trip = (scenario.qp.mss + 2 * (HEADER_SIZE + FRAME_OVERHEAD)) * 8  # data out, ACK back
-    return 2 * round_trip / f.host_link.rate + 2 * round_trip / f.fabric_link.rate
+    and its ACK on the way back, and the links' latency is crossed both ways (the agents hold
+    each datagram for it). DCQCN's timers are ratios to it (a peer on the same leaf is two
+    hops closer)."""
+    return round_trip(scenario, ACROSS_A_SPINE)
 
 
 def nic_limits(scenario: Scenario) -> NicLimits:
@@ -159,14 +157,15 @@ def progress_rule(scenario: Scenario) -> ProgressRule:
     agents to make and check their buffers; then multiples of what the run measures. Both
     allow a QP's whole retry schedule (with retries forever, 10 minutes)."""
     w, f, q = scenario.workload, scenario.fabric, scenario.qp
-    per_iter = 4 * w.size * 8 / (f.host_link.rate * 0.1) + w.compute_gap
+    frame = Frame.of(scenario)
+    per_iter = 4 * w.size * 8 / (f.host_link.rate * 0.1) + frame.compute_gap(scenario)
     job = step_job(scenario)
     if job is not None:  # a rank's whole step: its bytes and compute, one after the other,
         # compute at its slowest (jitter's top, the largest straggler factor)
         slowest = (1 + w.compute_jitter) * max(
             (cast(float, x.factor) for x in scenario.faults if x.kind == "straggler"), default=1)
         per_iter = max(4 * sum(n.bytes for n in g.nodes) * 8 / (f.host_link.rate * 0.1)
-                       + sum(n.duration for n in g.nodes) * compute_scale(scenario) * slowest
+                       + sum(n.duration for n in g.nodes) * frame.dilation * slowest
                        for g in job.graphs)
     retries = min(FOREVER_DEADLINE, time_to_fail(QPConfig(
         timeout=scenario.timeout(), linear_cnt=q.retry.linear_cnt, exp_cnt=q.retry.exp_cnt)))

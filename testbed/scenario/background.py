@@ -15,19 +15,23 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from testbed.scenario import limits
-from testbed.scenario.units import RateIn
+from testbed.scenario.units import RateIn, TimeIn
 
 BASE_PORT = 5301
 
 
 class Background(BaseModel):
-    """One pattern of background flows."""
+    """One pattern of background flows; its times are the real fabric's with fabric.real_rate
+    (run D times longer), else emulated seconds."""
 
     model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
 
     pattern: Literal["incast", "permutation", "elephant"]
-    at: float = Field(0.0, ge=0, le=limits.MAX_TIME, description="s after the workload starts")
-    duration: float = Field(gt=0, le=limits.MAX_TIME, description="whole seconds (iperf3 -t)")
+    at: Annotated[float, TimeIn(0, limits.MAX_TIME)] = Field(
+        0.0, description="after the workload starts")
+    duration: Annotated[float, TimeIn(0, limits.MAX_TIME, above=True)] = Field(
+        description="whole seconds (iperf3 -t); in the real frame (fabric.real_rate), rounded "
+                    "to whole emulated seconds")
     protocol: Literal["tcp", "udp"] = "tcp"
     rate: Annotated[int, RateIn(limits.MIN_RATE, limits.MAX_RATE)] | None = Field(
         None, description="per flow; UDP needs it (iperf3 would read 0 as unlimited), TCP "
@@ -42,11 +46,6 @@ class Background(BaseModel):
 
     @model_validator(mode="after")
     def _fits_pattern(self) -> Background:
-        if self.duration != int(self.duration):  # iperf3 -t truncates: 1.5 would run 1 s
-            raise ValueError(f"duration {self.duration:g} s: iperf3 counts whole seconds "
-                             f"(it would run {int(self.duration)} s"
-                             f"{', that is until stopped' if self.duration < 1 else ''}); "
-                             "use a whole number of seconds")
         if self.protocol == "udp" and self.rate is None:
             raise ValueError("a UDP background flow needs a rate (iperf3 -b)")
         need = {"incast": ("receiver",), "elephant": ("src", "dst"), "permutation": ()}
@@ -110,7 +109,11 @@ def flow_count(b: Background, hosts: list[str]) -> int:
     return 1 if b.pattern == "elephant" else len(hosts)
 
 
-def check(patterns: list[Background], hosts: list[str], planes: int) -> None:
+def check(patterns: list[Background], hosts: list[str], planes: int,
+          real_frame: bool = False) -> None:
+    """The patterns fit the fabric; in the emulated frame (no `real_frame`), each duration is
+    whole seconds as iperf3 -t counts them (in the real frame, the emulated duration is rounded
+    to them: testbed/fabric/frame.py)."""
     total = sum(flow_count(b, hosts) for b in patterns)
     if total > limits.MAX_BACKGROUND_FLOWS:
         raise ValueError(f"background: {total:,} flows ({2 * total:,} iperf3 processes), more "
@@ -120,6 +123,11 @@ def check(patterns: list[Background], hosts: list[str], planes: int) -> None:
         unknown = [h for h in named if h not in hosts]
         if unknown:
             raise ValueError(f"background.{k}: {unknown} are not hosts of this fabric")
+        if not real_frame and b.duration != int(b.duration):  # iperf3 -t truncates 1.5 to 1
+            raise ValueError(f"background.{k}: duration {b.duration:g} s: iperf3 counts whole "
+                             f"seconds (it would run {int(b.duration)} s"
+                             f"{', that is until stopped' if b.duration < 1 else ''}); "
+                             "use a whole number of seconds")
         if b.plane >= planes:
             raise ValueError(f"background.{k}: no plane {b.plane} ({planes} planes)")
         if b.pattern == "elephant" and b.src == b.dst:

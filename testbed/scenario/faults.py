@@ -12,7 +12,7 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from testbed.scenario import limits
-from testbed.scenario.units import RateIn
+from testbed.scenario.units import RateIn, TimeIn
 
 LINK_KINDS = ("link_down", "link_up", "flap", "blackhole", "loss", "degrade", "delay")
 ROUTER_KINDS = ("router_down", "router_reboot")
@@ -66,20 +66,22 @@ class Target(_Strict):
 
 
 class Fault(_Strict):
-    """One event. `at` and `duration` are seconds after the workload starts. A straggler
+    """One event. `at` and `duration` are after the workload starts; its times are the real
+    fabric's with fabric.real_rate (run D times longer), else emulated seconds. A straggler
     slows the compute of the rank on `target.host` by `factor` from `at` for `duration`
     (absent: to the end); that rank's agent applies it, timed from the same start."""
 
-    at: float = Field(ge=0, le=limits.MAX_TIME)
+    at: Annotated[float, TimeIn(0, limits.MAX_TIME)]
     kind: Kind
     target: Target
-    duration: float | None = Field(None, gt=0, le=limits.MAX_TIME,
-                                   description="undone after this long; absent: stays")
-    period: float | None = Field(None, ge=0.001, le=3600,
-                                 description="flap: one down+up cycle, s")
+    duration: Annotated[float, TimeIn(0, limits.MAX_TIME, above=True)] | None = Field(
+        None, description="undone after this long; absent: stays")
+    period: Annotated[float, TimeIn(0, 3600, above=True)] | None = Field(
+        None, description="flap: one down+up cycle; at least 1 ms once emulated "
+                          "(limits.MIN_FLAP_PERIOD)")
     count: int | None = Field(None, ge=1, le=limits.MAX_FLAP_CYCLES, description="flap: cycles")
-    until: float | None = Field(None, gt=0, le=limits.MAX_TIME,
-                                description="flap: last cycle starts before this time, s")
+    until: Annotated[float, TimeIn(0, limits.MAX_TIME, above=True)] | None = Field(
+        None, description="flap: last cycle starts before this time")
     probability: float | None = Field(
         None, ge=limits.MIN_LOSS_PROBABILITY, le=1,
         description="loss: per packet, in steps of 1/10,000 (the drop rule's resolution); "
@@ -89,7 +91,8 @@ class Fault(_Strict):
     rate: Annotated[int, RateIn(limits.MIN_RATE, limits.MAX_RATE)] | None = Field(
         None, description="degrade: the new line rate, below the link's own")
     fraction: float | None = Field(None, gt=0, lt=1, description="degrade: of the line rate")
-    delay: float | None = Field(None, gt=0, le=10, description="delay: one-way, s (netem)")
+    delay: Annotated[float, TimeIn(0, 10, above=True)] | None = Field(
+        None, description="delay: one-way (netem)")
     factor: float | None = Field(None, gt=1, le=MAX_SLOWDOWN,
                                  description="straggler: the host's compute runs this many "
                                              "times slower while the fault holds")
@@ -147,9 +150,10 @@ class Fault(_Strict):
 class Routing(_Strict):
     """How the RoCEv2 baseline's routing reacts; MRC's uSID paths are static (BGP off)."""
 
-    convergence_delay: float = Field(
-        1.0, ge=0, le=60,
-        description="seconds from a link or router going down (or up) until the upstream "
-                    "routers' ECMP groups change; default 1 s: BFD detection at a common "
+    convergence_delay: Annotated[float, TimeIn(0, 60)] = Field(
+        1.0,
+        description="emulated seconds (not scaled by the time dilation) from a link or "
+                    "router going down (or up) until the upstream routers' ECMP groups "
+                    "change; default 1 s: BFD detection at a common "
                     "3 x 300 ms plus BGP updates (the MRC notes: 'seconds for BGP/ECMP "
                     "fabrics')")

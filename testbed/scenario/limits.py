@@ -40,6 +40,8 @@ MAX_FAULT_ACTIONS = 20_000  # every fault's do and undo, flaps' cycles counted
 MAX_BACKGROUND_PATTERNS = 64
 MAX_BACKGROUND_FLOWS = 256  # two iperf3 processes each (a server and a client), as root
 MIN_LOSS_PROBABILITY = 1e-4  # the injector drops in steps of 1/10,000 (nftables numgen)
+# s, emulated: a flap's down+up cycle (each half rewrites nftables rules in the link's nodes)
+MIN_FLAP_PERIOD = 0.001
 MAX_TIME = 86_400  # s: when a fault or flow may start, how long it may last
 MIN_MSS = 64  # payload bytes of a packet: smaller makes headers most of every packet
 MAX_WINDOW = 64 * 2**20  # bytes in flight per QP
@@ -58,3 +60,10 @@ AUTO_RATE_LADDER = tuple(int(m * 10**6) for m in (0.2, 0.5, 1, 2, 5, 10, 25, 50,
                                                    1000))
 AUTO_RATE = "auto"
 MAX_REAL_RATE = 10**13  # 10 Tbit/s: fabric.real_rate, the real link an emulated one stands for
+# fabric.hop_latency and nic_latency, s: a real switch and cable take about 1 us, a long cable
+# a few; a second is no fabric's (and, emulated, a second per hop would stall every timer)
+MAX_LATENCY = 1.0
+# What a run's estimated wall time may be (`validate` prints the estimate): by default half an
+# hour, which a scenario raises with max_wall_time, up to a week
+DEFAULT_MAX_WALL_TIME = 1800.0
+MAX_WALL_TIME = 7 * 86_400.0

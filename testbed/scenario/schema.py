@@ -48,10 +48,11 @@ from testbed.scenario.chakra import check as check_chakra
 from testbed.scenario.cluster import Cluster
 from testbed.scenario.cluster import check as check_cluster
 from testbed.scenario.faults import Fault, Routing
+from testbed.scenario.real_times import bare_numbers
 from testbed.scenario.red import DCQCN_PROFILE, RedProfile
 from testbed.scenario.training import Training
 from testbed.scenario.training import check as check_training
-from testbed.scenario.units import RateIn, SizeIn, format_rate, format_size
+from testbed.scenario.units import RateIn, SizeIn, TimeIn, format_rate, format_size
 
 SAFE_NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,39}$"
 PREFIX_PATTERN = r"^[a-z]{1,3}$"
@@ -140,8 +141,17 @@ class Fabric(StrictModel):
     mtu: int = Field(1500, ge=limits.MIN_MTU, le=limits.MAX_MTU)
     real_rate: Annotated[int, RateIn(limits.MIN_RATE, limits.MAX_REAL_RATE)] | None = Field(
         None, description="the line rate of the real fabric this one stands for, e.g. "
-                          "'400Gbit': results also show times scaled by real_rate / the host "
-                          "link's emulated rate (the time-dilation factor)")
+                          "'400Gbit'. Its ratio to the host link's emulated rate is the time "
+                          "dilation D: every time the scenario states in the real frame "
+                          "(latencies, faults, background flows, compute) runs D times longer, "
+                          "and results also show times divided by D")
+    hop_latency: Annotated[float, TimeIn(0, limits.MAX_LATENCY, unit=True)] = Field(
+        0.0, description="one-way latency of every link (a switch plus its cable), e.g. "
+                         "'1us': of the real fabric with real_rate (run D times longer), else "
+                         "emulated; the agents hold each datagram for its path's latency")
+    nic_latency: Annotated[float, TimeIn(0, limits.MAX_LATENCY, unit=True)] = Field(
+        0.0, description="one-way latency of each host's NIC, each way (the sender's and the "
+                         "receiver's both count), in the same frame as hop_latency")
 
     @property
     def host_count(self) -> int:
@@ -260,7 +270,8 @@ class Verify(StrictModel):
     probes: Literal["auto", "all", "sample"] = Field(
         "auto", description="auto: every EV up to max_all EVs, else a sample covering every link")
     max_all: int = Field(100_000, ge=1, le=10_000_000)
-    timeout: float = Field(2.0, gt=0, le=60, description="seconds to wait for one probe round")
+    timeout: Annotated[float, TimeIn(0, 60, above=True)] = Field(
+        2.0, description="how long to wait for one probe round")
     retries: int = Field(2, ge=0, le=10, description="probe rounds after the first for lost probes")
 
 
@@ -283,8 +294,9 @@ class Workload(StrictModel):
         1_048_576, description="bytes of the array (nccl-tests' size), e.g. '1MiB'")
     iterations: int = Field(5, ge=1, le=100_000)
     warmup: int = Field(1, ge=0, le=1000, description="iterations run first and not reported")
-    compute_gap: float = Field(0.0, ge=0, le=60, description="seconds of 'compute' between "
-                                                              "iterations (the network idles)")
+    compute_gap: Annotated[float, TimeIn(0, 60)] = Field(
+        0.0, description="'compute' between iterations (the network idles); the real "
+                         "fabric's with fabric.real_rate (run D times longer)")
     ranks: Annotated[list[Annotated[str, Field(max_length=40)]],
                      Field(max_length=limits.MAX_HOSTS)] | Literal["all"] = Field(
         "all", description="host names taking part, in rank order, or all hosts")
@@ -338,16 +350,16 @@ class QPSettings(StrictModel):
     max_cwnd: Annotated[int, SizeIn(limits.MIN_MSS, limits.MAX_WINDOW)] = Field(
         256 * 1024, description="largest congestion window, bytes (both: RoCEv2's cap on bytes "
                                 "in flight)")
-    timeout: float | None = Field(
-        None, gt=0, le=MAX_RETRY_INTERVAL, description="ACK timeout, s; default: twice the "
+    timeout: Annotated[float, TimeIn(0, MAX_RETRY_INTERVAL, above=True)] | None = Field(
+        None, description="ACK timeout; default: twice the "
         "longest a full buffer takes to drain, plus 5 ms (the fabric's queues are ms deep)")
     timeout_exp: int | None = Field(
         None, ge=0, le=MAX_TIMEOUT_EXP, description="the ACK timeout as the spec writes it: "
         "1.024 us x 2^timeout_exp (instead of `timeout`)")
     retry: RetrySettings = Field(default_factory=RetrySettings)
-    target_delay: float | None = Field(
-        None, gt=0, le=10, description="queueing delay congestion control aims at, s; default: "
-                                       "a quarter of the longest full-buffer drain, >= 2 ms")
+    target_delay: Annotated[float, TimeIn(0, 10, above=True)] | None = Field(
+        None, description="queueing delay congestion control aims at; default: a quarter of "
+                          "the longest full-buffer drain, >= 2 ms")
     ack_every: int = Field(4, ge=1, le=64)
     gso: bool = Field(False, description="agents send runs of data packets to one destination "
                                          "with UDP GSO (fewer system calls, same packets)")
@@ -388,8 +400,8 @@ class MrcSettings(StrictModel):
     ev_min_active: int = Field(1, ge=1, le=4096, description="no EV is marked ASSUMED_BAD "
                                "while only this many are GOOD (the spec's floor)")
     spray: Literal["round_robin", "random"] = "round_robin"
-    probe_interval: float = Field(
-        PROBE_INTERVAL, gt=0, le=10, description="s between probes of a bad EV that does not "
+    probe_interval: Annotated[float, TimeIn(0, 10, above=True)] = Field(
+        PROBE_INTERVAL, description="between probes of a bad EV that does not "
         "answer; an answer sends the next at once")
     probe_successes: int = Field(
         PROBE_SUCCESSES, ge=1, le=256,
@@ -397,8 +409,8 @@ class MrcSettings(StrictModel):
     congestion_memory_rtts: float = Field(
         CONGESTION_MEMORY_RTTS, ge=0, le=1000, description="a loss on an EV marked or trimmed "
         "this many RTTs before is congestion, not failure")
-    congestion_holdoff: float = Field(CONGESTION_HOLDOFF, ge=0, le=10,
-                                      description="s an ECN-marked or trimmed EV is skipped")
+    congestion_holdoff: Annotated[float, TimeIn(0, 10)] = Field(
+        CONGESTION_HOLDOFF, description="how long an ECN-marked or trimmed EV is skipped")
     hot_ratio: float = Field(HOT_RATIO, ge=1, le=100, description="an EV marked this many times "
                              "more often than the QP's others is a hot path")
     hot_rtts: float = Field(HOT_RTTS, ge=0, le=1000, description="a hot EV, when marked, is "
@@ -428,9 +440,9 @@ class DcqcnSettings(StrictModel):
 class Telemetry(StrictModel):
     """Sampling of every port's counters during the workload (links.parquet)."""
 
-    period: float | None = Field(None, ge=0.01, le=60, description="seconds between samples; "
-                                 "default 0.1, longer where a sweep over every port costs "
-                                 "more than 5% of a core (measured at the start)")
+    period: Annotated[float, TimeIn(0.01, 60)] | None = Field(
+        None, description="between samples; default 0.1 s, longer where a sweep over every port "
+                          "costs more than 5% of a core (measured at the start)")
 
 
 class Agents(StrictModel):
@@ -478,6 +490,10 @@ class Scenario(StrictModel):
     cluster: Cluster | None = Field(
         None, description="spread the fabric over several servers (VXLAN links between them); "
                           "absent: everything on this machine")
+    max_wall_time: Annotated[float, TimeIn(1, limits.MAX_WALL_TIME)] = Field(
+        limits.DEFAULT_MAX_WALL_TIME, description="the longest the run's estimated wall time "
+        "(`validate` prints it: the workload and the faults, times the dilation) may be; a "
+        "scenario estimated longer is refused. Raise it for a run meant to be long, e.g. '2h'")
 
     @model_validator(mode="after")
     def _ranks_exist(self) -> Scenario:
@@ -509,7 +525,7 @@ class Scenario(StrictModel):
         if self.background:
             check_background(self.background,
                              [self.naming.host_name(i) for i in range(self.fabric.host_count)],
-                             self.fabric.planes)
+                             self.fabric.planes, real_frame=self.fabric.real_rate is not None)
         if self.switch.lossless:
             for name in ("host_link", "fabric_link"):
                 if getattr(self.fabric, name).trim_threshold is not None:
@@ -694,6 +710,7 @@ def parse(text: str, source: str, default_name: str | None = None) -> Scenario:
         scenario = Scenario.model_validate(data)
     except ValidationError as exc:
         raise ScenarioError(format_errors(exc, source)) from None
+    _check_real_times_name_their_unit(data, source)
     _check_auto_degrades(scenario, auto, source)
     scenario._auto_links, scenario._data = frozenset(auto), data
     return scenario
@@ -725,6 +742,20 @@ def _take_auto_rates(data: dict[str, Any]) -> list[str]:
             cls["rate"] = AUTO_PLACEHOLDER
             auto.append(name)
     return auto
+
+
+def _check_real_times_name_their_unit(data: dict[str, Any], source: str) -> None:
+    """With fabric.real_rate, the file's real-frame times (testbed/scenario/real_times.py) name
+    their unit. Checked on the text as written, not in the model: a scenario dumped and
+    validated again (the cluster mode sends it to its servers) holds bare seconds."""
+    fabric = data.get("fabric")
+    bare = bare_numbers(data) if isinstance(fabric, dict) and fabric.get("real_rate") else []
+    if bare:
+        raise ScenarioError(
+            f"{source}: invalid scenario (1 problem):\n  with fabric.real_rate, times are the "
+            f"real fabric's and run D times longer, so each names its unit (e.g. '1us', '2ms'; "
+            f"a bare number written for the emulated frame would silently run D times "
+            f"longer): {', '.join(bare)}")
 
 
 def _check_auto_degrades(scenario: Scenario, auto: list[str], source: str) -> None:

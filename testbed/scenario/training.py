@@ -12,14 +12,14 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from hostagent.workloads.graph import MAX_BYTES, MAX_DURATION, GraphError
 from hostagent.workloads.training import TrainingSpec
-from testbed.scenario.units import SizeIn
+from testbed.scenario.units import SizeIn, TimeIn
 
 MAX_DEGREE = 1024
 MAX_LAYERS = 1024
 MAX_MICRO_BATCHES = 256
 
 Bytes = Annotated[int, SizeIn(4, MAX_BYTES)]
-Seconds = Annotated[float, Field(ge=0, le=MAX_DURATION)]
+Seconds = Annotated[float, TimeIn(0, MAX_DURATION)]
 Degree = Annotated[int, Field(ge=1, le=MAX_DEGREE)]
 
 
@@ -38,8 +38,10 @@ class Training(BaseModel):
     expert_bytes: Bytes = Field(1 << 16, description="one MoE all-to-all's array per rank")
     moe_every: int = Field(0, ge=0, le=MAX_LAYERS, description="every n-th layer is MoE (0: none)")
     micro_batches: int = Field(2, ge=1, le=MAX_MICRO_BATCHES)
-    forward: Seconds = Field(0.001, description="s of compute per layer and micro-batch")
-    backward: Seconds = Field(0.002, description="s of compute per layer and micro-batch")
+    forward: Seconds = Field(0.001, description="compute per layer and micro-batch (the real "
+                                                "job's: stretched by the time dilation)")
+    backward: Seconds = Field(0.002, description="compute per layer and micro-batch (the real "
+                                                 "job's: stretched by the time dilation)")
     bucket_bytes: Bytes = Field(25 << 20, description="DP gradient bucket (DDP's default)")
     schedule: Literal["1f1b", "gpipe"] = "1f1b"
 

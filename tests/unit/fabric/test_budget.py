@@ -111,12 +111,6 @@ def test_absolute_degrade_on_an_auto_link_is_refused():
         scenario.parse(text, "t")
 
 
-def test_dilation():
-    sc = scenario.parse("name: x\nfabric: {host_link: {rate: 10Mbit}, real_rate: 400Gbit}\n", "t")
-    assert budget.dilation(sc) == 40_000
-    assert budget.dilation(scenario.parse("name: x\n", "t")) is None
-
-
 M = 1_000_000
 LADDER = (200_000, 500_000, M, 2 * M, 5 * M, 10 * M)
 

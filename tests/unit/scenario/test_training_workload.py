@@ -6,8 +6,9 @@ from pathlib import Path
 import pytest
 
 from hostagent.workloads.graph import RankPlan
+from testbed.fabric.frame import Frame
 from testbed.fabric.plan import make_plan
-from testbed.run.traffic import agent_configs, compute_scale
+from testbed.run.traffic import agent_configs
 from testbed.scenario import schema
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -28,7 +29,7 @@ def test_shipped_scenario_gives_each_agent_its_plan(tmp_path):
     plan = RankPlan.from_dict(configs["h5"].workload.steps)
     assert plan.graph.rank == configs["h5"].rank == 5
     assert plan.groups["tp0.1"] == (4, 5)
-    assert configs["h5"].workload.compute_scale == compute_scale(scenario) == 1.0
+    assert configs["h5"].workload.compute_scale == Frame.of(scenario).dilation == 1.0
 
 
 def test_degrees_must_match_the_ranks():
