@@ -1,0 +1,96 @@
+"""The receive path's delay line (hostagent/runtime/delay_line.py): datagrams held for their
+peer's latency, in order, released together when due, their CE marks with them; a latency of 0
+is the QP's own receive."""
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from hostagent.runtime.delay_line import DelayLine
+
+Got = list[tuple[str, bytes, float, bool]]
+
+
+def _receiver(name: str, got: Got):
+    def receive(datagram: bytes, now: float, ecn: bool = False) -> None:
+        got.append((name, datagram, now, ecn))
+    return receive
+
+
+def test_a_latency_of_zero_is_the_qps_own_receive():
+    got: Got = []
+    receive = _receiver("a", got)
+    line = DelayLine()
+    assert line.inlet(0.0, 1, receive) is receive
+    assert line.fifos == [], "nothing to hold, nothing to time"
+
+
+def test_datagrams_wait_their_latency_and_leave_in_arrival_order_with_their_marks():
+    got: Got = []
+    line = DelayLine()
+    a = line.inlet(0.010, 1, _receiver("a", got))
+    b = line.inlet(0.010, 2, _receiver("b", got))
+    assert len(line.fifos) == 1, "peers of one latency share a FIFO, so one timer"
+    a(b"1", 1.000, True)
+    b(b"2", 1.002, False)
+    a(b"3", 1.004, False)
+    assert line.due(0) == pytest.approx(1.010)
+    touched: set[int] = set()
+    line.release(0, 1.0099, touched)
+    assert got == [] and touched == set(), "nothing before its due time"
+    line.release(0, 1.0125, touched)
+    assert got == [("a", b"1", 1.0125, True), ("b", b"2", 1.0125, False)]
+    assert touched == {1, 2}
+    assert line.due(0) == pytest.approx(1.014), "the next head's due time is the next wake"
+    line.release(0, 1.014, touched)
+    assert got[-1] == ("a", b"3", 1.014, False)
+    assert line.due(0) is None
+
+
+def test_what_is_due_together_is_released_in_one_call():
+    got: Got = []
+    line = DelayLine()
+    hold = line.inlet(0.005, 7, _receiver("a", got))
+    for k in range(5):
+        hold(bytes([k]), 2.0 + k * 1e-4, k % 2 == 0)
+    line.release(0, 2.006, set())
+    assert [d for _, d, _, _ in got] == [bytes([k]) for k in range(5)]
+    assert {now for _, _, now, _ in got} == {2.006}, "one batch, one time"
+    assert [ecn for _, _, _, ecn in got] == [True, False, True, False, True]
+
+
+def test_each_latency_has_its_own_fifo_and_wake():
+    got: Got = []
+    line = DelayLine()
+    near = line.inlet(0.002, 1, _receiver("near", got))
+    far = line.inlet(0.008, 2, _receiver("far", got))
+    far(b"f", 0.0, False)
+    near(b"n", 0.001, False)
+    assert [line.due(k) for k in range(2)] == pytest.approx([0.003, 0.008])  # made in order
+    line.release(0, 0.003, set())
+    assert [name for name, *_ in got] == ["near"], "the near peer's datagram overtakes"
+
+
+def test_a_receive_that_raises_leaves_the_rest_held():
+    got: Got = []
+    line = DelayLine()
+
+    def raising(datagram: bytes, now: float, ecn: bool = False) -> None:
+        raise RuntimeError("a receive failed")
+
+    bad = line.inlet(0.001, 1, raising)
+    good = line.inlet(0.001, 2, _receiver("good", got))
+    bad(b"x", 0.0, False)
+    good(b"y", 0.0, False)
+    with pytest.raises(RuntimeError):
+        line.release(0, 0.001, set())
+    assert line.due(0) == pytest.approx(0.001), "still held, due now: released next time"
+    line.release(0, 0.001, set())
+    assert [d for _, d, _, _ in got] == [b"y"]
+
+
+@pytest.mark.parametrize("latency", [-0.001, math.nan])
+def test_a_latency_below_zero_is_refused(latency):
+    with pytest.raises(ValueError, match="0 or more"):
+        DelayLine().inlet(latency, 1, _receiver("a", []))
