@@ -1,12 +1,23 @@
 """The receive path's delay line (hostagent/runtime/delay_line.py): datagrams held for their
 peer's latency, in order, released together when due, their CE marks with them; a latency of 0
-is the QP's own receive."""
+is the QP's own receive; an agent holds what its peers send for the latency its config gives
+them."""
 from __future__ import annotations
 
+import asyncio
+import json
 import math
+import socket
+import time
+from pathlib import Path
 
 import pytest
 
+from hostagent.protocol.evs import EVPolicy
+from hostagent.protocol.qp import QPConfig
+from hostagent.protocol.rocev2 import RoceQP
+from hostagent.runtime import agent, driver, pooled
+from hostagent.runtime.config import AgentConfig, PeerConfig, WorkloadConfig
 from hostagent.runtime.delay_line import DelayLine
 
 Got = list[tuple[str, bytes, float, bool]]
@@ -94,3 +105,46 @@ def test_a_receive_that_raises_leaves_the_rest_held():
 def test_a_latency_below_zero_is_refused(latency):
     with pytest.raises(ValueError, match="0 or more"):
         DelayLine().inlet(latency, 1, _receiver("a", []))
+
+
+# ---- an agent: the latency of its config's peers ---------------------------------------------
+
+AGENT_LATENCY = 0.05  # s one way, far above loopback's
+
+
+def _loopback_agents(tmp: Path, monkeypatch) -> list[AgentConfig]:
+    """Two RoCEv2 hosts over loopback UDP (build_qps replaced: no namespaces, no root), each
+    peer at AGENT_LATENCY in the other's config."""
+    start = tmp / "start"
+    start.write_text(repr(time.time()))
+    listens = [driver.listen_socket(("::1", 0)) for _ in range(2)]
+
+    def build(cfg: AgentConfig):
+        peer = 1 - cfg.rank
+        ours, theirs = driver.qpn(cfg.rank, peer, 0)
+        qp = RoceQP(ours, theirs, memoryview(bytearray(0)), cfg.qp, seed=cfg.rank)
+        sock = driver.ecn_socket(socket.socket(socket.AF_INET6, socket.SOCK_DGRAM))
+        route = driver.Route(sock, {0: ("::1", listens[peer].getsockname()[1])}, {0: 0})
+        return listens[cfg.rank], {peer: [(qp, route)]}
+    monkeypatch.setattr(agent, "build_qps", build)
+    configs = []
+    for rank in (0, 1):
+        (tmp / f"h{rank}").mkdir()
+        peer = PeerConfig(1 - rank, f"h{1 - rank}", [], ["::1"], [], latency=AGENT_LATENCY)
+        configs.append(AgentConfig(
+            rank=rank, world=2, host=f"h{rank}", transport="rocev2", plain=["::1"],
+            peers=[peer], qps_per_peer=1, qp=QPConfig(mss=1024, timeout=1.0), mrc=EVPolicy(),
+            seed=1, start_file=str(start), out_dir=str(tmp / f"h{rank}"), timeout=30.0,
+            workload=WorkloadConfig("all_reduce", 16 * 1024, 1, 0)))
+    return configs
+
+
+def test_an_agent_holds_what_its_peers_send_for_their_configured_latency(tmp_path, monkeypatch):
+    """A write completes when its last packet is acknowledged: a round trip, so every write
+    of the agents' all-reduce takes at least twice the peers' latency."""
+    configs = _loopback_agents(tmp_path, monkeypatch)
+    results = asyncio.run(pooled.serve([(c, None) for c in configs]))
+    assert [r["status"] for r in results] == ["ok", "ok"]
+    for host in ("h0", "h1"):
+        messages = json.loads((tmp_path / host / "messages.json").read_text())
+        assert messages and all(m["end"] - m["start"] >= 2 * AGENT_LATENCY for m in messages)
