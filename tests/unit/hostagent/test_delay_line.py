@@ -1,10 +1,11 @@
 """The receive path's delay line (hostagent/runtime/delay_line.py): datagrams held for their
 peer's latency, in order, released together when due, their CE marks with them; a latency of 0
-is the QP's own receive; an agent holds what its peers send for the latency its config gives
-them."""
+is the QP's own receive. On the simnet, the RTT the QPs measure rises by twice the latency;
+an agent holds what its peers send for the latency its config gives them."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import math
 import socket
@@ -13,12 +14,15 @@ from pathlib import Path
 
 import pytest
 
-from hostagent.protocol.evs import EVPolicy
-from hostagent.protocol.qp import QPConfig
+from hostagent.protocol.evs import EVPolicy, EVState
+from hostagent.protocol.qp import QPConfig, WriteDone
 from hostagent.protocol.rocev2 import RoceQP
 from hostagent.runtime import agent, driver, pooled
 from hostagent.runtime.config import AgentConfig, PeerConfig, WorkloadConfig
 from hostagent.runtime.delay_line import DelayLine
+
+from .simnet import PathModel, SimNet
+from .test_transport import mrc_pair, roce_pair
 
 Got = list[tuple[str, bytes, float, bool]]
 
@@ -105,6 +109,63 @@ def test_a_receive_that_raises_leaves_the_rest_held():
 def test_a_latency_below_zero_is_refused(latency):
     with pytest.raises(ValueError, match="0 or more"):
         DelayLine().inlet(latency, 1, _receiver("a", []))
+
+
+# ---- on the simnet: what the QPs measure -----------------------------------------------------
+
+PATH_LATENCY = 0.001  # s one way, the network's own (no jitter, no queue)
+HOLD = 0.004  # s each receive path holds every datagram
+# RTTs long beside the test module's 2 ms ACK timeout: a timeout above them, so no resends
+CFG = QPConfig(mss=256, init_cwnd=4 * 1024, max_cwnd=16 * 1024, timeout=0.1, linear_cnt=7,
+               exp_cnt=4)
+
+
+def _net(transport: str, hold: float) -> tuple[SimNet, bytearray]:
+    """A QP pair on paths of PATH_LATENCY each way, every datagram held `hold` at both ends;
+    the receiver's buffer."""
+    if transport == "mrc":
+        a, b, bufs = mrc_pair(64 * 1024, cfg=CFG)
+    else:
+        a, b, bufs = roce_pair(64 * 1024)
+        a.cfg = b.cfg = dataclasses.replace(a.cfg, timeout=CFG.timeout)
+    net = SimNet(a, b, seed=3, hold=hold)
+    for side in "ab":
+        for ev in range(8):
+            net.paths[(side, ev)] = PathModel(latency=PATH_LATENCY, jitter=0.0)
+    return net, bufs[1]
+
+
+def _srtt(transport: str, hold: float) -> float:
+    """The sender's smoothed RTT after 64 KiB of writes."""
+    net, received = _net(transport, hold)
+    a = net.a
+    data = bytes(range(256)) * 256
+    for k in range(4):
+        a.post_write(k, memoryview(data)[k * 16384:(k + 1) * 16384], k * 16384, None, 0.0, 2)
+    net.run(lambda: sum(isinstance(e, WriteDone) for e in a.events) == 4, until=5.0)
+    assert bytes(received) == data and a.counters.retransmits == 0
+    return a.cc.srtt
+
+
+@pytest.mark.parametrize("transport", ["mrc", "rocev2"])
+def test_the_rtt_the_qps_measure_rises_by_twice_the_held_time(transport):
+    """Tolerance: 2% of the rise, and the 1 us of the header's send-time stamp (each way)."""
+    assert _srtt(transport, HOLD) - _srtt(transport, 0.0) == pytest.approx(
+        2 * HOLD, rel=0.02, abs=2e-6)
+
+
+def test_probe_replies_are_held_too():
+    """An EV condemned while dead is probed once repaired: each probe's round trip is the
+    paths' latency and the held time, both ways (within the stamp's 1 us each way)."""
+    net, _ = _net("mrc", HOLD)
+    a = net.a
+    a.post_write(0, memoryview(bytes(16384)), 0, None, 0.0, 2)
+    net.paths[("a", 3)] = PathModel(dead=True)
+    net.run(lambda: a.evset.by_index(3).state is EVState.ASSUMED_BAD, until=5.0)
+    net.paths[("a", 3)] = PathModel(latency=PATH_LATENCY, jitter=0.0)
+    net.run(lambda: len(a.evset.by_index(3).probe_rtts) >= 3, until=net.now + 5.0)
+    assert a.evset.by_index(3).probe_rtts[:3] == pytest.approx(
+        [2 * (PATH_LATENCY + HOLD)] * 3, abs=2e-6)
 
 
 # ---- an agent: the latency of its config's peers ---------------------------------------------
