@@ -40,8 +40,8 @@ ext: $(EXT)
 $(EXT): hostagent/_fastio.c hostagent/_crc32.c hostagent/_crc32.h setup.py | $(BIN)/python
 	$(BIN)/python setup.py -q build_ext --inplace
 
-# The sans-IO protocol (hostagent/protocol) and its IO driver (hostagent/runtime/driver.py)
-# compiled by mypyc from their own sources: part of `install`, so what `make demo` and `make test`
+# The sans-IO protocol (hostagent/protocol) and its IO driver (hostagent/runtime/driver.py,
+# delay_line.py) compiled by mypyc from their own sources: part of `install`, so what `make demo` and `make test`
 # run. It is used while it is newer than every source (hostagent/compiled.py); MRC_TESTBED_PURE=1
 # runs the sources anyway, `make pure` deletes it. setup.py reads the module list from hostagent/compiled.py, with MRC_TESTBED_PURE=1 so that
 # the build being replaced is not loaded meanwhile. The touch dates the build after its sources
@@ -50,6 +50,7 @@ PROTOCOL_BUILD := hostagent/protocol/compiled__mypyc$(EXT_SUFFIX)
 COMPILED_BUILDS := hostagent/protocol/*$(EXT_SUFFIX) hostagent/runtime/*$(EXT_SUFFIX)
 fast: dev $(PROTOCOL_BUILD)
 $(PROTOCOL_BUILD): $(wildcard hostagent/protocol/*.py) hostagent/runtime/driver.py \
+		hostagent/runtime/delay_line.py \
 		hostagent/compiled.py setup.py | $(VENV)/.dev
 	MRC_TESTBED_PURE=1 MRC_TESTBED_COMPILE=1 $(BIN)/python setup.py -q build_ext --inplace
 	touch $(COMPILED_BUILDS)

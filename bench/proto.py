@@ -34,6 +34,17 @@ not resend, and RoCEv2's base RTT 10 ms (DCQCN's timers count elapsed periods). 
 datagrams batch depends on the loop's timing, so an instruction count through the driver
 varies between runs of the same code (MRC's by up to 8%): compare runs in one sitting.
 
+`--sockets --latency S` is the delay line's cost (hostagent/runtime/delay_line.py): every round
+runs the writes twice, each Driver holding what it receives for S seconds and not at all, in
+alternating order, paced by NIC ports (`--rate`, bit/s per plane; 4 planes, each holding 64 KiB
+at once; RoCEv2's one QP uses one) so that both go at one packet rate. It prints the agents' CPU
+per data packet, user and user + system (the release wakes are system calls too), min / median /
+max over `--rounds`, the rate each ran at, how often the loop slept and woke (voluntary context
+switches: releases fall between arrivals, at most one wake per millisecond, epoll's resolution),
+and the ratio of the medians:
+
+    .venv/bin/python -m bench.proto --sockets --latency 0.01 --rate 25000000 --rounds 6
+
 `--instructions` counts instructions per data packet under valgrind's callgrind instead of
 timing: the same count for the same code and inputs whatever else the machine does, so two
 commits compare across sittings. It runs the bench at two sizes and divides the difference by
@@ -54,6 +65,7 @@ import os
 import pstats
 import random
 import re
+import resource
 import shutil
 import socket
 import statistics
@@ -142,19 +154,25 @@ def run(transport: str, total: int, message: int, paced: bool = False) -> dict[s
             "retransmits": sum(q.counters.retransmits for q in (a, b)), "virtual_s": now}
 
 
+PLANES = len({plane for _, plane in TABLE})
+NIC_LIMIT = 64 * 1024  # bytes a paced port may hold (--rate)
 # DCQCN's timers (a period of 5.5 base RTTs) run per elapsed period: at loopback's RTT they
 # would count time, not packets, and callgrind's slowness many times over. A fabric's RTT.
 SOCKETS_BASE_RTT = 0.01
 
 
-def over_sockets(transport: str, total: int, message: int) -> dict[str, float]:
+def over_sockets(transport: str, total: int, message: int, latency: float = 0.0,
+                 rate: int | None = None) -> dict[str, float]:
     """`run`'s writes through two Drivers over loopback UDP in one event loop; the same
     result fields, of user CPU (the kernel's part is the sockets', not the code's), and
-    virtual_s the wall time it took."""
-    return asyncio.run(_over_sockets(transport, total, message))
+    virtual_s the wall time it took; `sys_s`, the system CPU beside it. `latency`: s each
+    Driver holds what the other sends; `rate`: NIC ports of that many bit/s (None: unpaced)."""
+    return asyncio.run(_over_sockets(transport, total, message, latency, rate))
 
 
-async def _over_sockets(transport: str, total: int, message: int) -> dict[str, float]:
+async def _over_sockets(transport: str, total: int, message: int, latency: float,
+                        rate: int | None) -> dict[str, float]:
+    from hostagent.protocol.nic import Nic
     from hostagent.runtime import driver
     a, b, buf_a, buf_b = pair(transport, total, cfg=dataclasses.replace(
         CFG, timeout=1.0, base_rtt=SOCKETS_BASE_RTT if transport == "rocev2" else None))
@@ -167,17 +185,22 @@ async def _over_sockets(transport: str, total: int, message: int) -> dict[str, f
         to = ("::1", listens[1 - rank].getsockname()[1])
         route = driver.Route(sends[rank], dict.fromkeys(evs, to),
                              {ev: TABLE[ev][1] for ev in evs})
-        drivers.append(driver.Driver(rank, 2, listens[rank], {1 - rank: [(qp, route)]}))
+        nic = None if rate is None else Nic(PLANES, rate, NIC_LIMIT)
+        drivers.append(driver.Driver(rank, 2, listens[rank], {1 - rank: [(qp, route)]},
+                                     nic=nic, latency={1 - rank: latency}))
     src_a, src_b = os.urandom(total), os.urandom(total)
     loop = asyncio.get_running_loop()
-    cpu0, t0 = os.times().user, loop.time()
+    usage0, t0 = resource.getrusage(resource.RUSAGE_SELF), loop.time()
     try:
         await asyncio.gather(*(drivers[rank].write(1 - rank, memoryview(src)[off:off + message],
                                                    off)
                                for rank, src in ((0, src_a), (1, src_b))
                                for off in range(0, total, message)))
     finally:
-        cpu, took = os.times().user - cpu0, loop.time() - t0
+        usage1, took = resource.getrusage(resource.RUSAGE_SELF), loop.time() - t0
+        # getrusage: microseconds (os.times counts 10 ms ticks: a tenth of a short run)
+        cpu, system = usage1.ru_utime - usage0.ru_utime, usage1.ru_stime - usage0.ru_stime
+        sleeps = usage1.ru_nvcsw - usage0.ru_nvcsw  # the loop waited, then woke
         for d in drivers:
             d.close()
         for sock in (*listens, *sends):
@@ -186,7 +209,8 @@ async def _over_sockets(transport: str, total: int, message: int) -> dict[str, f
         raise RuntimeError("a byte landed wrong")
     packets = sum(q.counters.data_sent - q.counters.retransmits for q in (a, b))
     return {"packets": packets, "cpu_s": cpu, "us_per_packet": cpu / packets * 1e6,
-            "retransmits": sum(q.counters.retransmits for q in (a, b)), "virtual_s": took}
+            "retransmits": sum(q.counters.retransmits for q in (a, b)), "virtual_s": took,
+            "sys_s": system, "sleeps": sleeps}
 
 
 def measure(transport: str, args: argparse.Namespace) -> dict[str, float]:
@@ -293,6 +317,38 @@ def against_pure(args: argparse.Namespace) -> None:
               "(medians)")
 
 
+def against_latency(args: argparse.Namespace) -> None:
+    """Each transport's writes with the delay line holding `--latency` s and without it,
+    alternating round by round, at one NIC rate: CPU per data packet side by side."""
+    load = os.getloadavg()[0]
+    runs: dict[tuple[str, float], list[dict[str, float]]] = {}
+    for k in range(args.rounds):
+        for t in args.transports:
+            for held in ((0.0, args.latency) if k % 2 == 0 else (args.latency, 0.0)):
+                runs.setdefault((t, held), []).append(
+                    over_sockets(t, args.size, args.message, held, args.rate))
+    paced = f"NIC ports of {args.rate:,} bit/s x {PLANES}" if args.rate else "unpaced"
+    print(f"CPU per data packet through the driver over loopback ({paced}; {args.rounds} rounds "
+          f"alternating); load average {load:.2f} at the start, {os.getloadavg()[0]:.2f} at "
+          "the end")
+    for t in args.transports:
+        medians = []
+        for held in (0.0, args.latency):
+            each = runs[(t, held)]
+            user = [r["us_per_packet"] for r in each]
+            both = [(r["cpu_s"] + r["sys_s"]) / r["packets"] * 1e6 for r in each]
+            rate = statistics.median(r["packets"] / r["virtual_s"] for r in each)
+            sleeps = statistics.median(r["sleeps"] / r["virtual_s"] for r in each)
+            medians.append((statistics.median(user), statistics.median(both)))
+            print(f"{t:<7} held {held * 1e3:6.3f} ms  user min {min(user):6.2f} median "
+                  f"{medians[-1][0]:6.2f} max {max(user):6.2f}  user+sys min {min(both):6.2f} "
+                  f"median {medians[-1][1]:6.2f} max {max(both):6.2f} us  {rate:,.0f} packets/s"
+                  f"  {sleeps:,.0f} sleeps/s  {sum(r['retransmits'] for r in each)} resent")
+        (u0, b0), (u1, b1) = medians
+        print(f"{t:<7} with the delay line: {u1 / u0:.3f}x the user CPU, {b1 / b0:.3f}x "
+              "user+sys (medians)")
+
+
 def main() -> None:
     global CFG  # --mss: the QPs' payload size
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
@@ -303,7 +359,7 @@ def main() -> None:
     parser.add_argument("--profile", action="store_true", help="cProfile one more run")
     parser.add_argument("--against-pure", action="store_true",
                         help="the compiled protocol beside its sources, a process per run")
-    parser.add_argument("--rounds", type=int, default=3, help="with --against-pure")
+    parser.add_argument("--rounds", type=int, default=3, help="with --against-pure or --latency")
     parser.add_argument("--json", action="store_true", help="one transport's best run, as JSON")
     parser.add_argument("--mss", type=int, default=CFG.mss, help="payload bytes per packet")
     parser.add_argument("--paced", action="store_true",
@@ -314,6 +370,10 @@ def main() -> None:
                         help="count instructions per data packet (callgrind), not time")
     parser.add_argument("--against", type=Path, metavar="CHECKOUT",
                         help="with --instructions: another checkout's protocol first")
+    parser.add_argument("--latency", type=float, metavar="S",
+                        help="with --sockets: the delay line holding S s beside none")
+    parser.add_argument("--rate", type=int, metavar="BPS",
+                        help="with --latency: pace each Driver to NIC ports of BPS bit/s")
     args = parser.parse_args()
     CFG = dataclasses.replace(CFG, mss=args.mss)
     if args.against and not args.instructions:
@@ -323,8 +383,20 @@ def main() -> None:
                      "for the sources")
     if args.sockets and (args.paced or args.profile):
         parser.error("--sockets paces as the driver does: without --paced and --profile")
+    if (args.latency is not None or args.rate is not None) and not args.sockets:
+        parser.error("--latency and --rate are the driver's: add --sockets")
+    if args.rate is not None and args.latency is None:
+        parser.error("--rate paces the --latency comparison: add --latency S")
+    if args.latency is not None and not args.latency > 0:
+        parser.error(f"--latency {args.latency}: give the seconds held, above 0")
+    if args.latency is not None and (args.instructions or args.against_pure or args.json):
+        parser.error("--latency compares its own two runs: without --instructions, "
+                     "--against-pure and --json")
     if args.instructions:
         count_instructions(args)
+        return
+    if args.latency is not None:
+        against_latency(args)
         return
     if args.against_pure:
         against_pure(args)

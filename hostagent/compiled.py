@@ -1,12 +1,12 @@
 """Which protocol runs: the modules mypyc compiled from their sources, or the sources.
 
 `make install` (its `make fast`) compiles the sans-IO protocol (hostagent/protocol) and its IO
-driver (hostagent/runtime/driver.py), `MODULES`, with mypyc from the same .py files into
-extension modules beside them (setup.py), which Python imports first. The .py files stay the one
-definition of the protocol and run instead whenever the build is absent, turned off
+driver (hostagent/runtime/driver.py, with its delay_line.py), `MODULES`, with mypyc from the same
+.py files into extension modules beside them (setup.py), which Python imports first. The .py files
+stay the one definition of the protocol and run instead whenever the build is absent, turned off
 (MRC_TESTBED_PURE=1) or stale: a module edited since the build makes every module import from
-source, with a warning, since a build that no longer matches its source would run code nobody
-reads. It is all or nothing: an interpreted class cannot subclass a compiled one (MrcQP and
+source, with a warning, since a build that no longer matches its source would run code nobody reads.
+It is all or nothing: an interpreted class cannot subclass a compiled one (MrcQP and
 RoceQP subclass QueuePair), and the driver's calls into the QPs are direct only when both are
 compiled. `make pure` deletes the build.
 
@@ -32,7 +32,8 @@ PACKAGE = "hostagent"
 ROOT = Path(__file__).resolve().parent  # the package's directory
 PROTOCOL = ("constants", "wire", "nic", "ev_states", "endpoint", "recovery", "nscc", "dcqcn",
             "evs", "qp", "mrc", "rocev2")
-MODULES = (*(f"protocol.{name}" for name in PROTOCOL), "runtime.driver")  # in PACKAGE
+MODULES = (*(f"protocol.{name}" for name in PROTOCOL), "runtime.delay_line",
+           "runtime.driver")  # in PACKAGE
 GROUP = f"{PACKAGE}.protocol.compiled"  # mypyc's group: one shared library every module loads
 LIBRARY = f"{GROUP.removeprefix(PACKAGE + '.')}__mypyc"  # its module, as mypyc names it
 PURE = "MRC_TESTBED_PURE"  # "1": the sources, even where a build is present

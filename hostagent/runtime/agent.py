@@ -194,7 +194,8 @@ async def run(cfg: AgentConfig, out: Path, ns: str | None = None) -> dict[str, A
     this thread's)."""
     listen, peers = netns.call_in(ns, build_qps, cfg)
     nic = Nic(len(cfg.plain), cfg.nic.rate_bps, cfg.nic.limit) if cfg.nic else None
-    drv = driver.Driver(cfg.rank, cfg.world, listen, peers, gso=cfg.gso, nic=nic)
+    drv = driver.Driver(cfg.rank, cfg.world, listen, peers, gso=cfg.gso, nic=nic,
+                        latency={peer.rank: peer.latency for peer in cfg.peers})
     messages: list[MessageRecord] = []
     # filled as iterations complete: a timeout keeps those that did
     records: list[IterationRecord] = ProgressRecords(out / PROGRESS_FILE)

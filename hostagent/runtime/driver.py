@@ -24,6 +24,8 @@ room) have to send leaves in one sendmmsg per socket at the end of that event.
 datagram each way (for comparison; bench/agent.py measures both). A wake-up reads
 `HOSTAGENT_READ_BATCHES` x 64 datagrams at most (default 1) before it lets timers and the other
 hosts of a pooled process run: 1 and 4 measured alike at 16 and 32 hosts (bench/scale.py).
+Datagrams from a peer with a link latency are held that long on arrival (delay_line.py), one
+wake per latency class in the timer heap, then handed to their QPs as if they had just arrived.
 A write to a peer with several QPs (the RoCEv2 "1, 8 or 16 QPs" comparison) is split into one
 part per QP, each carrying the immediate: the receiver completes `wait_imm` when every part has
 arrived, so WRITE_WITH_IMM keeps its meaning across QPs.
@@ -47,6 +49,7 @@ from hostagent.protocol.endpoint import MessageStats
 from hostagent.protocol.nic import Nic
 from hostagent.protocol.qp import ImmArrived, QPFailed, QueuePair, WriteDone
 from hostagent.runtime import batchio
+from hostagent.runtime.delay_line import DelayLine
 from hostagent.runtime.per_loop import PerLoop
 
 PORT: Final = 4791
@@ -62,6 +65,8 @@ _READS: Final = max(1, READ_BATCHES * batchio.BATCH // BATCH)  # recvmmsg calls 
 _io: tuple[batchio.Receiver, batchio.Sender] | None = None
 # a Driver's wake for NIC room, in the timer heap beside its QPs' (QPNs are >= 0)
 NIC_ROOM: Final = -1
+# and the wake of its delay line's latency class k: HELD - k
+HELD: Final = -2
 
 
 def io_stats() -> dict[str, int]:
@@ -157,12 +162,12 @@ def listen_socket(address: tuple[str, int] = ("::", PORT)) -> socket.socket:
 
 
 class _Timers:
-    """The QPs' deadlines of every Driver on one event loop, and each Driver's wake for NIC
-    room (`NIC_ROOM`): one heap of (deadline, driver, qpn) behind one loop timer for the
-    earliest. Each Driver's `_armed` says which of its entries is current (a QP whose deadline
-    moved leaves its old entry behind, skipped when popped). Re-arming is a tuple push, not a
-    TimerHandle made and cancelled; whatever is due together, of any host, runs in one wake-up
-    and its sends leave in one flush."""
+    """The QPs' deadlines of every Driver on one event loop, each Driver's wake for NIC room
+    (`NIC_ROOM`) and for its delay line's latency classes (`HELD` - k): one heap of (deadline,
+    driver, qpn) behind one loop timer for the earliest. Each Driver's `_armed` says which of its
+    entries is current (a QP whose deadline moved leaves its old entry behind, skipped when popped).
+    Re-arming is a tuple push, not a TimerHandle made and cancelled; whatever is due together, of
+    any host, runs in one wake-up and its sends leave in one flush."""
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         self.loop = loop
@@ -217,13 +222,16 @@ class _Timers:
             try:
                 if qpn == NIC_ROOM:
                     drv._on_nic_room()
+                elif qpn <= HELD:
+                    drv._release(HELD - qpn, now)
                 else:
                     qp = drv._by_qpn[qpn][1]
                     qp.on_timer(now)
                     drv._kick(qp)
             except Exception as exc:  # noqa: BLE001 (logged as the loop logs a callback's:
                 # a QP that raised stops no other host's timers)
-                what = "its NIC wake" if qpn == NIC_ROOM else f"QP {qpn}: its timer"
+                what = ("its NIC wake" if qpn == NIC_ROOM else "its delay line" if qpn <= HELD
+                        else f"QP {qpn}: its timer")
                 self.loop.call_exception_handler({
                     "message": f"rank {drv.rank}, {what} raised", "exception": exc})
         while heap and self._current(heap[0]) is None:
@@ -241,7 +249,9 @@ class Driver:
 
     def __init__(self, rank: int, world: int, listen: socket.socket,
                  qps: Mapping[int, Sequence[tuple[QueuePair, Route]]], gso: bool = False,
-                 nic: Nic | None = None) -> None:
+                 nic: Nic | None = None, latency: Mapping[int, float] | None = None) -> None:
+        """`latency`: peer rank -> the one-way seconds its datagrams are held for on arrival
+        (delay_line.py); a peer not named, or at 0, is not held."""
         self.rank, self.world = rank, world
         self.gso = gso  # consecutive data packets to one destination in one system call
         self.nic = nic  # QPs send only what the ports can take (None: as fast as the kernel)
@@ -267,7 +277,12 @@ class Driver:
         self._names = {qp.qpn: {ev: batchio.sockaddr(*dest)
                                 for ev, dest in route.destinations.items()}
                        for _, qp, route in self._by_qpn.values()}
-        self._receivers = {qpn: qp.receive for qpn, (_, qp, _) in self._by_qpn.items()}
+        self._line = DelayLine()
+        held = latency or {}
+        self._receivers = {qpn: self._line.inlet(held.get(peer, 0.0), qpn, qp.receive)
+                           for qpn, (peer, qp, _) in self._by_qpn.items()}
+        # QPs whose datagrams are held: a receive that only held them has nothing to kick
+        self._held = {qpn for qpn, (peer, _, _) in self._by_qpn.items() if held.get(peer, 0.0)}
         self.loop.add_reader(listen.fileno(), self._on_readable)
 
     def close(self) -> None:
@@ -332,10 +347,25 @@ class Driver:
                 if rx.dispatch(fd, receivers, self.loop.time(), touched) < rx.batch:
                     break
         finally:  # a receive that raised still leaves its batch's QPs to answer and send
+            by_qpn, held = self._by_qpn, self._held
+            for q in touched:
+                if q not in held:
+                    self._kick(by_qpn[q][1])
+            for k in range(len(self._line.fifos)):  # a class that was empty wakes at its head
+                self._arm(HELD - k, self._line.due(k))
+            self._flush()
+
+    def _release(self, k: int, now: float) -> None:
+        """Latency class k's datagrams that are due, to their QPs, each QP kicked once; the
+        class's next wake. Run by _Timers._fire, whose flush sends what the QPs answer."""
+        touched: set[int] = set()
+        try:
+            self._line.release(k, now, touched)
+        finally:
             by_qpn = self._by_qpn
             for q in touched:
                 self._kick(by_qpn[q][1])
-            self._flush()
+            self._arm(HELD - k, self._line.due(k))
 
     def _flush(self) -> None:
         self._tx.flush()

@@ -1,5 +1,6 @@
 """bench/proto.py's regimes: each delivers every byte, the paced one lets one data packet
-leave a QP per step, and the one over sockets goes through the IO driver."""
+leave a QP per step, and the one over sockets goes through the IO driver, with the delay line
+and NIC pacing when asked."""
 from __future__ import annotations
 
 import pytest
@@ -48,3 +49,34 @@ def test_a_process_apart_runs_the_protocol_of_the_checkout_it_is_given(tmp_path)
     done = subprocess.run(cmd, env=env, cwd=proto.HERE, capture_output=True, text=True,
                           check=True)
     assert json.loads(done.stdout)["code"] == str(other.resolve())
+
+
+@pytest.mark.parametrize("transport", ["mrc", "rocev2"])
+def test_over_sockets_with_latency_every_write_waits_a_round_trip(transport):
+    """--latency: a write completes on its last ACK, twice the held time after it left."""
+    latency = 0.1
+    out = proto.over_sockets(transport, SIZE, MESSAGE, latency)
+    assert out["packets"] == 2 * (SIZE // proto.CFG.mss) and out["retransmits"] == 0
+    assert out["virtual_s"] >= 2 * latency
+
+
+@pytest.mark.parametrize("transport", ["mrc", "rocev2"])
+def test_over_sockets_with_a_rate_goes_no_faster_than_the_ports(transport):
+    """--rate: past what the ports may hold at once, the bytes leave at the ports' rate."""
+    rate, size = 25_000_000, 4 * SIZE
+    out = proto.over_sockets(transport, size, MESSAGE, rate=rate)
+    assert out["packets"] == 2 * (size // proto.CFG.mss)
+    planes = proto.PLANES if transport == "mrc" else 1  # RoCEv2's one QP: one plane
+    assert out["virtual_s"] >= (size - planes * proto.NIC_LIMIT) * 8 / (planes * rate)
+
+
+@pytest.mark.parametrize("argv, says", [
+    (["--latency", "0.01"], "add --sockets"),
+    (["--sockets", "--rate", "1000000"], "add --latency"),
+    (["--sockets", "--latency", "0"], "above 0"),
+    (["--sockets", "--latency", "0.01", "--json"], "compares its own two runs")])
+def test_latency_options_out_of_place_are_refused(argv, says, monkeypatch, capsys):
+    monkeypatch.setattr("sys.argv", ["proto.py", *argv])
+    with pytest.raises(SystemExit):
+        proto.main()
+    assert says in capsys.readouterr().err

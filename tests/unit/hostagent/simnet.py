@@ -7,7 +7,9 @@ priority queue makes them do. Paths may share a `Link`: a FIFO port with a rate,
 and trims data by its backlog as the fabric's ports do (a NIC port, or a congested switch port
 that several paths cross). A path may also cross another flow's queue (`CrossQueue`: a switch
 port held by traffic that is not ours, such as a TCP incast's bursts on one spine). Everything
-random comes from one seeded generator, so a failing case replays exactly.
+random comes from one seeded generator, so a failing case replays exactly. With `hold`, each
+side's receive path holds every datagram that long before its QP sees it, through the agents'
+delay line (hostagent/runtime/delay_line.py): the link latency an agent adds at its end.
 """
 from __future__ import annotations
 
@@ -18,6 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from hostagent.protocol import wire
+from hostagent.runtime.delay_line import DelayLine
 
 
 @dataclass
@@ -85,12 +88,18 @@ class SimNet:
     now: float = 0.0
     delivered: int = 0
     dropped: int = 0
+    hold: float = 0.0  # s each side's delay line holds what arrives (0: none)
 
     def __post_init__(self) -> None:
         self.rng = random.Random(self.seed)
         self._queue: list[tuple[float, int, str, bytes, bool]] = []
         self._seq = 0
         self._fifo_tail: dict[tuple[str, int], float] = {}
+        self.line = DelayLine()
+        # what the network hands each side's arrivals to: its delay line, or (no hold) _deliver
+        self._inlets = {to: self.line.inlet(self.hold, k, lambda data, now, ecn, to=to:
+                                            self._deliver(to, data, ecn))
+                        for k, to in enumerate("ab")}
 
     def path(self, side: str, ev: int) -> PathModel:
         return self.paths.setdefault((side, ev), PathModel())
@@ -138,6 +147,18 @@ class SimNet:
         (self.a if to == "a" else self.b).receive(packet, self.now, ecn)
         self.delivered += 1
 
+    def _held(self) -> list[float]:
+        """When each latency class of the delay line next releases (none when empty)."""
+        return [d for d in map(self.line.due, range(len(self.line.fifos))) if d is not None]
+
+    def _arrive(self) -> None:
+        """What the network carried by now into the receive paths, then what they release."""
+        while self._queue and self._queue[0][0] <= self.now:
+            _, _, to, packet, ecn = heapq.heappop(self._queue)
+            self._inlets[to](packet, self.now, ecn)
+        for k in range(len(self.line.fifos)):
+            self.line.release(k, self.now, set())
+
     def _pump(self) -> None:
         for side, qp in (("a", self.a), ("b", self.b)):
             for ev, data in qp.poll_transmit(self.now):
@@ -149,15 +170,13 @@ class SimNet:
         while not done():
             deadlines = [d for d in (self.a.next_deadline(), self.b.next_deadline())
                          if d is not None]
-            times = deadlines + ([self._queue[0][0]] if self._queue else [])
+            times = deadlines + ([self._queue[0][0]] if self._queue else []) + self._held()
             if not times:
                 break
             self.now = max(self.now, min(times))
             if self.now > until:
                 break
-            while self._queue and self._queue[0][0] <= self.now:
-                _, _, to, packet, ecn = heapq.heappop(self._queue)
-                self._deliver(to, packet, ecn)
+            self._arrive()
             for qp in (self.a, self.b):
                 deadline = qp.next_deadline()
                 if deadline is not None and deadline <= self.now:
@@ -170,14 +189,13 @@ class SimNet:
         times = [d for d in (self.a.next_deadline(), self.b.next_deadline()) if d is not None]
         if self._queue:
             times.append(self._queue[0][0])
+        times += self._held()
         return min(times) if times else None
 
     def step(self, now: float) -> None:
         """Everything due by `now`: deliveries, timers, then what the QPs send."""
         self.now = now
-        while self._queue and self._queue[0][0] <= now:
-            _, _, to, packet, ecn = heapq.heappop(self._queue)
-            self._deliver(to, packet, ecn)
+        self._arrive()
         for qp in (self.a, self.b):
             deadline = qp.next_deadline()
             if deadline is not None and deadline <= now:

@@ -6,6 +6,7 @@ probes), and they must land every byte in its place."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import functools
 import os
 import random
@@ -45,9 +46,11 @@ def _dead_port() -> int:
 
 
 async def _pair(nic: bool, rate: int = 200_000_000, limit: int = 64 * 1024, dead_ev: bool = True,
-                register: bool = True) -> tuple[list[driver.Driver], list[bytearray], list[MrcQP]]:
+                register: bool = True, cfg: QPConfig = CFG, latency: float = 0.0,
+                ) -> tuple[list[driver.Driver], list[bytearray], list[MrcQP]]:
     """Two ranks' Drivers, buffers and QPs; EV 1 leads nowhere unless `dead_ev` is False; the
-    buffers registered unless `register` is False (a Communicator registers its own)."""
+    buffers registered unless `register` is False (a Communicator registers its own); each
+    rank holds what the other sends for `latency` s."""
     listens = [_listen(), _listen()]
     dead = _dead_port()
     bufs = [bytearray(64 * 1024), bytearray(64 * 1024)]
@@ -57,13 +60,14 @@ async def _pair(nic: bool, rate: int = 200_000_000, limit: int = 64 * 1024, dead
         ours, theirs = driver.qpn(rank, peer, 0)
         table = [(0, 0), (1, 0), (2, 1)]  # 3 EVs over 2 planes; EV 1 leads nowhere
         evset = EVSet.build(table, EVPolicy(probe_interval=0.002), random.Random(rank))
-        qp = MrcQP(ours, theirs, memoryview(bufs[rank]), CFG, evset, seed=rank)
+        qp = MrcQP(ours, theirs, memoryview(bufs[rank]), cfg, evset, seed=rank)
         to_peer = ("::1", listens[peer].getsockname()[1])
         sock = driver.ecn_socket(socket.socket(socket.AF_INET6, socket.SOCK_DGRAM))
         ev1 = ("::1", dead) if dead_ev else to_peer
         route = driver.Route(sock, {0: to_peer, 1: ev1, 2: to_peer}, {0: 0, 1: 0, 2: 1})
         port = Nic(2, rate, limit) if nic else None
-        drivers.append(driver.Driver(rank, 2, listens[rank], {peer: [(qp, route)]}, nic=port))
+        drivers.append(driver.Driver(rank, 2, listens[rank], {peer: [(qp, route)]}, nic=port,
+                                     latency={peer: latency}))
         qps.append(qp)
     for d, buf in zip(drivers, bufs):
         if register:
@@ -371,3 +375,83 @@ def test_a_ring_over_the_driver_makes_no_task_per_write():
     for stats in messages:
         assert len(stats) == 2  # a reduce-scatter step and an all-gather step
         assert all(before <= s.start <= s.end <= after for s in stats)
+
+
+class _RecordingQP(_ScriptedQP):
+    """A scripted QP that records what reaches it: (datagram, now, ecn)."""
+
+    def __init__(self, qpn: int) -> None:
+        super().__init__(qpn, [])
+        self.got: list[tuple[bytes, float, bool]] = []
+
+    def receive(self, datagram: bytes, now: float, ecn: bool = False) -> None:
+        self.got.append((datagram, now, ecn))
+
+
+HELD = 0.03  # s a peer's datagrams are held in the driver tests below
+
+
+@_on_the_sources
+def test_a_peers_datagrams_are_held_its_latency_on_the_process_timer_with_their_marks():
+    """Rank 0 holds what rank 1 sends for HELD and what rank 2 sends not at all. Three
+    datagrams from rank 1 (the first CE-marked) reach their QP together, no sooner than HELD
+    after they were sent, the mark on the first alone; rank 2's is there at once; the Driver
+    times the hold on the process's one timer, with no loop timer of its own."""
+    async def main():
+        loop = asyncio.get_running_loop()
+        listen, out = _listen(), socket.socket(socket.AF_INET6, socket.SOCK_DGRAM)
+        far, near = (_RecordingQP(driver.qpn(0, peer, 0)[0]) for peer in (1, 2))
+        route = driver.Route(out, {0: ("::1", 9)}, {0: 0})
+        drv = driver.Driver(0, 3, listen, {1: [(far, route)], 2: [(near, route)]},
+                            latency={1: HELD, 2: 0.0})
+        to = ("::1", listen.getsockname()[1])
+        sent = []
+        try:
+            with socket.socket(socket.AF_INET6, socket.SOCK_DGRAM) as s:
+                for k, (qp, tclass) in enumerate([(far, 3), (far, 2), (far, 2), (near, 2)]):
+                    s.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_TCLASS, tclass)
+                    sent.append(loop.time())
+                    s.sendto(bytes(8) + qp.qpn.to_bytes(4, "big") + bytes(28) + bytes([k]), to)
+            await asyncio.sleep(HELD / 3)
+            early = list(far.got), list(near.got)
+            own = [h for h in loop._scheduled  # type: ignore[attr-defined]
+                   if not h.cancelled() and getattr(h._callback, "__self__", None) is drv]
+            timers = len(_process_timers(loop))
+            await asyncio.sleep(HELD)
+        finally:
+            drv.close()
+            out.close()
+            listen.close()
+        return sent, early, own, timers, far.got
+
+    sent, (far_early, near_early), own, timers, got = asyncio.run(main())
+    assert far_early == [] and [d[-1] for d, _, _ in near_early] == [3], "rank 2: at once"
+    assert [(d[-1], ecn) for d, _, ecn in got] == [(0, True), (1, False), (2, False)]
+    assert len({now for _, now, _ in got}) == 1, "released together"
+    assert got[0][1] >= sent[2] + HELD, "none before the last one's due time"
+    assert own == [] and timers == 1, "held on the process's timer heap"
+
+
+def test_the_rtt_an_mrc_qp_measures_over_the_driver_rises_by_twice_the_latency():
+    """Over loopback (an RTT well under a millisecond) with each end holding HELD: every RTT
+    the QP measured is at least 2 x HELD, and its smoothed RTT at most 5 ms above (the loop
+    wakes up to a millisecond late at each end, epoll's resolution, plus the machine's load)."""
+    cfg = dataclasses.replace(CFG, timeout=0.5)  # above the RTT: no resend before a sample
+
+    async def main():
+        drivers, bufs, qps = await _pair(False, dead_ev=False, cfg=cfg, latency=HELD)
+        data = os.urandom(16 * 1024)
+        try:
+            await asyncio.wait_for(asyncio.gather(drivers[0].write(1, memoryview(data), 0, 1),
+                                                  drivers[1].wait_imm(0, 1)), 10)
+        finally:
+            for d in drivers:
+                d.close()
+        return bytes(bufs[1][:len(data)]) == data, qps[0]
+
+    landed, qp = asyncio.run(main())
+    assert landed
+    sampled = [ev for ev in qp.evset.evs if ev.rtt_samples]
+    assert sampled and qp.cc.srtt is not None
+    assert 2 * HELD <= qp.cc.srtt <= 2 * HELD + 0.005
+    assert all(ev.srtt is not None and ev.srtt >= 2 * HELD for ev in sampled)

@@ -1,0 +1,52 @@
+"""Link latency on a built fabric: the agents hold what their peers send for the latency in
+their configs, so a one-packet write, which completes on its ACK, takes the fabric's round trip
+plus twice that latency. (The scenario key that sets the latency is not read here: the test
+gives it to the agents' configs itself.)"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from testbed import scenario as scenario_mod
+from testbed.run import traffic
+
+from .helpers import build
+
+# 4 ranks on 2 leaves at 25 Mbit/s; a 4 KiB all-reduce: every ring step one 1 KiB packet
+TEXT = """name: latency
+fabric: {host_link: {rate: 25Mbit}, fabric_link: {rate: 25Mbit}}
+workload: {collective: all_reduce, size: 4KiB, iterations: 3, warmup: 0}
+transport: [mrc]
+"""
+LATENCY = 0.025  # s one way, emulated
+# what a write's time may exceed 2 x LATENCY by: the fabric's round trip for a lone packet
+# (tens of us: idle shapers pass it at once, their buckets full), the receiver's ACK delay
+# (0.5 ms), each end's loop waking up to 1 ms late (epoll) and the agents' work on a loaded
+# machine
+TOLERANCE = 0.005
+
+
+def test_a_one_packet_write_takes_the_round_trip_plus_twice_the_latency(tmp_path: Path,
+                                                                        monkeypatch):
+    made = traffic.agent_configs
+
+    def with_latency(*args, **kwargs):
+        configs = made(*args, **kwargs)
+        for cfg in configs.values():
+            for peer in cfg.peers:
+                peer.latency = LATENCY
+        return configs
+    monkeypatch.setattr(traffic, "agent_configs", with_latency)
+    network = build(TEXT, tmp_path)
+    try:
+        sc = scenario_mod.parse(TEXT, "test")
+        outcomes = traffic.run_agents(network, sc, "mrc", tmp_path / "agents")
+    finally:
+        network.close()
+    assert all(o.result["status"] == "ok" for o in outcomes), [o.result for o in outcomes]
+    times = [m["end"] - m["start"] for o in outcomes for m in json.loads(
+        (tmp_path / "agents" / o.host / "messages.json").read_text())]
+    assert times and min(times) >= 2 * LATENCY, "no write came back sooner than the latency"
+    assert min(times) == pytest.approx(2 * LATENCY, abs=TOLERANCE), sorted(times)[:5]
