@@ -340,19 +340,10 @@ def run_agents(network: Network, scenario: Scenario, transport: Transport, out: 
         cfg.out_dir = network.node_path(host, out / host)
         cfg.start_file = network.node_path(host, out / "start")
     files = AgentFiles(network, configs)
-    mode = mode or scenario.agents.mode
     procs: dict[str, Any] = {}
     try:
-        for host, cfg in configs.items():
-            config = f"{cfg.out_dir}/config.json"
-            network.write_files(host, {config: cfg.to_json()} | (
-                {f"{cfg.out_dir}/agent.log": ""} if mode == "pooled" else {}))
-            if mode != "pooled":
-                procs[host] = network.spawn(host, f"agent-{host}",
-                                            agent_command("hostagent.runtime.agent", config),
-                                            f"{cfg.out_dir}/agent.log", cwd=cfg.out_dir)
-        if mode == "pooled":
-            procs = _start_pooled(network, configs, out, scenario.agents.processes)
+        procs = _spawn(network, configs, out, mode or scenario.agents.mode,
+                       scenario.agents.processes)
         start_at = _start_together(files, procs)
         if on_start is not None:
             on_start(start_at)
@@ -369,32 +360,52 @@ def run_agents(network: Network, scenario: Scenario, transport: Transport, out: 
     finally:
         stop(procs)  # an error or a signal: no agent outlives the wait
         _gather(network, configs, out)
-    outcomes = []
-    for host, cfg in configs.items():
-        result_path = out / host / "result.json"
-        if result_path.exists():
-            result = json.loads(result_path.read_text())
-        else:
-            log_path = out / host / "agent.log"
-            log = log_path.read_text()[-2000:] if log_path.exists() else ""
-            if not log.strip():  # pooled: what the process itself said
-                log = "".join(p.read_text()[-2000:] for p in out.glob("pool-*.log"))
-            code = procs[host].returncode
-            result = {"status": "failed", "error": f"no result (exit {code}):"
-                                                   f" {log.strip().splitlines()[-1:] or ''}"}
-            why = waited.stopped.get(host)
-            log_path.parent.mkdir(parents=True, exist_ok=True)
-            with log_path.open("a") as f:  # the agent could not say why it stopped: we do
-                f.write(f"runner: the agent ended with exit status {code} without a result"
-                        + (f" (the runner stopped it: {why})" if why else "") + "\n")
-        if host in waited.stopped:
-            result["stopped_by_runner"] = waited.stopped[host]
-            if result.get("status") != "failed":
-                result |= {"status": "failed", "error": f"stopped: {waited.stopped[host]}"}
-        outcomes.append(AgentOutcome(host, cfg.rank, procs[host].returncode, result))
+    outcomes = [_outcome(host, cfg.rank, out, procs[host].returncode, waited.stopped.get(host))
+                for host, cfg in configs.items()]
     if transport == "rocev2":
         add_roce_spines(network, out, configs)
     return outcomes
+
+
+def _spawn(network: Network, configs: dict[str, AgentConfig], out: Path, mode: str,
+           processes: int | None) -> dict[str, Any]:
+    """Each agent's config written where its machine keeps it, and the agents started: one
+    process per host, or pooled. Host -> its process."""
+    procs: dict[str, Any] = {}
+    for host, cfg in configs.items():
+        config = f"{cfg.out_dir}/config.json"
+        network.write_files(host, {config: cfg.to_json()} | (
+            {f"{cfg.out_dir}/agent.log": ""} if mode == "pooled" else {}))
+        if mode != "pooled":
+            procs[host] = network.spawn(host, f"agent-{host}",
+                                        agent_command("hostagent.runtime.agent", config),
+                                        f"{cfg.out_dir}/agent.log", cwd=cfg.out_dir)
+    return _start_pooled(network, configs, out, processes) if mode == "pooled" else procs
+
+
+def _outcome(host: str, rank: int, out: Path, code: int | None,
+             stopped: str | None) -> AgentOutcome:
+    """What one agent reported (its result.json), or, when it wrote none, its exit status and
+    the last line it logged; an agent the runner stopped says so (`stopped`: why)."""
+    result_path = out / host / "result.json"
+    if result_path.exists():
+        result = json.loads(result_path.read_text())
+    else:
+        log_path = out / host / "agent.log"
+        log = log_path.read_text()[-2000:] if log_path.exists() else ""
+        if not log.strip():  # pooled: what the process itself said
+            log = "".join(p.read_text()[-2000:] for p in out.glob("pool-*.log"))
+        result = {"status": "failed", "error": f"no result (exit {code}):"
+                                               f" {log.strip().splitlines()[-1:] or ''}"}
+        log_path.parent.mkdir(parents=True, exist_ok=True)
+        with log_path.open("a") as f:  # the agent could not say why it stopped: we do
+            f.write(f"runner: the agent ended with exit status {code} without a result"
+                    + (f" (the runner stopped it: {stopped})" if stopped else "") + "\n")
+    if stopped is not None:
+        result["stopped_by_runner"] = stopped
+        if result.get("status") != "failed":
+            result |= {"status": "failed", "error": f"stopped: {stopped}"}
+    return AgentOutcome(host, rank, code, result)
 
 
 PATH_PROBES = 8  # datagrams sent to find the spine a RoCEv2 QP's 5-tuple hashes to

@@ -50,6 +50,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 FAITHFUL, DEGRADED, NOT_FAITHFUL = "faithful", "degraded", "not faithful"
 VERDICTS = (FAITHFUL, DEGRADED, NOT_FAITHFUL)  # best to worst
@@ -211,84 +212,119 @@ def _ms(seconds: float) -> str:
     return f"{seconds * 1e3:.3g} ms"
 
 
+@dataclass
+class _Finding:
+    """What one symptom says: its level, the reasons naming number and bound, its numbers."""
+
+    verdict: str = FAITHFUL
+    reasons: list[str] = field(default_factory=list)
+    numbers: dict[str, Any] | None = None
+
+    def worse(self, level: str, reason: str) -> None:
+        self.verdict = _worse(self.verdict, level)
+        self.reasons.append(reason)
+
+
+def _links(links: LinkGaps) -> _Finding:
+    """Mininet-HiFi's link invariant: backlogged ports dequeue within a packet's time."""
+    found = _Finding(numbers={"backlogged_gaps": links.measured,
+                              "unavailable": links.unavailable})
+    assert found.numbers is not None
+    if links.unavailable:
+        found.reasons.append(f"link gaps not measured ({links.unavailable}): judged on the CPU "
+                             f"side")
+    elif links.measured >= MIN_GAPS:
+        within = links.share_within(ONE_PACKET_PCT)
+        idle = links.late_ns / links.gap_ns if links.gap_ns else 0.0
+        found.numbers |= {"within_one_packet": round(within, 5),
+                          "idle_while_backlogged": round(idle, 5)}
+        if within < LINK_FAITHFUL:
+            found.worse(DEGRADED if within >= LINK_DEGRADED else NOT_FAITHFUL,
+                        f"links kept pace in {within:.2%} of {links.measured:,} backlogged "
+                        f"gaps (< {LINK_FAITHFUL:.0%} within one packet time); idle "
+                        f"{idle:.1%} of the time they had packets waiting")
+    else:
+        found.numbers["note"] = f"fewer than {MIN_GAPS} backlogged gaps: not judged"
+    return found
+
+
+def _agents(agents: Sequence[AgentLag], bounds: Bounds) -> _Finding:
+    """The agents' timers: late beyond their port's queue time, or beyond the ACK timeout."""
+    if not agents:
+        return _Finding(reasons=["no agent reported its event-loop lag inside a timed "
+                                 "iteration"])
+    worst = max(agents, key=lambda a: a.stalled_share)
+    slowest = max(agents, key=lambda a: a.p99)
+    found = _Finding(numbers={"stalled_share": round(worst.stalled_share, 5),
+                              "stalled_host": worst.host, "lag_p99_s": round(slowest.p99, 6),
+                              "lag_p99_host": slowest.host,
+                              "lag_max_s": round(max(a.max for a in agents), 6),
+                              "agents": len(agents)})
+    share = worst.stalled_share
+    if share > STALL_FAITHFUL:
+        found.worse(DEGRADED if share <= STALL_DEGRADED else NOT_FAITHFUL,
+                    f"agents' timers late beyond their port's queue time "
+                    f"({_ms(bounds.port_queue_s)}) for {share:.1%} of the timed collectives "
+                    f"({worst.host}; over {STALL_FAITHFUL:.0%}): their ports may have idled "
+                    f"for the CPU")
+    if slowest.p99 > bounds.timeout_s:
+        found.worse(NOT_FAITHFUL,
+                    f"agent timers late by {_ms(slowest.p99)} at p99 ({slowest.host}), over "
+                    f"the ACK timeout {_ms(bounds.timeout_s)}: timeouts fire on CPU delay, not "
+                    f"on loss")
+    return found
+
+
+def _telemetry(gap: float | None, bounds: Bounds) -> _Finding:
+    """The sampler kept its period (a starved one means the machine fell behind)."""
+    found = _Finding(numbers={"max_interval_s": None if gap is None else round(gap, 3),
+                              "period_s": bounds.telemetry_period_s})
+    if gap is not None and gap > TELEMETRY_STRETCH * bounds.telemetry_period_s:
+        found.worse(DEGRADED, f"telemetry starved: {gap:.2f} s between samples against a "
+                              f"period of {bounds.telemetry_period_s:g} s")
+    return found
+
+
+def _cpu(obs: Observed) -> _Finding:
+    """The run's own share of the cores: from RUN_CPU_NOT the agents set the pace."""
+    found = _Finding(numbers={"busy_mean": obs.cpu_busy, "busy_max": obs.cpu_busy_max,
+                              "psi_some": obs.psi_some, "cores": obs.cores,
+                              "softirq": obs.softirq, "steal": obs.steal,
+                              "run_runner": obs.runner})
+    assert found.numbers is not None
+    run = obs.run_cpu()
+    if run is None:
+        return found
+    agents, runner, softirq = run
+    terms = agents + runner + softirq
+    total = obs.run_total(terms)
+    found.numbers |= {"run_agents": round(agents, 4), "run_sum": round(terms, 4),
+                      "run_total": round(total, 4)}
+    if total >= RUN_CPU_DEGRADED:
+        found.worse(DEGRADED if total < RUN_CPU_NOT else NOT_FAITHFUL,
+                    f"the run itself used {total:.0%} of the {obs.cores} cores (agents "
+                    f"{agents:.0%}, runner {runner:.0%}, kernel forwarding {softirq:.0%}; from "
+                    f"{RUN_CPU_NOT:.0%} the agents' per-packet work sets the pace)")
+    return found
+
+
 def judge(obs: Observed, bounds: Bounds) -> Verdict:
-    """The verdict, each reason naming the number and the bound it crossed."""
-    verdict, reasons = FAITHFUL, []
-    numbers: dict = {"thresholds": {
+    """The verdict, the worst of the symptoms', each reason naming the number and the bound it
+    crossed; when not faithful, what the machine's CPU was doing besides."""
+    numbers: dict[str, Any] = {"thresholds": {
         "link_within_one_packet": {"faithful": LINK_FAITHFUL, "degraded": LINK_DEGRADED},
         "min_backlogged_gaps": MIN_GAPS,
         "agent_stalled_share": {"faithful": STALL_FAITHFUL, "degraded": STALL_DEGRADED},
         "run_cpu_share": {"degraded": RUN_CPU_DEGRADED, "not_faithful": RUN_CPU_NOT},
         "agent_port_queue_s": bounds.port_queue_s, "agent_lag_p99_max_s": bounds.timeout_s,
         "telemetry_max_interval_s": TELEMETRY_STRETCH * bounds.telemetry_period_s}}
-
-    links = obs.links
-    numbers["links"] = {"backlogged_gaps": links.measured, "unavailable": links.unavailable}
-    if links.unavailable:
-        reasons.append(f"link gaps not measured ({links.unavailable}): judged on the CPU side")
-    elif links.measured >= MIN_GAPS:
-        within = links.share_within(ONE_PACKET_PCT)
-        idle = links.late_ns / links.gap_ns if links.gap_ns else 0.0
-        numbers["links"] |= {"within_one_packet": round(within, 5),
-                             "idle_while_backlogged": round(idle, 5)}
-        if within < LINK_FAITHFUL:
-            level = DEGRADED if within >= LINK_DEGRADED else NOT_FAITHFUL
-            verdict = _worse(verdict, level)
-            reasons.append(f"links kept pace in {within:.2%} of {links.measured:,} backlogged "
-                           f"gaps (< {LINK_FAITHFUL:.0%} within one packet time); idle "
-                           f"{idle:.1%} of the time they had packets waiting")
-    else:
-        numbers["links"]["note"] = f"fewer than {MIN_GAPS} backlogged gaps: not judged"
-
-    if obs.agents:
-        worst = max(obs.agents, key=lambda a: a.stalled_share)
-        slowest = max(obs.agents, key=lambda a: a.p99)
-        numbers["agents"] = {"stalled_share": round(worst.stalled_share, 5),
-                             "stalled_host": worst.host, "lag_p99_s": round(slowest.p99, 6),
-                             "lag_p99_host": slowest.host,
-                             "lag_max_s": round(max(a.max for a in obs.agents), 6),
-                             "agents": len(obs.agents)}
-        share = worst.stalled_share
-        if share > STALL_FAITHFUL:
-            verdict = _worse(verdict, DEGRADED if share <= STALL_DEGRADED else NOT_FAITHFUL)
-            reasons.append(f"agents' timers late beyond their port's queue time "
-                           f"({_ms(bounds.port_queue_s)}) for {share:.1%} of the timed "
-                           f"collectives ({worst.host}; over {STALL_FAITHFUL:.0%}): their ports "
-                           f"may have idled for the CPU")
-        if slowest.p99 > bounds.timeout_s:
-            verdict = _worse(verdict, NOT_FAITHFUL)
-            reasons.append(f"agent timers late by {_ms(slowest.p99)} at p99 ({slowest.host}), "
-                           f"over the ACK timeout {_ms(bounds.timeout_s)}: timeouts fire on CPU "
-                           f"delay, not on loss")
-    else:
-        numbers["agents"] = None
-        reasons.append("no agent reported its event-loop lag inside a timed iteration")
-
-    gap = obs.telemetry_max_interval_s
-    numbers["telemetry"] = {"max_interval_s": None if gap is None else round(gap, 3),
-                            "period_s": bounds.telemetry_period_s}
-    if gap is not None and gap > TELEMETRY_STRETCH * bounds.telemetry_period_s:
-        verdict = _worse(verdict, DEGRADED)
-        reasons.append(f"telemetry starved: {gap:.2f} s between samples against a period of "
-                       f"{bounds.telemetry_period_s:g} s")
-
-    numbers["cpu"] = {"busy_mean": obs.cpu_busy, "busy_max": obs.cpu_busy_max,
-                      "psi_some": obs.psi_some, "cores": obs.cores, "softirq": obs.softirq,
-                      "steal": obs.steal}
-    run = obs.run_cpu()
-    numbers["cpu"]["run_runner"] = obs.runner
-    if run is not None:
-        agents, runner, softirq = run
-        terms = agents + runner + softirq
-        total = obs.run_total(terms)
-        numbers["cpu"] |= {"run_agents": round(agents, 4), "run_sum": round(terms, 4),
-                           "run_total": round(total, 4)}
-        if total >= RUN_CPU_DEGRADED:
-            verdict = _worse(verdict, DEGRADED if total < RUN_CPU_NOT else NOT_FAITHFUL)
-            reasons.append(f"the run itself used {total:.0%} of the {obs.cores} cores (agents "
-                           f"{agents:.0%}, runner {runner:.0%}, kernel forwarding "
-                           f"{softirq:.0%}; from {RUN_CPU_NOT:.0%} the agents' per-packet work "
-                           f"sets the pace)")
+    verdict, reasons = FAITHFUL, []
+    for name, found in (("links", _links(obs.links)), ("agents", _agents(obs.agents, bounds)),
+                        ("telemetry", _telemetry(obs.telemetry_max_interval_s, bounds)),
+                        ("cpu", _cpu(obs))):
+        verdict = _worse(verdict, found.verdict)
+        reasons += found.reasons
+        numbers[name] = found.numbers
     if verdict != FAITHFUL and obs.cpu_busy is not None:
         psi = ("" if obs.psi_some is None else f", tasks waiting for a CPU {obs.psi_some:.0%}"
                f" of the time (PSI)")
