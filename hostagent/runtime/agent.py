@@ -210,19 +210,7 @@ async def run(cfg: AgentConfig, out: Path, ns: str | None = None) -> dict[str, A
     executor: StepExecutor | None = None
     try:
         # the buffer peers write into must exist before anyone may send: register, then ready
-        workload: Callable[[], Awaitable[object]]
-        if w.steps is not None:
-            executor = StepExecutor(drv, RankPlan.from_dict(w.steps), seed=cfg.seed,
-                                    clock=time.time, compute_scale=w.compute_scale,
-                                    jitter=w.compute_jitter, stragglers=w.stragglers)
-            workload = functools.partial(run_steps, executor, w.iterations, w.warmup,
-                                         records, nodes, messages)
-        else:
-            workload = functools.partial(
-                run_iterations, drv, w.collective, w.size, w.iterations, w.warmup,
-                w.compute_gap, cfg.seed, time.time,
-                comm=Communicator(drv, w.size // DTYPE.itemsize), messages=messages,
-                records=records)
+        workload, executor = _workload(cfg, drv, records, nodes, messages)
         await wait_for_start(cfg, out)
         if executor is not None:  # straggler windows count from the common start, as faults do
             executor.origin = float(Path(cfg.start_file).read_text())
@@ -264,8 +252,8 @@ async def run(cfg: AgentConfig, out: Path, ns: str | None = None) -> dict[str, A
         (out / "ev_load.json").write_text(json.dumps(ev_load_document(ev_load)))
     (out / "messages.json").write_text(_rows(messages))
     (out / "loop_lag.json").write_text(json.dumps(window.samples() if window else []))
-    report = path_report(peers, drv.wall_offset)
-    (out / "paths.json").write_text(json.dumps(report, default=float))
+    (out / "paths.json").write_text(json.dumps(path_report(peers, drv.wall_offset),
+                                               default=float))
     result: dict[str, Any] = {
         "status": status, "error": error, "host": cfg.host, "rank": cfg.rank,
         "transport": cfg.transport, "iterations": len(records),
@@ -280,6 +268,24 @@ async def run(cfg: AgentConfig, out: Path, ns: str | None = None) -> dict[str, A
             log.error("waiting in iteration %d, node %d (%s), a %s, on ranks %s",
                       wait["iteration"], wait["node"], wait["name"], wait["kind"], wait["on"])
     return result
+
+
+def _workload(cfg: AgentConfig, drv: driver.Driver, records: list[IterationRecord],
+              nodes: list[NodeRecord], messages: list[MessageRecord]
+              ) -> tuple[Callable[[], Awaitable[object]], StepExecutor | None]:
+    """This rank's workload, ready to start, filling `records`, `nodes` and `messages` as it
+    goes: the training step's executor over its plan, or the looped collective."""
+    w = cfg.workload
+    if w.steps is not None:
+        executor = StepExecutor(drv, RankPlan.from_dict(w.steps), seed=cfg.seed,
+                                clock=time.time, compute_scale=w.compute_scale,
+                                jitter=w.compute_jitter, stragglers=w.stragglers)
+        return functools.partial(run_steps, executor, w.iterations, w.warmup, records, nodes,
+                                 messages), executor
+    return functools.partial(
+        run_iterations, drv, w.collective, w.size, w.iterations, w.warmup, w.compute_gap,
+        cfg.seed, time.time, comm=Communicator(drv, w.size // DTYPE.itemsize),
+        messages=messages, records=records), None
 
 
 def _rows(records: Sequence[IterationRecord | NodeRecord | MessageRecord]) -> str:
