@@ -13,7 +13,7 @@ import ctypes
 from dataclasses import dataclass
 from pathlib import Path
 
-from testbed.kernel import libbpf
+from testbed.kernel import libbpf, tc_bpf
 
 OBJECT = Path(__file__).resolve().parent / "bpf" / "link_gap.o"
 PROGRAM = "link_gap"
@@ -65,6 +65,8 @@ class LinkGapMonitor:
     def __init__(self, path: Path = OBJECT) -> None:
         if not path.exists():
             raise LinkGapUnavailable(f"{path.name} is not built (run `make bpf`)")
+        if tc_bpf.stale(path):
+            raise LinkGapUnavailable(f"{path.name} is older than its source (run `make bpf`)")
         try:
             self._obj = libbpf.BpfObject(str(path))
         except libbpf.LibbpfError as exc:

@@ -27,12 +27,23 @@ def attach(ipr, ifindex: int, prog_fd: int, name: str, hook: int) -> None:
            direct_action=True)
 
 
+def stale(path: Path) -> bool:
+    """The object is older than its C source beside it (the source changed since `make bpf`,
+    e.g. after a pull): loading it would measure the old program."""
+    source = path.with_suffix(".c")
+    return source.exists() and path.exists() and source.stat().st_mtime > path.stat().st_mtime
+
+
 def load(path: Path, program: str, maps: tuple[str, ...], what: str, build_fix: str,
          kernel_fix: str) -> tuple[libbpf.BpfObject, int, list[int]]:
     """The object at `path` loaded: it, its program's fd and its maps' fds. One clear error
     when it is not built (`build_fix`) or the kernel refuses it (`kernel_fix`)."""
     if not path.exists():
         raise EnvironmentProblem(f"{what} {path} is not built", build_fix)
+    if stale(path):
+        raise EnvironmentProblem(f"{what} {path} is older than its source "
+                                 f"{path.with_suffix('.c').name}: it would run code the source "
+                                 f"no longer says", build_fix)
     try:
         obj = libbpf.BpfObject(str(path))
     except libbpf.LibbpfError as exc:
