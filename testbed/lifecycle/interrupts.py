@@ -49,9 +49,9 @@ def deferred() -> Iterator[None]:
 def immediate() -> Iterator[None]:
     """A region that only waits: a signal interrupts it at once."""
     global _immediate
-    checkpoint()
-    _immediate += 1
+    _immediate += 1  # before the check: a signal between the two would wait out the region
     try:
+        checkpoint()
         yield
     finally:
         _immediate -= 1

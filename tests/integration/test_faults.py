@@ -188,7 +188,7 @@ faults:
     assert pd.read_parquet(run / "iterations.parquet").verified.all()
 
 
-LAG_BOUND = 0.030  # s
+LAG_BOUND = 0.050  # s
 
 
 def test_a_plane_down_of_24_links_changes_them_all_within_a_few_ms():
@@ -219,14 +219,15 @@ def test_a_plane_down_of_24_links_changes_them_all_within_a_few_ms():
     # 16 losses due at one instant, one per link:
     # each node applies its share as one transaction
     loss = rows[rows.condition == "loss"]
-    assert len(loss) == 32 and (loss["lag"] < 0.025).all(), loss[["on", "lag", "spread"]]
+    assert len(loss) == 32 and (loss["lag"] < LAG_BOUND).all(), loss[["on", "lag", "spread"]]
     rows = rows[rows.condition == "down"]
     plane = rows[rows.event == 0]
     assert [len(links) for links in plane["links"]] == [24, 24]
     assert plane["applied"].notna().all(), rows
     # measured here without traffic: lag 3.5 ms, spread 3.3 ms; bounds with room for a loaded
-    # 2-core machine (10.6 ms seen with 5 other test runs on it), still 10x under the 0.27-0.32 s
-    # that applying links one by one took
+    # 2-core machine (10.6 ms seen with 5 other test runs on it, 38 ms for the first action of
+    # a run on a loaded CI machine), still 6x under the 0.27-0.34 s that applying links one by
+    # one took
     assert (plane["lag"] < LAG_BOUND).all() and (plane["spread"] < LAG_BOUND).all(), (
         plane[["on", "lag", "spread"]])
     flap = rows[rows.event == 1]
