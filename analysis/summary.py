@@ -7,6 +7,7 @@ import math
 import pandas as pd
 
 from hostagent import compiled
+from runcontract.similarity import Similarity
 
 from . import metrics, step_report
 from .load import protocol_record
@@ -142,7 +143,8 @@ def fault_timing(views: list[RunView]) -> str:
 
 def writes(views: list[RunView]) -> str:
     """Completion times of single writes (message level), a tail with many more samples than
-    the iterations give: p99 needs 100, p99.9 1,000."""
+    the iterations give: p99 needs 100, p99.9 1,000. In the real frame with the emulated
+    times beside."""
     lines = []
     for v in views:
         m = v.run.messages
@@ -150,7 +152,9 @@ def writes(views: list[RunView]) -> str:
             continue
         m = m[~m["warmup"]] if "warmup" in m.columns else m
         ps = metrics.percentiles((m["end"] - m["start"]).to_numpy(dtype=float))
-        cells = [f"p{p.q:g} {_ms(p.value, False)} ms"
+        factor = v.run.facts.dilation()
+        cells = [(f"p{p.q:g} {_ms(p.value, False)} ms" if factor is None else
+                  f"p{p.q:g} {_duration(p.value / factor)} (emulated {_duration(p.value)})")
                  + (f" (from {p.n} < {p.needed} samples: not a measured tail)" if p.note else "")
                  for p in ps]
         lines.append(f"# writes, {v.label}: {', '.join(cells)} (n={ps[0].n})")
@@ -191,25 +195,35 @@ def _duration(seconds: float) -> str:
     return f"{seconds / 1e-9:.3g} ns"
 
 
+def similarity(views: list[RunView]) -> str:
+    """How similar each run's emulation is to its real fabric (meta.json `similarity`): the
+    ratios that decide its dynamics and the quantities not scaled by the time dilation. Runs
+    of one scenario share the record: it is printed once."""
+    lines: list[str] = []
+    seen: list[Similarity] = []
+    for v in views:
+        record = v.run.meta.similarity
+        if record is None or record in seen:
+            continue
+        seen.append(record)
+        lines += [f"# similarity: {line}" for line in record.lines()]
+    return "\n".join(lines) + ("\n" if lines else "")
+
+
 def dilation(views: list[RunView]) -> str:
-    """With the scenario's fabric.real_rate: the time-dilation factor, and each run's times
-    as emulated and as scaled to the real fabric (what scales and what does not: README,
-    "Time dilation")."""
+    """With the scenario's fabric.real_rate: each run's times in the real frame, the emulated
+    ones divided by the time dilation, the emulated ones beside them."""
     lines: list[str] = []
     for v in views:
         factor = v.run.facts.dilation()
         if factor is None:
             continue
         if not lines:
-            real, host = v.run.facts.real_rate or 0.0, v.run.facts.link_rates["host"]
-            lines.append(f"# time dilation {factor:,.0f}x (real {real / 1e9:g} Gbit/s over the "
-                         f"emulated {host / 1e6:g} Mbit/s host links); emulated -> at the real "
-                         f"rate (serialization and queueing scale; kernel, htb and agent timers, "
-                         f"RTOs and fault times do not):")
+            lines.append(f"# in the real frame (emulated times / {factor:,.0f}):")
         nccl_row = metrics.nccl_rows(v.run.iterations)[0]
-        cells = [f"time {_duration(nccl_row.time_us * 1e-6)} -> "
-                 f"{_duration(nccl_row.time_us * 1e-6 / factor)}"]
-        cells += [f"CCT p{p.q:g} {_duration(p.value)} -> {_duration(p.value / factor)}"
+        cells = [f"time {_duration(nccl_row.time_us * 1e-6 / factor)} (emulated "
+                 f"{_duration(nccl_row.time_us * 1e-6)})"]
+        cells += [f"CCT p{p.q:g} {_duration(p.value / factor)} (emulated {_duration(p.value)})"
                   for p in v.percentiles()]
         lines.append(f"#   {v.label}: {', '.join(cells)}")
     return "\n".join(lines) + ("\n" if lines else "")
@@ -225,5 +239,5 @@ def gave_up(views: list[RunView]) -> str:
 def text(views: list[RunView]) -> str:
     head = (step_report.table(views) if all(map(step_report.is_step_run, views))
             else table(views) + dilation(views))
-    return (head + gave_up(views) + fidelity(views) + protocol(views) + writes(views)
-            + recoveries(views) + fault_timing(views))
+    return (head + similarity(views) + gave_up(views) + fidelity(views) + protocol(views)
+            + writes(views) + recoveries(views) + fault_timing(views))

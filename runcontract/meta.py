@@ -19,20 +19,16 @@ from pydantic import BaseModel, ConfigDict, Field, JsonValue, ValidationError
 
 from runcontract.errors import UserError
 from runcontract.facts import RunFacts
+from runcontract.record import Record
+from runcontract.similarity import Similarity
 
-SCHEMA_VERSION: Final = 2
+SCHEMA_VERSION: Final = 3
 
 Status = Literal["running", "complete", "failed", "interrupted", "crashed", "gave_up"]
 Verdict = Literal["faithful", "degraded", "not faithful"]
 
 
-class _Record(BaseModel):
-    """Fields only as declared, checked when set as well as when read."""
-
-    model_config = ConfigDict(extra="forbid", validate_assignment=True)
-
-
-class Telemetry(_Record):
+class Telemetry(Record):
     """The sampler of the fabric's ports and the machine's CPU, and what it cost."""
 
     period_s: float
@@ -43,14 +39,14 @@ class Telemetry(_Record):
     error: str | None
 
 
-class Faults(_Record):
+class Faults(Record):
     """The fault timeline as applied: its actions (table `events`), and why it stopped if it did."""
 
     actions: int
     error: str | None
 
 
-class Background(_Record):
+class Background(Record):
     """The background flows: scheduled, started, ran to their end, and the first failures."""
 
     flows: int
@@ -59,7 +55,7 @@ class Background(_Record):
     failed: list[str]
 
 
-class ProtocolBuild(_Record):
+class ProtocolBuild(Record):
     """The protocol build the agents ran: the one they all ran, or "mixed"; agents per build."""
 
     build: str
@@ -81,7 +77,7 @@ class Fidelity(BaseModel):
         return value if isinstance(value, dict) else {}
 
 
-class GaveUp(_Record):
+class GaveUp(Record):
     """A QP that exhausted its retries: the transport giving up, as an RNIC moves its QP to the
     error state and the job aborts. A result of the run, not a fault of the testbed."""
 
@@ -102,7 +98,7 @@ class GaveUp(_Record):
                 f"{self.timeouts} timeouts (retry budget {self.retry_budget_s:.2f} s)")
 
 
-class RunMeta(_Record):
+class RunMeta(Record):
     """One run's `meta.json`."""
 
     schema_version: int = SCHEMA_VERSION
@@ -132,6 +128,7 @@ class RunMeta(_Record):
     telemetry: Telemetry | None = None
     fidelity: Fidelity | None = None
     gave_up: list[GaveUp] = Field(default_factory=list)  # QPs that exhausted their retries
+    similarity: Similarity | None = None  # against the real fabric (None: fabric-only run)
     rate_auto: dict[str, Any] | None = None  # `rate: auto`: the rate, its arithmetic
     cluster: dict[str, Any] | None = None  # the servers under the fabric (cluster mode)
 
@@ -161,7 +158,12 @@ def _from_v1(data: dict[str, Any]) -> dict[str, Any]:
     return {**data, "schema_version": 2}
 
 
-_UPGRADES = {1: _from_v1}
+def _from_v2(data: dict[str, Any]) -> dict[str, Any]:
+    """Version 2 is version 3 without `similarity` (unknown: None)."""
+    return {**data, "schema_version": 3}
+
+
+_UPGRADES = {1: _from_v1, 2: _from_v2}
 
 
 def parse_meta(data: object, where: str = "meta.json") -> RunMeta:

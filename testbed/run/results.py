@@ -24,6 +24,7 @@ from runcontract.meta import MetaError, Status, read_meta
 from testbed.errors import EnvironmentProblem
 from testbed.fabric.frame import Frame
 from testbed.lifecycle.files import make_dir, write_json, write_text
+from testbed.run.similarity import similarity
 from testbed.scenario import Scenario
 
 DEFAULT_BASE = Path(os.environ.get("MRC_TESTBED_RESULTS", "results"))
@@ -88,7 +89,8 @@ class RunResults:
             status="running", started=datetime.now(timezone.utc),
             scenario_sha256=hashlib.sha256(scenario_text.encode()).hexdigest(),
             command=list(sys.argv), runner_pid=os.getpid(), versions=_versions(),
-            facts=facts(scenario, transport) if transport else None)
+            facts=facts(scenario, transport) if transport else None,
+            similarity=similarity(scenario) if transport else None)
         self._t0 = time.monotonic()
         self.save()
 

@@ -14,14 +14,26 @@ from runcontract import SCHEMA_VERSION, STATUSES, MetaError, parse_meta, read_me
 from runcontract.meta import RunMeta
 from tests.unit.made_runs import made_run
 
-V1 = Path(__file__).parent / "runs_v1"  # two runs of scenarios/quickstart.yaml, as written then
+# two runs of scenarios/quickstart.yaml each, as the testbed wrote them at versions 1 and 2
+V1 = Path(__file__).parent / "runs_v1"
+V2 = Path(__file__).parent / "runs_v2"
 
 
-def test_version_1_folders_render_a_comparison(tmp_path: Path):
-    rendered = render_compare([V1 / "quickstart-mrc", V1 / "quickstart-rocev2"], tmp_path)
+@pytest.mark.parametrize("folders", [V1, V2], ids=["v1", "v2"])
+def test_older_folders_render_a_comparison(folders: Path, tmp_path: Path):
+    rendered = render_compare([folders / "quickstart-mrc", folders / "quickstart-rocev2"],
+                              tmp_path)
     html = rendered.html.read_text()
     assert "MRC, lossy, SACK, NSCC, trimming" in html and "RoCEv2, lossy, Go-Back-N" in html
     assert all(r.meta.schema_version == SCHEMA_VERSION for r in rendered.runs)
+
+
+def test_a_version_2_record_reads_without_similarity():
+    raw = json.loads((V2 / "quickstart-mrc" / "meta.json").read_text())
+    assert raw["schema_version"] == 2 and "similarity" not in raw
+    meta = read_meta(V2 / "quickstart-mrc")
+    assert (meta.schema_version, meta.similarity, meta.verdict) == (SCHEMA_VERSION, None,
+                                                                   "faithful")
 
 
 def test_a_version_1_record_reads_as_the_current_one():
@@ -75,6 +87,7 @@ def test_what_a_run_writes_is_the_current_version_and_reads_back_whole(tmp_path:
     meta = read_meta(folder)
     assert meta.to_json() == raw
     assert (meta.status, meta.error, meta.transport) == ("failed", "boom", "rocev2")
+    assert meta.similarity is not None and meta.similarity.frame == "emulated"
 
 
 def test_the_statuses_are_the_records():

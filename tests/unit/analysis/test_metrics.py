@@ -260,8 +260,38 @@ def test_dilation_scales_times_by_the_real_over_the_emulated_rate():
     view = SimpleNamespace(run=SimpleNamespace(facts=f, iterations=it), label="mrc",
                            percentiles=lambda: M.percentiles(np.array([1.0, 3.0])))
     text = summary.dilation([view])
-    assert "time dilation 40,000x" in text
-    assert "time 2 s -> 50 us" in text
-    assert "CCT p50 2 s -> 50 us" in text
+    assert "in the real frame (emulated times / 40,000)" in text
+    assert "time 50 us (emulated 2 s)" in text
+    assert "CCT p50 50 us (emulated 2 s)" in text
     no_real = SimpleNamespace(run=SimpleNamespace(facts=facts(parse("name: d\n", "t"), "mrc")))
     assert summary.dilation([no_real]) == ""
+
+
+def test_similarity_is_printed_once_for_runs_of_one_scenario():
+    """Two transports' runs of one scenario carry the same record: one block, not two."""
+    from types import SimpleNamespace
+
+    from analysis import summary
+    from testbed.run.similarity import similarity
+    record = similarity(parse("name: s\nfabric: {real_rate: 100Gbit, hop_latency: 1us}\n", "t"))
+    views = [SimpleNamespace(run=SimpleNamespace(meta=SimpleNamespace(similarity=record)))
+             for _ in range(2)]
+    text = summary.similarity(views)
+    assert text.count("# similarity: D = 1,000") == 1
+    assert "departure: transport timers" in text
+    assert summary.similarity([SimpleNamespace(run=SimpleNamespace(
+        meta=SimpleNamespace(similarity=None)))]) == ""
+
+
+def test_write_times_are_given_in_the_real_frame_beside_the_emulated():
+    """At 40,000x a 2 s write took 50 us on the real fabric; without real_rate, ms as run."""
+    from types import SimpleNamespace
+
+    from analysis import summary
+    m = pd.DataFrame({"start": [0.0, 0.0, 0.0], "end": [1.0, 2.0, 3.0], "warmup": False})
+    real = facts(parse("name: d\nfabric: {host_link: {rate: 10Mbit}, real_rate: 400Gbit}\n",
+                       "t"), "mrc")
+    view = SimpleNamespace(run=SimpleNamespace(messages=m, facts=real), label="mrc")
+    assert "p50 50 us (emulated 2 s)" in summary.writes([view])
+    view.run.facts = facts(parse("name: d\n", "t"), "mrc")
+    assert "p50 2000.0 ms" in summary.writes([view])

@@ -1,0 +1,78 @@
+"""The similarity record: the ratios a dilated emulation must keep, and what it does not scale."""
+from __future__ import annotations
+
+import pytest
+
+from hostagent.protocol.nic import FRAME_OVERHEAD
+from hostagent.protocol.wire import HEADER_SIZE
+from testbed.run.similarity import similarity
+from testbed.scenario import parse
+
+
+def real(rate: str, extra: str = "") -> str:
+    """A 100 Gbit/s fabric with 1 us hops, emulated at `rate` on every link."""
+    return (f"name: s\nfabric: {{host_link: {{rate: {rate}}}, fabric_link: {{rate: {rate}}}, "
+            f"real_rate: 100Gbit, hop_latency: 1us}}\n{extra}")
+
+
+def test_without_latency_a_path_holds_its_store_and_forward_hops():
+    """No latency: the round trip across a spine is four links' serialization of a data packet
+    and its ACK, so the BDP is 4 x (mss + 2 headers) / (mss + 1 header) packets whatever the
+    rate: the 4-5 packets of an emulated fabric that only scales the rate."""
+    sc = parse("name: s\n", "t")
+    s = similarity(sc)
+    mss, head = sc.qp.mss, HEADER_SIZE + FRAME_OVERHEAD
+    assert s.bdp_packets == pytest.approx(4 * (mss + 2 * head) / (mss + head))
+    assert 4 < s.bdp_packets < 5
+    assert (s.frame, s.dilation, s.departures) == ("emulated", 1.0, [])
+
+
+def test_the_ratios_do_not_depend_on_the_dilation():
+    """The same real fabric emulated at 25 and 12.5 Mbit/s (D 4,000 and 8,000): every ratio
+    and every real-frame round trip is the same."""
+    a, b = similarity(parse(real("25Mbit"), "t")), similarity(parse(real("12.5Mbit"), "t"))
+    assert (a.dilation, b.dilation) == (4_000, 8_000)
+    for name in ("bdp_packets", "buffer_bdp", "ecn_kmin_bdp", "trim_bdp", "message_bdp"):
+        assert getattr(a, name) == pytest.approx(getattr(b, name)), name
+    assert [p.rtt_s for p in a.paths] == pytest.approx([p.rtt_s for p in b.paths])
+
+
+def test_a_real_round_trip_is_serialization_plus_the_hops_both_ways():
+    """Across a spine at 100 Gbit/s with 1 us hops: 4 links x 2 ways x 1 us of latency plus the
+    serialization of a data packet and its ACK on each link."""
+    sc = parse(real("25Mbit"), "t")
+    s = similarity(sc)
+    head = HEADER_SIZE + FRAME_OVERHEAD
+    serialization = 4 * (sc.qp.mss + 2 * head) * 8 / 100e9
+    (across,) = [p for p in s.paths if p.path == "across a spine"]
+    assert across.links == 4
+    assert across.rtt_s == pytest.approx(8e-6 + serialization)
+    assert s.bdp_packets == pytest.approx(across.rtt_s * 100e9 / ((sc.qp.mss + head) * 8))
+
+
+def test_marking_and_trimming_off_have_no_ratio():
+    s = similarity(parse("name: s\nswitch: {ecn: false, trim: false}\n", "t"))
+    assert (s.ecn_kmin_bdp, s.trim_bdp) == (None, None)
+
+
+def departures(text: str) -> dict[str, str]:
+    return {d.quantity: d.used for d in similarity(parse(text, "t")).departures}
+
+
+def test_real_frame_departures_name_what_is_not_dilated():
+    quiet = departures(real("25Mbit"))
+    assert any(q.startswith("transport timers") for q in quiet)
+    assert "routing.convergence_delay" not in quiet  # no fault: routing never converges
+    assert "background flows' link latency" not in quiet
+    busy = departures(real("25Mbit", (
+        "faults: [{at: 1ms, kind: link_down, target: {plane: 0, leaf: 0, spine: 0}, "
+        "duration: 1ms}]\nbackground: [{pattern: elephant, src: h0, dst: h3, at: 0, "
+        "duration: 0.3ms}]\n")))
+    # 1 s of emulated convergence at D = 4,000
+    assert busy["routing.convergence_delay"].startswith("250 us")
+    assert busy["background flows' link latency"] == "none"
+    # 0.3 ms real is 1.2 emulated seconds, which iperf3 runs as 1 s: 250 us real
+    assert busy["background flows' durations"] == "250 us"
+    whole = departures(real("25Mbit", "background: [{pattern: elephant, src: h0, dst: h3, "
+                                      "at: 0, duration: 0.5ms}]\n"))
+    assert "background flows' durations" not in whole  # 2 emulated seconds: kept
