@@ -74,6 +74,42 @@ def rate_unit(bits_per_s: float) -> tuple[float, str]:
     return 1.0, "bit/s"
 
 
+def time_unit(seconds: float) -> tuple[float, str]:
+    """Multiplier and name of the unit that shows `seconds` with a few digits."""
+    for scale, name in ((1.0, "s"), (1e-3, "ms"), (1e-6, "us")):
+        if seconds >= scale:
+            return 1 / scale, name
+    return 1e9, "ns"
+
+
+def real_time_axis(ax, dilation: float | None, emulated_max: float, axis: str = "x",
+                   emulated_unit: float = 1.0) -> None:
+    """With a real fabric (`dilation` D), a second axis on top (or right, `axis` "y") giving
+    the emulated times of this one (`emulated_unit` per second) in the real frame: emulated
+    / D, in the unit that suits the range."""
+    if dilation is None or dilation == 1:
+        return
+    unit, name = time_unit(emulated_max / emulated_unit / dilation)
+    factor = unit / (emulated_unit * dilation)
+    functions = (lambda t: t * factor, lambda u: u / factor)
+    label = f"real fabric ({name}; emulated / {dilation:,.0f})"
+    if axis == "x":
+        ax.secondary_xaxis("top", functions=functions).set_xlabel(label)
+    else:
+        ax.secondary_yaxis("right", functions=functions).set_ylabel(label)
+
+
+def real_rate_axis(ax, dilation: float | None, emulated_max_bps: float, div: float) -> None:
+    """With a real fabric, a right-hand axis giving this axis's rates (in bit/s over `div`)
+    in the real frame: emulated x D."""
+    if dilation is None or dilation == 1:
+        return
+    real_div, name = rate_unit(emulated_max_bps * dilation)
+    factor = div * dilation / real_div
+    ax.secondary_yaxis("right", functions=(lambda r: r * factor, lambda u: u / factor)
+                       ).set_ylabel(f"real fabric ({name}; emulated x {dilation:,.0f})")
+
+
 def save(fig: Figure, out_dir: Path, name: str) -> list[Path]:
     """Write `name`.png and `name`.pdf into `out_dir`; return their paths."""
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -127,9 +163,9 @@ def _mark_disturbances(ax, disturbances: pd.DataFrame, reroutes: pd.Series | Non
     return handles
 
 
-def cct_cdf(samples: dict[str, pd.Series], title: str) -> Figure:
+def cct_cdf(samples: dict[str, pd.Series], title: str, dilation: float | None = None) -> Figure:
     """CDF of collective completion times per series, p50/p99/p99.9 marked on each curve; log
-    x when the times span more than a factor of 20."""
+    x when the times span more than a factor of 20; the real fabric's times on top."""
     fig, ax = plt.subplots(figsize=(6.4, 3.8))
     every = np.concatenate([s.to_numpy(dtype=float) for s in samples.values()])
     unit, name = (1e3, "ms") if every.size and every.max() < 10 else (1.0, "s")
@@ -152,6 +188,8 @@ def cct_cdf(samples: dict[str, pd.Series], title: str) -> Figure:
         ax.set_xscale("log")
     ax.set_xlabel(f"collective completion time ({name})")
     ax.set_ylabel("fraction of iterations")
+    real_time_axis(ax, dilation, float(every.max()) * unit if every.size else 1.0,
+                   emulated_unit=unit)
     ax.set_ylim(0, 1.05)
     ax.set_title(title)
     handles, _ = ax.get_legend_handles_labels()
@@ -167,9 +205,10 @@ def cct_cdf(samples: dict[str, pd.Series], title: str) -> Figure:
 
 def goodput(totals: dict[str, pd.Series], disturbances: pd.DataFrame,
             reroutes: pd.Series | None, title: str,
-            per_host: pd.DataFrame | None = None) -> Figure:
+            per_host: pd.DataFrame | None = None, dilation: float | None = None) -> Figure:
     """Goodput (bytes/s series, indexed by bin start) over time: one thick line per series,
-    optionally each host's thin line, with every disturbance shaded and labelled."""
+    optionally each host's thin line, with every disturbance shaded and labelled; the real
+    fabric's times on top and rates on the right."""
     fig, ax = plt.subplots(figsize=(7.5, 3.8))
     peak = max([float(s.max()) for s in totals.values()] + [1.0]) * 8
     div, unit = rate_unit(peak)
@@ -186,11 +225,14 @@ def goodput(totals: dict[str, pd.Series], disturbances: pd.DataFrame,
     handles = _mark_disturbances(ax, disturbances, reroutes, t_max)
     ax.set_xlabel(TIME_LABEL)
     ax.set_ylabel(f"goodput ({unit})")
+    real_time_axis(ax, dilation, t_max)
+    real_rate_axis(ax, dilation, peak, div)
     ax.set_xlim(0, t_max)
     ax.set_ylim(0, None)
     ax.set_title(title)
     lines, _ = ax.get_legend_handles_labels()
-    ax.legend(handles=lines + handles, loc="upper left", bbox_to_anchor=(1.01, 1),
+    beside = 1.01 if dilation is None or dilation == 1 else 1.13  # past the real-rate axis
+    ax.legend(handles=lines + handles, loc="upper left", bbox_to_anchor=(beside, 1),
               borderaxespad=0)
     fig.tight_layout()
     return fig
@@ -200,7 +242,8 @@ LABELLED_ROWS = 48  # heatmap rows a panel labels one by one, and grows with
 
 
 def utilisation_heatmap(panels: list[tuple[str, pd.DataFrame, list]], bin_s: float,
-                        disturbances: pd.DataFrame, title: str) -> Figure:
+                        disturbances: pd.DataFrame, title: str,
+                        dilation: float | None = None) -> Figure:
     """One heatmap per panel (name, grid, a group key per row; rows: planes or ports;
     columns: time bins of `bin_s`) of the share of nominal link rate sent; a white line
     between rows of different groups (planes, host or fabric ports), faults as dashed
@@ -230,6 +273,7 @@ def utilisation_heatmap(panels: list[tuple[str, pd.DataFrame, list]], bin_s: flo
                     ax.axvline(t, color="white", linestyle="--", linewidth=1.0)
                     ax.axvline(t, color="black", linestyle=(3, (3, 3)), linewidth=1.0)
     axes[-1, 0].set_xlabel(TIME_LABEL + f"; {bin_s:g} s bins")
+    real_time_axis(axes[0, 0], dilation, max(len(g.columns) for _, g, _ in panels) * bin_s)
     assert image is not None  # a figure has at least one panel
     bar = fig.colorbar(image, ax=axes[:, 0].tolist(), extend="max", fraction=0.04, pad=0.01)
     bar.set_label("sent, share of nominal link rate")
@@ -281,7 +325,7 @@ def busbw_bars(rows: pd.DataFrame, title: str) -> Figure:
 
 def ev_timeline(segments: pd.DataFrame, disturbances: pd.DataFrame, t_end: float,
                 title: str, transport: str, hosts: dict[int, str],
-                max_lanes: int = 40) -> Figure:
+                max_lanes: int = 40, dilation: float | None = None) -> Figure:
     """One lane per EV that was not GOOD all along (state as hatched bars), faults shaded;
     `hosts` names the peer ranks. A transport without EV states (RoCEv2: one path per QP)
     gets that line instead of a plot; an MRC run without changes says so in the plot."""
@@ -322,6 +366,7 @@ def ev_timeline(segments: pd.DataFrame, disturbances: pd.DataFrame, t_end: float
     ax.set_ylim(len(lanes) - 0.5 if lanes else 1, -0.5 if lanes else 0)
     ax.set_xlim(0, t_end)
     ax.set_xlabel(TIME_LABEL)
+    real_time_axis(ax, dilation, t_end)
     if message:
         ax.text(0.5, 0.5, message, transform=ax.transAxes, ha="center", va="center")
         ax.set_yticks([])

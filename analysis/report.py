@@ -142,6 +142,14 @@ def views_of(runs: list[Run]) -> list[RunView]:
     return [RunView.of(r, label) for r, label in zip(runs, labels(runs))]
 
 
+def dilation(views: list[RunView]) -> float | None:
+    """The runs' common time dilation, for the figures' real-frame axes; None without a real
+    fabric or when the runs' differ (their emulated times share an axis, their real ones
+    would not)."""
+    factors = {v.run.facts.dilation() for v in views}
+    return factors.pop() if len(factors) == 1 else None
+
+
 def _title(views: list[RunView], what: str) -> str:
     facts = views[0].run.facts
     names = ", ".join(dict.fromkeys(v.run.facts.scenario for v in views))
@@ -158,7 +166,7 @@ def fidelity_figure(view: RunView) -> Figure:
 
 def cct_figure(views: list[RunView]) -> Figure:
     return figures.cct_cdf({v.label: v.timed["cct"] for v in views},
-                           _title(views, "Collective completion time"))
+                           _title(views, "Collective completion time"), dilation(views))
 
 
 def goodput_figure(views: list[RunView]) -> Figure:
@@ -168,7 +176,8 @@ def goodput_figure(views: list[RunView]) -> Figure:
     return figures.goodput({f"{v.label} (all hosts)": v.goodput_total for v in views},
                            views[0].disturbances, pd.concat(baseline) if baseline else None,
                            _title(views, "Goodput (verified application bytes)"),
-                           per_host=views[0].goodput_hosts if len(views) == 1 else None)
+                           per_host=views[0].goodput_hosts if len(views) == 1 else None,
+                           dilation=dilation(views))
 
 
 def utilisation_figure(views: list[RunView]) -> Figure:
@@ -194,7 +203,7 @@ def utilisation_figure(views: list[RunView]) -> Figure:
                 title = f"{v.label}: each EV of the QPs that sent (sender→receiver, plane, spine)"
                 panels.append((title, evs, [label.split("→")[0] for label in evs.index]))
     return figures.utilisation_heatmap(panels, bin_s, views[0].disturbances,
-                                       _title(views, "Link utilisation"))
+                                       _title(views, "Link utilisation"), dilation(views))
 
 
 def busbw_figure(views: list[RunView]) -> Figure:
@@ -207,7 +216,8 @@ def busbw_figure(views: list[RunView]) -> Figure:
 def ev_state_figure(view: RunView) -> Figure:
     hosts = view.run.iterations.groupby("rank")["host"].first().to_dict()
     return figures.ev_timeline(view.segments, view.disturbances, view.t_end,
-                               f"EV states, {view.label}", view.run.transport, hosts)
+                               f"EV states, {view.label}", view.run.transport, hosts,
+                               dilation=dilation([view]))
 
 
 def counter_figure(views: list[RunView]) -> Figure:
