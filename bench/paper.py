@@ -5,11 +5,13 @@ bench/fair.py) on the same seeds. Which spine each RoCEv2 QP lands on depends on
 its seeded source port; which EVs MRC keeps active is a seeded choice too: every variant gets
 every seed.
 
-    sudo .venv/bin/python -m bench.paper [--set paper|validation] [--seeds 1,2,3]
+    sudo .venv/bin/python -m bench.paper [--set paper|paper-real|validation] [--seeds 1,2,3]
         [--variants mrc,rocev2,rocev2-lossless] [--against CHECKOUT] [--results DIR]
         [EXPERIMENT ...]
 
 `--set paper` runs scenarios/paper/ (the fabrics the paper table was measured on);
+`--set paper-real` the same experiments as real 100 Gbit/s fabrics with 1 us hops in their own
+frame (scenarios/paper-real/);
 `--set validation` runs scenarios/validation/, fabrics and settings no constant was tuned on,
 each fault against the healthy control of its own fabric. `--against CHECKOUT` runs another
 checkout of the project (another commit with its own venv) beside this one, seed by seed, its
@@ -41,19 +43,23 @@ from bench.common import ROOT
 from testbed.fabric.frame import Frame
 from testbed.scenario.schema import load as load_scenario
 
-# per set: its folder and experiments, name: (fault scenario, control scenario or None:
-# compare within the run, the iterations before the fault)
+# the paper's experiments (the same file names in the small and the real-frame set), name:
+# (fault scenario, control scenario or None: compare within the run, the iterations before
+# the fault)
+PAPER: dict[str, tuple[str, str | None]] = {
+    "gray-loss": ("gray-loss", "control"),
+    "loss-0.1pct": ("loss-0.1pct", "control"),
+    "loss-1pct": ("loss-1pct", "control"),
+    "host-flap": ("host-flap", "control-8plane"),
+    "blackhole-reboot": ("blackhole-reboot", "control"),
+    "incast-victim": ("incast-victim", None),
+    "incast-victim-apart": ("incast-victim-apart", None),  # the victim sends no incast
+    "degrade": ("degrade", "control"),
+}
+# per set: its folder and experiments
 SETS: dict[str, tuple[Path, dict[str, tuple[str, str | None]]]] = {
-    "paper": (ROOT / "scenarios" / "paper", {
-        "gray-loss": ("gray-loss", "control"),
-        "loss-0.1pct": ("loss-0.1pct", "control"),
-        "loss-1pct": ("loss-1pct", "control"),
-        "host-flap": ("host-flap", "control-8plane"),
-        "blackhole-reboot": ("blackhole-reboot", "control"),
-        "incast-victim": ("incast-victim", None),
-        "incast-victim-apart": ("incast-victim-apart", None),  # the victim sends no incast
-        "degrade": ("degrade", "control"),
-    }),
+    "paper": (ROOT / "scenarios" / "paper", PAPER),
+    "paper-real": (ROOT / "scenarios" / "paper-real", PAPER),
     "validation": (ROOT / "scenarios" / "validation", {
         "3plane-gray-loss": ("3plane-gray-loss", "3plane-control"),
         "3plane-blackhole-reboot": ("3plane-blackhole-reboot", "3plane-control"),
