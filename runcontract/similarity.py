@@ -58,6 +58,9 @@ class Similarity(Record):
     ecn_kmin_bdp: float | None  # RED's K_min over it (None: ports do not mark)
     trim_bdp: float | None  # the trimming threshold over it (None: ports do not trim)
     ack_timeout_rtts: dict[str, float]  # transport -> its ACK timeout over the base round trip
+    # transport -> its QP's window cap (qp.max_cwnd) over the BDP of the ports the QP spans
+    # (MRC: every plane; RoCEv2: one): under 1, a QP cannot fill its path
+    window_bdp: dict[str, float]
     message_bdp: float  # the workload's largest message over the BDP in bytes
     departures: list[Departure]
 
@@ -69,10 +72,12 @@ class Similarity(Record):
         else:
             head = "emulated frame (no fabric.real_rate: no real fabric named, D = 1)"
         timeouts = ", ".join(f"{t} {r:.3g}" for t, r in sorted(self.ack_timeout_rtts.items()))
+        windows = ", ".join(f"{t} {r:.3g}" for t, r in sorted(self.window_bdp.items()))
         out = [head, f"per path: BDP {self.bdp_packets:.1f} packets across a spine; buffer "
                f"{self.buffer_bdp:.3g} BDP, ECN K_min "
                + ("off" if self.ecn_kmin_bdp is None else f"{self.ecn_kmin_bdp:.3g} BDP")
                + ", trimming " + ("off" if self.trim_bdp is None else f"{self.trim_bdp:.3g} BDP")
-               + f"; message {self.message_bdp:.3g} BDP; ACK timeout in RTTs: {timeouts}"]
+               + f"; message {self.message_bdp:.3g} BDP; ACK timeout in RTTs: {timeouts}; "
+               f"window cap in its QP's BDPs: {windows}"]
         out += [f"departure: {d.line()}" for d in self.departures]
         return out

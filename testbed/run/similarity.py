@@ -43,6 +43,11 @@ def shapes(scenario: Scenario) -> dict[str, PathShape]:
     return out
 
 
+def qp_planes(scenario: Scenario, transport: str) -> int:
+    """Planes one QP sends on: an MRC QP sprays every plane, a RoCEv2 QP keeps to one."""
+    return scenario.fabric.planes if transport == "mrc" else 1
+
+
 def largest_message(scenario: Scenario) -> int:
     """Bytes of the workload's largest message: the collective's size (nccl-tests' size), or
     a step's largest communication."""
@@ -73,6 +78,8 @@ def similarity(scenario: Scenario) -> Similarity:
         ecn_kmin_bdp=ecn.kmin / bdp_bytes if sw.ecn and ecn.marks else None,
         trim_bdp=f.fabric_link.trim() / bdp_bytes if sw.trimming else None,
         ack_timeout_rtts={t: scenario.timeout() / rtt for t in MECHANISMS},
+        window_bdp={t: scenario.qp.max_cwnd / (bdp_bytes * qp_planes(scenario, t))
+                    for t in MECHANISMS},
         message_bdp=largest_message(scenario) / bdp_bytes,
         departures=departures(scenario))
 

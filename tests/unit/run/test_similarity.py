@@ -76,3 +76,12 @@ def test_real_frame_departures_name_what_is_not_dilated():
     whole = departures(real("25Mbit", "background: [{pattern: elephant, src: h0, dst: h3, "
                                       "at: 0, duration: 0.5ms}]\n"))
     assert "background flows' durations" not in whole  # 2 emulated seconds: kept
+
+
+def test_the_window_cap_is_counted_in_the_bdp_of_the_ports_a_qp_spans():
+    """An MRC QP sprays both planes: its cap covers twice the BDP a RoCEv2 QP's covers."""
+    sc = parse(real("25Mbit", "qp: {max_cwnd: 256KB}\n"), "t")
+    s = similarity(sc)
+    bdp_bytes = s.bdp_packets * (sc.qp.mss + HEADER_SIZE + FRAME_OVERHEAD)
+    assert s.window_bdp["rocev2"] == pytest.approx(256_000 / bdp_bytes)
+    assert s.window_bdp["mrc"] == pytest.approx(s.window_bdp["rocev2"] / 2)
