@@ -34,6 +34,7 @@ from testbed.fabric.frame import Frame, dilation
 from testbed.fabric.frame import check as check_frame
 from testbed.fabric.plan import FabricPlan, make_plan
 from testbed.fabric.timeline import schedule
+from testbed.fabric.windows import check as check_windows
 from testbed.kernel import features
 from testbed.kernel.fabric_queue import FabricQueues
 from testbed.kernel.link_gap import EDGES_PCT
@@ -131,6 +132,7 @@ def run(scenario: Scenario, scenario_text: str, options: RunOptions,
                 calibrate.calibrate(progress)
         if not only_fabric:  # at the rate that will run, before any build
             check_frame(scenario, scenario.name)
+            check_windows(scenario, scenario.name)
             progress.say(wall_time.check(scenario, scenario.name).lines()[-1])
         plan = make_plan(scenario)
         if scenario.cluster is not None:

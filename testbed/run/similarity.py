@@ -20,6 +20,7 @@ from testbed.fabric.latency import (
     one_way_latency,
     round_trip,
 )
+from testbed.fabric.windows import qp_bdp, windows
 from testbed.run.traffic import nic_limits, step_job
 from testbed.scenario import Scenario
 from testbed.scenario.schema import MECHANISMS
@@ -41,11 +42,6 @@ def shapes(scenario: Scenario) -> dict[str, PathShape]:
     if f.leaves_per_plane > 1:
         out["across a spine"] = ACROSS_A_SPINE
     return out
-
-
-def qp_planes(scenario: Scenario, transport: str) -> int:
-    """Planes one QP sends on: an MRC QP sprays every plane, a RoCEv2 QP keeps to one."""
-    return scenario.fabric.planes if transport == "mrc" else 1
 
 
 def largest_message(scenario: Scenario) -> int:
@@ -78,8 +74,7 @@ def similarity(scenario: Scenario) -> Similarity:
         ecn_kmin_bdp=ecn.kmin / bdp_bytes if sw.ecn and ecn.marks else None,
         trim_bdp=f.fabric_link.trim() / bdp_bytes if sw.trimming else None,
         ack_timeout_rtts={t: scenario.timeout() / rtt for t in MECHANISMS},
-        window_bdp={t: scenario.qp.max_cwnd / (bdp_bytes * qp_planes(scenario, t))
-                    for t in MECHANISMS},
+        window_bdp={t: windows(scenario, t)[1] / qp_bdp(scenario, t) for t in MECHANISMS},
         message_bdp=largest_message(scenario) / bdp_bytes,
         departures=departures(scenario))
 

@@ -43,6 +43,7 @@ from testbed.fabric.frame import Frame
 from testbed.fabric.latency import ACROSS_A_SPINE, peer_latency, round_trip
 from testbed.fabric.plan import FabricPlan
 from testbed.fabric.timeline import straggler_windows
+from testbed.fabric.windows import windows
 from testbed.lifecycle import interrupts
 from testbed.run.waiting import ProgressRule, stop, wait_for_agents
 from testbed.scenario import Scenario
@@ -58,7 +59,8 @@ def agent_configs(plan: FabricPlan, scenario: Scenario, transport: Transport,
     """Pure: every rank's config; EV i toward a peer is the same (plane, spine) both ways."""
     hosts = scenario.rank_hosts()
     q, m, w = scenario.qp, scenario.mrc, scenario.workload
-    qp = QPConfig(mss=q.mss, init_cwnd=q.init_cwnd, max_cwnd=q.max_cwnd,
+    init_cwnd, max_cwnd = windows(scenario, transport)
+    qp = QPConfig(mss=q.mss, init_cwnd=init_cwnd, max_cwnd=max_cwnd,
                   timeout=scenario.timeout(), target_delay=scenario.target_delay(),
                   linear_cnt=q.retry.linear_cnt, exp_cnt=q.retry.exp_cnt,
                   ack_every=q.ack_every, line_rate=scenario.fabric.host_link.rate,

@@ -345,11 +345,13 @@ class QPSettings(StrictModel):
 
     mss: Annotated[int, SizeIn(limits.MIN_MSS, limits.MAX_MTU)] = Field(
         1024, description="payload bytes per packet (and within fabric.mtu with the headers)")
-    init_cwnd: Annotated[int, SizeIn(limits.MIN_MSS, limits.MAX_WINDOW)] = Field(
-        64 * 1024, description="congestion window at start, bytes (MRC); at least one mss")
-    max_cwnd: Annotated[int, SizeIn(limits.MIN_MSS, limits.MAX_WINDOW)] = Field(
-        256 * 1024, description="largest congestion window, bytes (both: RoCEv2's cap on bytes "
-                                "in flight)")
+    init_cwnd: Annotated[int, SizeIn(limits.MIN_MSS, limits.MAX_WINDOW)] | None = Field(
+        None, description="congestion window at start, bytes (MRC); at least one mss; default: "
+        "64KiB, or with fabric.real_rate max_cwnd (NSCC starts at its cap)")
+    max_cwnd: Annotated[int, SizeIn(limits.MIN_MSS, limits.MAX_WINDOW)] | None = Field(
+        None, description="largest congestion window, bytes (both: RoCEv2's cap on bytes in "
+        "flight); default: 256KiB, or with fabric.real_rate 1.5 x the BDP of the ports a QP "
+        "sends on (NSCC's cap in UEC's uet-htsim; testbed/fabric/windows.py)")
     timeout: Annotated[float, TimeIn(0, MAX_RETRY_INTERVAL, above=True)] | None = Field(
         None, description="ACK timeout; default: twice the "
         "longest a full buffer takes to drain, plus 5 ms (the fabric's queues are ms deep)")
@@ -370,10 +372,11 @@ class QPSettings(StrictModel):
 
     @model_validator(mode="after")
     def _consistent(self) -> QPSettings:
-        if self.init_cwnd < self.mss:
+        if self.init_cwnd is not None and self.init_cwnd < self.mss:
             raise ValueError(f"init_cwnd {self.init_cwnd} is less than one packet "
                              f"(mss {self.mss}): nothing could be sent")
-        if self.init_cwnd > self.max_cwnd:
+        if (self.init_cwnd is not None and self.max_cwnd is not None
+                and self.init_cwnd > self.max_cwnd):
             raise ValueError(f"init_cwnd {self.init_cwnd} exceeds max_cwnd {self.max_cwnd}")
         if self.timeout is not None and self.timeout_exp is not None:
             raise ValueError("timeout and timeout_exp both set: give the ACK timeout once")
