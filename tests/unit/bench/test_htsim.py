@@ -1,0 +1,172 @@
+"""htsim's inputs as bench/htsim_files.py writes them, read back the way htsim's own parsers
+(connection_matrix.cpp, fat_tree_topology.cpp) read them, and its output as
+bench/htsim_output.py reads it, on lines a real htsim run printed (uet-htsim 40ccb05)."""
+from __future__ import annotations
+
+import pytest
+
+from bench.htsim_files import (
+    HtsimError,
+    all_to_all,
+    ideal_cct,
+    incast,
+    inputs,
+    matrix,
+    permutation,
+    ring,
+)
+from bench.htsim_output import completions, event
+from testbed.scenario.schema import parse
+
+FABRIC = """
+name: t
+fabric:
+  planes: 1
+  leaves_per_plane: {leaves}
+  spines_per_plane: {spines}
+  hosts_per_leaf: {hpl}
+  host_link: {{rate: 25Mbit, buffer: 100KB, ecn_threshold: 20KB}}
+  fabric_link: {{rate: 25Mbit, buffer: 100KB, ecn_threshold: 20KB}}
+  mtu: 4200
+qp: {{mss: 4096}}
+workload: {{collective: all_reduce, size: 1MiB}}
+"""
+
+
+def read_matrix(text: str) -> tuple[int, dict[int, dict], dict[int, str]]:
+    """Nodes, flows by id and trigger types, checked as ConnectionMatrix::load checks them."""
+    head: dict[str, int] = {}
+    flows: dict[int, dict] = {}
+    triggers: dict[int, str] = {}
+    for line in text.splitlines():
+        tok = line.split()
+        if tok[0] in ("Nodes", "Connections", "Triggers"):
+            head[tok[0]] = int(tok[1])
+        elif "->" in tok[0]:
+            src, dst = map(int, tok[0].split("->"))
+            f = {"src": src, "dst": dst}
+            i = 1
+            while i < len(tok):
+                f[tok[i]] = int(tok[i + 1])
+                i += 2
+            assert f["id"] != 0
+            assert ("start" in f) != ("trigger" in f), line  # exactly one start method
+            flows[f["id"]] = f
+        else:
+            assert tok[:2] == ["trigger", "id"] and tok[3] == "oneshot", line
+            triggers[int(tok[2])] = tok[3]
+    assert head["Connections"] == len(flows) and head["Triggers"] == len(triggers)
+    used = {f["trigger"] for f in flows.values() if "trigger" in f}
+    assert used <= set(triggers), "a flow waits for an undeclared trigger"
+    return head["Nodes"], flows, triggers
+
+
+def test_a_ring_all_reduce_reads_back_as_its_steps():
+    world, size = 4, 1 << 20
+    nodes, flows, _ = read_matrix(matrix(8, ring("all_reduce", [0, 2, 4, 6], size)))
+    assert nodes == 8
+    assert len(flows) == 2 * (world - 1) * world  # every rank, every step
+    fired_by = {f["send_done_trigger"]: f for f in flows.values() if "send_done_trigger" in f}
+    starters = [f for f in flows.values() if "start" in f]
+    assert {(f["src"], f["dst"]) for f in starters} == {(0, 2), (2, 4), (4, 6), (6, 0)}
+    for f in flows.values():
+        if "trigger" in f:  # a rank forwards what its left neighbour's write brought it
+            assert fired_by[f["trigger"]]["dst"] == f["src"]
+    for rank in (0, 2, 4, 6):  # each rank sends 2 (W-1) / W of the array
+        assert sum(f["size"] for f in flows.values() if f["src"] == rank) == (
+            2 * (world - 1) * size // world)
+
+
+def test_a_flow_that_would_start_two_flows_is_refused():
+    flows = ring("all_gather", [0, 1, 2], 1200)
+    broken = [*flows, flows[-1].__class__(99, 0, 1, 4, after=flows[0].id)]
+    with pytest.raises(HtsimError, match="starts two flows"):
+        matrix(3, broken)
+
+
+def test_permutation_incast_and_all_to_all_start_at_once():
+    perm = permutation(list(range(8)), 1000, seed=3)
+    assert sorted(f.dst for f in perm) == list(range(8))
+    assert all(f.src != f.dst for f in perm)
+    _, flows, triggers = read_matrix(matrix(8, perm + []))
+    assert not triggers and all(f["start"] == 0 for f in flows.values())
+    assert ideal_cct(incast([1, 2, 3, 4, 5, 6, 7], 0, 1000), 8000.0) == 7.0  # 7 kB into one port
+    assert len(all_to_all(list(range(4)), 4096)) == 12
+
+
+def read_topology(text: str) -> dict[str, dict[str, int]]:
+    """The file's header and tiers, as FatTreeTopologyCfg::read_cfg reads them."""
+    out: dict[str, dict[str, int]] = {"head": {}}
+    tier = "head"
+    for line in text.splitlines():
+        tok = line.lower().split()
+        if not tok:
+            continue
+        if tok[0] == "tier":
+            tier = tok[1]
+            out[tier] = {}
+        else:
+            out[tier][tok[0]] = int(tok[1])
+    return out
+
+
+def test_a_fabric_the_automatic_tree_cannot_build_becomes_a_topology_file():
+    sc = parse(FABRIC.format(leaves=2, spines=2, hpl=2), "t")
+    inp = inputs(sc)
+    assert inp.roce is None and inp.topology_file is not None
+    t = read_topology(inp.topology_file)
+    n, tor, spine = t["head"]["nodes"], t["0"], t["1"]
+    assert n == 4 and t["head"]["podsize"] == 4
+    # fat_tree_topology.cpp set_custom_params: ToR uplinks make every leaf-spine link
+    uplinks = n * tor["downlink_speed_gbps"] // (spine["downlink_speed_gbps"]
+                                                 * tor["oversubscribed"])
+    assert uplinks == 2 * 2
+    assert tor["radix_down"] // tor["radix_up"] == tor["oversubscribed"]
+    assert uplinks // spine["radix_down"] == tor["radix_up"]  # spines
+    assert tor["downlink_speed_gbps"] == 25  # 25 Mbit/s, time-dilated 1000 times
+    assert tor["downlink_latency_ns"] >= 1  # htsim refuses 0
+
+
+def test_the_automatic_tree_serves_both_binaries_with_the_same_fabric():
+    inp = inputs(parse(FABRIC.format(leaves=4, spines=2, hpl=2), "t"))
+    assert inp.topology_file is None and inp.roce is not None
+    for args in (inp.uec, inp.roce):
+        opts = dict(zip(args[::2], args[1::2], strict=False))
+        assert opts["-tiers"] == "2" and opts["-nodes"] == "8"
+        assert opts["-linkspeed"] == "25000"  # Mbit/s in htsim's frame
+        assert opts["-mtu"] == "4184"  # 4096 B of payload + IPv6, UDP, transport headers
+        assert opts["-q"] == str(100_000 // 4184)
+    assert inp.uec[inp.uec.index("-ecn") + 1:][:2] == [str(round(20_000 / 4184))] * 2
+
+
+def test_more_than_one_plane_is_refused_with_the_fix():
+    text = FABRIC.format(leaves=4, spines=2, hpl=2).replace("planes: 1", "planes: 2")
+    with pytest.raises(HtsimError, match="set fabric.planes: 1"):
+        inputs(parse(text, "t"))
+
+
+# Lines htsim printed (uet-htsim 40ccb05, bench/htsim.py on scenarios/htsim/ring-8.yaml).
+UEC_START = "Flow Uec_2_3 flowId 3 uecSrc 2 starting at 0"
+UEC_END = ("Flow Uec_2_3 flowId 3 uecSrc 2 finished at 55.1194 total messages 1 total packets 32"
+           " RTS 0 total bytes 131840 in_flight now 0 fair_inc 0 prop_inc 3913 fast_inc 472 "
+           "eta_inc 420 multi_dec -0 quick_dec -0 nack_dec -0")
+ROCE_START = "startflow Roce_0_1 at 0"
+ROCE_END = "Flow Roce_0_1 128 finished at 45.5142 total bytes 32"
+
+
+def test_htsims_flow_lines_are_read():
+    start, end = event(UEC_START), event(UEC_END)
+    assert start is not None and end is not None
+    assert (end.name, end.flow_id, end.finished, end.us) == ("Uec_2_3", 3, True, 55.1194)
+    assert not start.finished
+    roce = event(ROCE_END)
+    assert roce is not None and (roce.name, roce.flow_id, roce.us) == ("Roce_0_1", None, 45.5142)
+    assert event("Trigger 2 fired, 1 targets") is None
+
+
+def test_flows_of_one_pair_without_ids_pair_first_in_first_out():
+    lines = [ROCE_START, "startflow Roce_0_1 at 10", ROCE_END,
+             "Flow Roce_0_1 130 finished at 60 total bytes 32", UEC_START, UEC_END]
+    done = completions(e for e in map(event, lines) if e is not None)
+    assert [(c.name, c.fct_us) for c in done] == [("Roce_0_1", 45.5142), ("Roce_0_1", 50.0),
+                                                 ("Uec_2_3", 55.1194)]
