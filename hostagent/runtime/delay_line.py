@@ -73,12 +73,13 @@ class DelayLine:
         held = self.fifos[k].held
         return held[0][0] if held else None
 
-    def release(self, k: int, now: float, touched: set[int]) -> None:
-        """Hand every datagram of class k due by `now` to its receive, in arrival order, all
-        at `now`; their keys join `touched`. One whose receive raises is gone (it was
-        delivered); the rest stay held for the next release."""
+    def release(self, k: int, now: float, touched: set[int], early: float = 0.0) -> None:
+        """Hand every datagram of class k due by `now` + `early` to its receive, in arrival
+        order, all at `now`; their keys join `touched`. One whose receive raises is gone (it
+        was delivered); the rest stay held for the next release."""
         held = self.fifos[k].held
-        while held and held[0][0] <= now:
+        until = now + early
+        while held and held[0][0] <= until:
             _, inlet, datagram, ecn = held.popleft()
             touched.add(inlet.key)
             inlet.receive(datagram, now, ecn)

@@ -75,6 +75,19 @@ def test_what_is_due_together_is_released_in_one_call():
     assert [ecn for _, _, _, ecn in got] == [True, False, True, False, True]
 
 
+def test_an_early_release_takes_what_is_due_that_soon_and_no_more():
+    """A wake-up at 1.0095 with 0.5 ms of early release hands over the datagram due at 1.010,
+    at the wake's time, and keeps the one due at 1.0102."""
+    got: Got = []
+    line = DelayLine()
+    hold = line.inlet(0.010, 1, _receiver("a", got))
+    hold(b"1", 1.000, False)
+    hold(b"2", 1.0002, False)
+    line.release(0, 1.0095, set(), early=0.0005)
+    assert got == [("a", b"1", 1.0095, False)]
+    assert line.due(0) == pytest.approx(1.0102)
+
+
 def test_each_latency_has_its_own_fifo_and_wake():
     got: Got = []
     line = DelayLine()
