@@ -348,6 +348,40 @@ def balance(values: Iterable[float]) -> Balance:
                    float(arr.std() / mean))
 
 
+def host_leaves(links: pd.DataFrame) -> dict[tuple[str, int], str]:
+    """(host, plane) -> the leaf its port in that plane connects to, from the port table
+    (a host port's link is named host-leaf)."""
+    ports = links[links["kind"] == "host"][["node", "plane", "link"]].drop_duplicates()
+    return {(str(r.node), int(r.plane)): str(r.link).split("-", 1)[1]
+            for r in ports.itertuples() if str(r.link).startswith(f"{r.node}-")}
+
+
+def collision_bound(paths: pd.DataFrame, leaves: dict[tuple[str, int], str],
+                    hosts: dict[int, str]) -> float | None:
+    """The share of the ideal that the spread of packets over spines allows a collective whose
+    flows all run at once (a ring's steps, every flow the same bytes): per plane, the largest
+    flow's packets through the spines over the packets of the busiest leaf-spine link. A
+    RoCEv2 QP keeps to the one spine ECMP hashed it to, so k QPs on one link give 1/k; MRC's
+    sprayed EVs give about 1, less their imbalance. None without spines (no flow crossed one,
+    or a run that did not record them). `hosts`: rank -> host, for the peers."""
+    if paths.empty or "spine" not in paths:
+        return None
+    crossing = paths[(paths["sent"] > 0) & paths["spine"].notna()]
+    if crossing.empty:
+        return None
+    bound = 1.0
+    for plane, group in crossing.groupby("plane"):
+        load: dict[tuple[str, int, str], float] = {}
+        for r in group.itertuples():
+            spine = int(r.spine)
+            for link in ((leaves[(str(r.host), int(plane))], spine, "up"),
+                         (leaves[(hosts[int(r.peer)], int(plane))], spine, "down")):
+                load[link] = load.get(link, 0.0) + float(r.sent)
+        flow = float(group.groupby(["host", "peer"])["sent"].sum().max())
+        bound = min(bound, flow / max(load.values()))
+    return bound
+
+
 def ev_balance(paths: pd.DataFrame) -> pd.DataFrame:
     """Per QP that sent anything: how evenly its packets spread over its EVs (DENIED ones,
     never meant to carry traffic, left out)."""

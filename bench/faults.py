@@ -23,8 +23,10 @@ import argparse
 import sys
 from pathlib import Path
 
+import pandas as pd
+
 from analysis.load import RunError, load_run
-from analysis.metrics import cct, nccl_rows, percentiles
+from analysis.metrics import cct, collision_bound, host_leaves, nccl_rows, percentiles
 from bench import fair
 from bench.common import ROOT
 
@@ -52,7 +54,10 @@ def measure(run_dir: Path) -> dict:
     if "trimmed" in links:
         trims = int(links.sort_values("time").groupby(["node", "ifname"])["trimmed"].last()
                     .fillna(0).sum())
+    hosts = run.tables["iterations"].groupby("rank")["host"].first().to_dict()
+    bound = collision_bound(run.tables.get("paths", pd.DataFrame()), host_leaves(links), hosts)
     return {"busbw": row.busbw, "share": row.busbw / ideal, "p50": p50.value, "p99": p99.value,
+            "bound": bound,
             "n": len(timed),
             "retx": int(qps["retransmits"].sum()), "trims": trims,
             "verified": bool(timed["verified"].all()),
@@ -71,15 +76,22 @@ def paired(rows: dict[tuple[str, int], dict], variant: str, seeds: list[int]) ->
     return out
 
 
+def _bound(m: dict) -> str:
+    bound = m.get("bound")
+    return "-" if bound is None else f"{bound:.0%} ({m['share'] / bound:.0%})"
+
+
 def report(results: dict[str, dict[tuple[str, int], dict]], variants: list[str],
            seeds: list[int], missing: list[list] | None = None) -> str:
     """Every run, the runs that made no result (`missing`: scenario, variant, seed, why), then
     per scenario and variant the spread over the faithful runs."""
-    per_run = [[name, v, seed, f"{m['share']:.0%}", f"{m['p50']:.0f}/{m['p99']:.0f}", m["n"],
+    per_run = [[name, v, seed, f"{m['share']:.0%}", _bound(m),
+                f"{m['p50']:.0f}/{m['p99']:.0f}", m["n"],
                 m["retx"], m["trims"], m["verified"],
                 m["fidelity"] + ("" if fair.counted([m["fidelity"]]) else " **excluded**")]
                for name, runs in results.items() for (v, seed), m in runs.items()]
-    out = fair.table(["scenario", "variant", "seed", "share of ideal", "CCT p50/p99 (ms)", "n",
+    out = fair.table(["scenario", "variant", "seed", "share of ideal",
+                      "ECMP bound (share of it)", "CCT p50/p99 (ms)", "n",
                       "retx", "trims", "verified", "fidelity"], per_run)
     if missing:
         out += "\nruns that made no result:\n\n" + fair.table(
@@ -106,7 +118,10 @@ def report(results: dict[str, dict[tuple[str, int], dict]], variants: list[str],
             "judged `faithful` (README, Fidelity)\nmeasures the CPU as much as the network: "
             "listed, marked excluded, left out of the spreads.\nrocev2: lossy (Go-Back-N over "
             "a fabric that drops); rocev2-lossless: the same scenario with\n`switch: "
-            "{lossless: true}`.\n")
+            "{lossless: true}`. ECMP bound: the share of the ideal the run's spread over "
+            "spines allows\n(analysis.metrics.collision_bound: 1/k where k single-path QPs "
+            "share a leaf-spine link),\nand the run's busbw as a share of it; - where no "
+            "flow crossed a spine.\n")
     return out
 
 

@@ -295,3 +295,42 @@ def test_write_times_are_given_in_the_real_frame_beside_the_emulated():
     assert "p50 50 us (emulated 2 s)" in summary.writes([view])
     view.run.facts = facts(parse("name: d\n", "t"), "mrc")
     assert "p50 2000.0 ms" in summary.writes([view])
+
+
+def _paths(rows: list[tuple[str, int, int, int, float, int]]) -> pd.DataFrame:
+    """(host, peer rank, plane, spine or -1 for none, ev, sent) rows of a paths table."""
+    return pd.DataFrame([{"host": h, "peer": p, "plane": pl, "ev": ev,
+                          "spine": float("nan") if sp < 0 else float(sp), "sent": sent}
+                         for h, p, pl, sp, ev, sent in rows])
+
+
+# h0, h1 on leaf a; h2, h3 on leaf b (both planes); the ring's hops h0->h2 and h1->h3 go a->b
+LEAVES = {(h, pl): ("a" if h in ("h0", "h1") else "b") for h in ("h0", "h1", "h2", "h3")
+          for pl in (0, 1)}
+RANKS = {0: "h0", 1: "h1", 2: "h2", 3: "h3"}
+
+
+def test_two_single_path_flows_on_one_spine_link_halve_the_bound():
+    """Plane 0: both a->b hops hashed to spine 0 share its links, each at half the rate;
+    plane 1: spines 0 and 1, no collision. Every step waits for the slowest: 1/2."""
+    paths = _paths([("h0", 2, 0, 0, 0, 100), ("h1", 3, 0, 0, 0, 100),
+                    ("h0", 2, 1, 0, 0, 100), ("h1", 3, 1, 1, 0, 100)])
+    assert M.collision_bound(paths, LEAVES, RANKS) == 0.5
+    apart = _paths([("h0", 2, 0, 0, 0, 100), ("h1", 3, 0, 1, 0, 100)])
+    assert M.collision_bound(apart, LEAVES, RANKS) == 1.0
+
+
+def test_sprayed_flows_are_bounded_by_their_imbalance_only():
+    """Each hop sprays over 4 spines: a link carries 2 x 25 of a flow's 100 packets, no
+    bottleneck; a hop that crosses no spine is no collision either."""
+    even = _paths([(h, p, 0, s, s, 25) for h, p in (("h0", 2), ("h1", 3)) for s in range(4)])
+    assert M.collision_bound(even, LEAVES, RANKS) == 1.0
+    same_leaf = _paths([("h0", 1, 0, -1, 0, 100)])
+    assert M.collision_bound(same_leaf, LEAVES, RANKS) is None
+
+
+def test_a_host_port_names_its_leaf():
+    links = pd.DataFrame({"node": ["h0", "h0", "p0l0"], "plane": [0, 1, 0],
+                          "link": ["h0-p0l0", "h0-p1l0", "h0-p0l0"],
+                          "kind": ["host", "host", "host"]})
+    assert M.host_leaves(links) == {("h0", 0): "p0l0", ("h0", 1): "p1l0"}
