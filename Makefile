@@ -79,11 +79,13 @@ integration: install
 	$(PYTEST) tests/integration
 
 # The JSON Schemas editors read (each shipped scenario and drill names its own on line 1),
-# generated from the pydantic models (testbed/scenario/schema.py, drill.py).
+# generated from the pydantic models (testbed/scenario/schema.py, drill.py), and the results
+# tables' columns (runcontract/tables.py).
 schemas: dev
 	$(BIN)/mrc-testbed schema > schemas/scenario.schema.json
 	$(BIN)/mrc-testbed schema --drill > schemas/drill.schema.json
 	$(BIN)/mrc-testbed schema --meta > schemas/meta.schema.json
+	$(BIN)/mrc-testbed schema --tables > schemas/tables.json
 
 # Mermaid, which draws the EV state diagram in the browser, served by the site itself so that
 # the page renders offline (mkdocs-material fetches it from a CDN unless the page defines it).

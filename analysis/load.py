@@ -26,6 +26,7 @@ from runcontract import (
     read_meta,
     table_file,
 )
+from runcontract.table_io import TableError, read_table
 
 
 class RunError(UserError):
@@ -130,14 +131,10 @@ def load_run(path: str | Path) -> Run:
     if missing:
         raise _incomplete(path, meta, "no " + ", ".join(table_file(m) for m in missing))
     _check_scenario_file(path, meta)
-    tables = {name: _read_table(path / table_file(name)) for name in REQUIRED_TABLES}
+    tables = {name: _read_table(path, name, meta.transport) for name in REQUIRED_TABLES}
     for name in OPTIONAL_TABLES:
-        file = path / table_file(name)
-        tables[name] = _read_table(file) if file.exists() else pd.DataFrame()
-    missing_columns = [c for c in ("rank", "start", "end") if c not in tables["iterations"]]
-    if missing_columns:
-        raise RunError(f"{path}: iterations.parquet lacks columns {missing_columns}",
-                       "a damaged file: rerun the scenario")
+        tables[name] = (_read_table(path, name, meta.transport)
+                        if (path / table_file(name)).exists() else pd.DataFrame())
     tables["iterations"] = _whole_iterations(tables["iterations"])
     if tables["iterations"].empty:
         raise _incomplete(path, meta, "no iteration in iterations.parquet")
@@ -155,14 +152,13 @@ def _whole_iterations(iterations: pd.DataFrame) -> pd.DataFrame:
     return ran[ran["iteration"].isin(ranks[ranks == world].index)]
 
 
-def _read_table(file: Path) -> pd.DataFrame:
-    """A parquet table, or one RunError naming the file (truncated, not parquet at all)."""
+def _read_table(path: Path, name: str, transport: str) -> pd.DataFrame:
+    """A table checked against its schema, or one RunError naming the file and what is wrong
+    with it (truncated, not parquet at all, a column missing or of another kind)."""
     try:
-        return pd.read_parquet(file)
-    except Exception as exc:  # noqa: BLE001 (pyarrow raises several kinds for one cause)
-        raise RunError(f"{file}: not a readable table ({type(exc).__name__}: "
-                       f"{str(exc)[:200]})", "a damaged or truncated file: rerun the scenario"
-                       ) from None
+        return read_table(path, name, transport)
+    except TableError as exc:
+        raise RunError(f"{path / exc.table.file}: {exc.detail}", exc.hint) from None
 
 
 def _check_scenario_file(path: Path, meta: RunMeta) -> None:

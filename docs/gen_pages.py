@@ -1,7 +1,8 @@
 """Pages generated at build time (mkdocs-gen-files), so that they cannot drift from the code:
 the command reference from the CLI's argparse parser, the scenario and drill references from
-the committed JSON Schemas, the EV state diagram from the EV state table, and the architecture
-page's code map from the modules' docstrings."""
+the committed JSON Schemas, the EV state diagram from the EV state table, the architecture
+page's code map from the modules' docstrings, and the results page's table columns from their
+schema (runcontract/tables.py)."""
 from __future__ import annotations
 
 import argparse
@@ -20,6 +21,7 @@ import mkdocs_gen_files
 
 from hostagent.compiled import file_of
 from hostagent.protocol.ev_states import TRANSITIONS, EVState
+from runcontract import tables
 from testbed import cli
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -192,6 +194,13 @@ for kind in ("scenario", "drill"):
         f.write(schema_page(kind))
 with mkdocs_gen_files.open("design/ev-health.md", "w") as f:
     f.write(ev_health_page())
+
+# The results page as written, with every table's columns from their schema.
+results_page = (ROOT / "docs/manual/results.md").read_text()
+if tables.MARKER not in results_page:
+    raise SystemExit(f"docs/manual/results.md lost its {tables.MARKER} marker")
+with mkdocs_gen_files.open("manual/results.md", "w") as f:
+    f.write(results_page.replace(tables.MARKER, tables.markdown()))
 
 # The architecture page as written, with its code map made from the code (docs/code_map.py).
 code_map = _code_map()

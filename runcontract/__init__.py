@@ -6,23 +6,20 @@ without Mininet, root or the scenario language, from the folder alone.
 """
 from runcontract.errors import UserError
 from runcontract.facts import BackgroundWindow, RunFacts
-from runcontract.files import (
+from runcontract.files import META, SCENARIO, STATUSES, SUMMARY, table_file
+from runcontract.meta import SCHEMA_VERSION, MetaError, RunMeta, parse_meta, read_meta
+from runcontract.tables import (
     CPU_COLUMNS,
     EVENT_COLUMNS,
     ITERATION_COLUMNS,
     LINK_GAP_COLUMNS,
-    META,
     OPTIONAL_TABLES,
     REQUIRED_TABLES,
-    SCENARIO,
-    STATUSES,
     STEP_COLUMNS,
-    SUMMARY,
-    table_file,
+    TABLES,
 )
-from runcontract.meta import SCHEMA_VERSION, MetaError, RunMeta, parse_meta, read_meta
 
 __all__ = ["CPU_COLUMNS", "EVENT_COLUMNS", "ITERATION_COLUMNS", "LINK_GAP_COLUMNS", "META",
            "OPTIONAL_TABLES", "REQUIRED_TABLES", "SCENARIO", "SCHEMA_VERSION", "STATUSES",
-           "STEP_COLUMNS", "SUMMARY", "BackgroundWindow", "MetaError", "RunFacts", "RunMeta",
-           "UserError", "parse_meta", "read_meta", "table_file"]
+           "STEP_COLUMNS", "SUMMARY", "TABLES", "BackgroundWindow", "MetaError", "RunFacts",
+           "RunMeta", "UserError", "parse_meta", "read_meta", "table_file"]

@@ -107,7 +107,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
              "with `--no-report`) is named with the `mrc-testbed report` command that makes "
              "it."),
     "schema": ("print the scenario JSON Schema (`--drill`: the drill file's, `--meta`: a "
-               "results folder's meta.json)", ""),
+               "results folder's meta.json, `--tables`: its tables' columns)", ""),
 }
 
 
@@ -187,6 +187,8 @@ def _parser() -> argparse.ArgumentParser:
     which.add_argument("--drill", action="store_true", help="the drill file's JSON Schema")
     which.add_argument("--meta", action="store_true",
                        help="the JSON Schema of a results folder's meta.json")
+    which.add_argument("--tables", action="store_true",
+                       help="every column of a results folder's tables: kind, meaning")
     return p
 
 
@@ -471,10 +473,10 @@ def _report_state(run_dir: Path, status: str) -> str:
 
 
 def _cmd_schema(args) -> int:
-    from runcontract import meta
+    from runcontract import meta, tables
     from testbed.scenario import drill
     schema = (drill.json_schema() if args.drill else meta.json_schema() if args.meta
-              else scenario.json_schema())
+              else tables.description() if args.tables else scenario.json_schema())
     print(json.dumps(schema, indent=2))
     return 0
 

@@ -20,7 +20,7 @@ import pandas as pd
 from hostagent.runtime.ev_load import ev_load_records
 from hostagent.workloads import nccl
 from hostagent.workloads.iterations import IterationRecord
-from runcontract import EVENT_COLUMNS, ITERATION_COLUMNS, STEP_COLUMNS, table_file
+from runcontract.table_io import frame_of, write_table
 from testbed.fabric import paths
 from testbed.fabric.plan import FabricPlan
 from testbed.run.traffic import AgentOutcome
@@ -114,7 +114,8 @@ def _gather(out: Path, outcomes: list[AgentOutcome], scenario: Scenario,
         if o.result.get("status") != "ok":
             have = {r["iteration"] for r in done}
             rows.missing += [{**common, "kind": w.collective, "iteration": i,
-                              "warmup": i < w.warmup, "bytes": w.size, "verified": False,
+                              "warmup": i < w.warmup, "start": None, "end": None,
+                              "bytes": w.size, "verified": False,
                               "error": f"not completed: {o.result.get('error') or 'agent failed'}"}
                              for i in range(w.warmup + w.iterations) if i not in have]
         rows.messages += [{**common, **m} for m in _read(out, o.host, "messages.json")]
@@ -132,13 +133,15 @@ def _frames(rows: _Rows, plan: FabricPlan, transport: str,
             link_rows: list[dict[str, Any]] | None,
             event_rows: list[dict[str, Any]] | None) -> dict[str, pd.DataFrame]:
     """The tables, each EV's spine added from the plan."""
+    run = (transport,)
+    if transport == "rocev2":  # the runner probed the spines of the QPs that sent data
+        rows.qps = [{**q, "spine": q.get("spine")} for q in rows.qps]
     frames = {
-        "iterations": pd.DataFrame(rows.iterations + rows.missing,
-                                   columns=list(ITERATION_COLUMNS)),
-        "messages": pd.DataFrame(rows.messages),
-        "paths": pd.DataFrame(rows.evs),
-        "ev_states": pd.DataFrame(rows.transitions),
-        "qps": pd.DataFrame(rows.qps),
+        "iterations": frame_of("iterations", rows.iterations + rows.missing, run),
+        "messages": frame_of("messages", rows.messages, run),
+        "paths": frame_of("paths", rows.evs, run),
+        "ev_states": frame_of("ev_states", rows.transitions, run),
+        "qps": frame_of("qps", rows.qps, run),
     }
     spines = _spines(plan)
     for name, table in (("paths", rows.evs), ("ev_load", rows.ev_load)):
@@ -156,11 +159,11 @@ def _frames(rows: _Rows, plan: FabricPlan, transport: str,
              "sport": q.get("sport"), "sent": q["data_sent"], "state": "GOOD"}
             for q in rows.qps])
     if plan.scenario.workload.steps:
-        frames["steps"] = pd.DataFrame(rows.steps, columns=list(STEP_COLUMNS))
+        frames["steps"] = frame_of("steps", rows.steps, run)
     if link_rows is not None:
-        frames["links"] = pd.DataFrame(link_rows)
+        frames["links"] = frame_of("links", link_rows, run)
     if event_rows is not None:
-        events = pd.DataFrame(event_rows, columns=list(EVENT_COLUMNS))
+        events = frame_of("events", event_rows, run)
         events["params"] = events["params"].apply(lambda p: json.dumps(p, default=str))
         frames["events"] = events
     if not frames["messages"].empty:
@@ -171,13 +174,14 @@ def _frames(rows: _Rows, plan: FabricPlan, transport: str,
 def collect(out: Path, results_dir: Path, outcomes: list[AgentOutcome], plan: FabricPlan,
             transport: str, link_rows: list[dict[str, Any]] | None = None,
             event_rows: list[dict[str, Any]] | None = None) -> Collected:
-    """Write the tables (links.parquet from the telemetry sampler's rows, when given); return
-    the summary table text and the tables the runner reads on."""
+    """Write the tables (links.parquet from the telemetry sampler's rows, when given), each
+    checked against its schema (`TableError`: what the agents or the sampler wrote does not
+    match it, a bug); return the summary table text and the tables the runner reads on."""
     scenario = plan.scenario
     rows = _gather(out, outcomes, scenario, transport)
     frames = _frames(rows, plan, transport, link_rows, event_rows)
     for name, frame in frames.items():
-        frame.to_parquet(results_dir / table_file(name), index=False)
+        write_table(results_dir, name, frame, (transport,))
     records = IterationRecord.of_rows(rows.iterations)
     table = (step_table(records, len(scenario.rank_hosts()), transport) if scenario.workload.steps
              else summary_table(records, scenario, transport, link_rows))

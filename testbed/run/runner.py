@@ -19,7 +19,6 @@ from typing import TYPE_CHECKING, Any
 from hostagent import compiled
 from hostagent.workloads import nccl
 from hostagent.workloads.iterations import IterationRecord
-from runcontract import CPU_COLUMNS, LINK_GAP_COLUMNS, table_file
 from runcontract.meta import Background, Faults, Fidelity, ProtocolBuild, Status, Telemetry
 from testbed.cluster.network import placement_lines, underlay_traffic
 from testbed.cluster.network import preflight as cluster_preflight
@@ -347,12 +346,10 @@ def _dilation_line(scenario: Scenario, iterations: pd.DataFrame) -> str:
 
 def write_fidelity_tables(results_dir: Path, monitor: FidelityMonitor) -> None:
     """link_gaps.parquet (every port's histogram) and cpu.parquet (busy share over time)."""
-    import pandas as pd  # only once there are results
-    pd.DataFrame(monitor.port_rows, columns=list(LINK_GAP_COLUMNS)).to_parquet(
-        results_dir / table_file("link_gaps"), index=False)
-    several = ["server"] if len(monitor.machines) > 1 else []  # each row's machine
-    pd.DataFrame(monitor.cpu_rows, columns=[*CPU_COLUMNS, *several]).to_parquet(
-        results_dir / table_file("cpu"), index=False)
+    from runcontract.table_io import frame_of, write_table  # pandas: once there are results
+    run = ("cluster",) if len(monitor.machines) > 1 else ()  # cpu rows name their machine
+    for name, rows in (("link_gaps", monitor.port_rows), ("cpu", monitor.cpu_rows)):
+        write_table(results_dir, name, frame_of(name, rows, run), run)
 
 
 @dataclass

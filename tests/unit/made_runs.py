@@ -3,8 +3,10 @@ for tests of the commands that read them."""
 from __future__ import annotations
 
 import json
+from dataclasses import asdict
 from pathlib import Path
 
+from hostagent.protocol.qp import QPCounters
 from runcontract import RunMeta
 from testbed import scenario
 from testbed.fabric.plan import make_plan
@@ -34,13 +36,22 @@ def made_run(base: Path, transport: str = "mrc", status: str = "complete",
                  "start": 10.0 + k, "end": 10.4 + k, "retransmits": 0, "trims": 0,
                  "evs_used": [0]} for k in range(2)]))
             (out / host / "paths.json").write_text(json.dumps({"qps": [
-                {"qpn": 1, "peer": (rank + 1) % 4, "data_sent": 2, "retransmits": 0}]}))
+                qp_row(transport, (rank + 1) % 4)]}))
         table = collect(out, r.dir, [AgentOutcome(h, i, 0, {})
                                      for i, h in enumerate(sc.rank_hosts())], make_plan(sc),
                         transport).table
         r.write_text("summary.txt", table)
     r.finish(status, error, {})
     return r.dir
+
+
+def qp_row(transport: str, peer: int) -> dict:
+    """A QP's row of paths.json as the agent writes it (hostagent/runtime/agent.py)."""
+    roce = transport == "rocev2"
+    return {"peer": peer, "qpn": 1, "failed": None, "failed_at": None, "failed_timeouts": None,
+            "retry_budget_s": None, "cwnd": 4096.0, "cc_decreases": 0,
+            "cnps": 0 if roce else None, "plane": 0 if roce else None,
+            "sport": 49152 if roce else None, **asdict(QPCounters(data_sent=2))}
 
 
 def run_meta(**fields: object) -> RunMeta:

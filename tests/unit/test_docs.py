@@ -55,3 +55,17 @@ def test_the_drill_tutorial_quotes_the_smoke_drill_as_shipped() -> None:
     kept = "".join(line for i, line in enumerate(shipped)
                    if i == 0 or not line.lstrip().startswith("#"))
     assert quoted.group(1) == kept
+
+
+def test_the_results_page_lists_every_column_of_every_table() -> None:
+    """The site writes each table's columns where the results page has the marker: every
+    column of the schema, under its table, with its kind."""
+    from runcontract import TABLES, tables
+    assert tables.MARKER in (ROOT / "docs/manual/results.md").read_text()
+    page = tables.markdown()
+    for table in TABLES.values():
+        section = page.split(f"### `{table.file}`\n", 1)[1].split("### ", 1)[0]
+        rows = [line for line in section.splitlines() if line.startswith("| `")]
+        assert [r.split("|")[1].strip(" `") for r in rows] == list(table.names()), table.name
+        assert all(r.split("|")[2].strip().startswith(c.kind)
+                   for r, c in zip(rows, table.columns, strict=True))

@@ -53,7 +53,13 @@ def test_no_whole_iteration_gives_a_one_line_summary(tmp_path: Path):
 
 
 def link_row(node: str, time: float, overflow: int | None) -> dict:
-    return {"time": time, "node": node, "ifname": f"{node}-eth0", "lossless_overflow": overflow}
+    """A row as the telemetry sampler writes it; a host port has no eBPF counters."""
+    bpf = None if overflow is None else 0
+    return {"time": time, "node": node, "ifname": f"{node}-eth0", "link": f"{node}-x",
+            "kind": "fabric", "plane": 0, "rx_bytes": 0, "rx_packets": 0, "rx_errors": 0,
+            "rx_drop": 0, "tx_bytes": 0, "tx_packets": 0, "tx_errors": 0, "tx_drop": 0,
+            "queue_backlog": None, "queue_drops": None, "ecn_marked": bpf, "trimmed": bpf,
+            "bpf_dropped": bpf, "lossless_overflow": overflow, "vq_bytes": bpf}
 
 
 def test_the_summary_names_the_variant_and_lossless_overflow(tmp_path: Path):

@@ -1,5 +1,5 @@
 """The committed JSON Schemas are the models' (`make schemas` regenerates them: the scenario's,
-the drill's, a results folder's meta.json), and every
+the drill's, a results folder's meta.json and its tables' columns), and every
 shipped scenario and drill names its schema on line 1, so editors validate and complete it."""
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from runcontract import meta
+from runcontract import meta, tables
 from testbed import scenario
 from testbed.scenario import drill
 
@@ -20,7 +20,8 @@ MODELINE = "# yaml-language-server: $schema="
 
 @pytest.mark.parametrize(("file", "schema"), [("scenario.schema.json", scenario.json_schema),
                                                ("drill.schema.json", drill.json_schema),
-                                               ("meta.schema.json", meta.json_schema)])
+                                               ("meta.schema.json", meta.json_schema),
+                                               ("tables.json", tables.description)])
 def test_committed_schema_is_current(file: str, schema):
     committed = json.loads((SCHEMAS / file).read_text())
     assert committed == schema(), f"schemas/{file} is stale: run `make schemas`"
@@ -37,3 +38,12 @@ def test_shipped_file_names_its_schema(path: Path):
     target = (path.parent / first.removeprefix(MODELINE)).resolve()
     kind = "drill" if path.parent.name == "drills" else "scenario"
     assert target == SCHEMAS / f"{kind}.schema.json"
+
+
+@pytest.mark.parametrize(("flag", "file"), [("--meta", "meta.schema.json"),
+                                            ("--tables", "tables.json")])
+def test_the_schema_command_prints_the_committed_file(flag: str, file: str, capsys):
+    """What `make schemas` writes comes from `mrc-testbed schema`."""
+    from testbed import cli
+    assert cli.main(["schema", flag]) == 0
+    assert json.loads(capsys.readouterr().out) == json.loads((SCHEMAS / file).read_text())
