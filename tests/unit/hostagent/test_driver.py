@@ -437,8 +437,8 @@ def test_a_peers_datagrams_are_held_its_latency_on_the_process_timer_with_their_
 def test_the_rtt_an_mrc_qp_measures_over_the_driver_rises_by_twice_the_latency():
     """Over loopback (an RTT well under a millisecond) with each end holding HELD: every RTT
     the QP measured is at least 2 x HELD (less each end's early release), and its smoothed RTT
-    at most 5 ms above (the loop wakes up to a millisecond late at each end, epoll's
-    resolution, plus the machine's load)."""
+    at most 20 ms above (the loop wakes up to a millisecond late at each end, epoll's
+    resolution, plus a loaded machine's scheduling delay)."""
     cfg = dataclasses.replace(CFG, timeout=0.5)  # above the RTT: no resend before a sample
 
     async def main():
@@ -457,5 +457,5 @@ def test_the_rtt_an_mrc_qp_measures_over_the_driver_rises_by_twice_the_latency()
     sampled = [ev for ev in qp.evset.evs if ev.rtt_samples]
     assert sampled and qp.cc.srtt is not None
     held = HELD - driver.RELEASE_EARLY  # each end may release this much before the due time
-    assert 2 * held <= qp.cc.srtt <= 2 * HELD + 0.005
+    assert 2 * held <= qp.cc.srtt <= 2 * HELD + 0.02  # a second hold would add 0.06
     assert all(ev.srtt is not None and ev.srtt >= 2 * held for ev in sampled)
