@@ -71,6 +71,9 @@ def variant_text(text: str, variant: str, seed: int,
     data |= {"name": name, "seed": seed, "transport": [transport]}
     if lossless:
         data["switch"] = {**(data.get("switch") or {}), "lossless": True}
+        # a lossless fabric does not trim, and refuses a trimming threshold
+        for cls in ("host_link", "fabric_link"):
+            (data.get("fabric") or {}).get(cls, {}).pop("trim_threshold", None)
     return name, yaml.safe_dump(data, sort_keys=False)
 
 

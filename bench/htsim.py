@@ -161,9 +161,11 @@ def ratio_text(testbed: list[float], htsim: list[float]) -> str:
 
 
 def scenario_rows(file: Path, sit: fair.Sitting, bins: dict[str, Path],
-                  notes: list[str], missing: list[list[object]], dcqcn: bool) -> list[list[object]]:
-    """Run one scenario in htsim and on the testbed on every seed; its rows of the table.
-    A variant whose htsim counterpart cannot build the fabric is not run on the testbed."""
+                  notes: list[str], missing: list[list[object]], dcqcn: bool,
+                  on_testbed: bool = True) -> list[list[object]]:
+    """Run one scenario in htsim and, unless `on_testbed` is off, on the testbed on every
+    seed; its rows of the table. A variant whose htsim counterpart cannot build the fabric is
+    not run on the testbed."""
     sc, _ = load(file)
     inp = inputs(sc, dcqcn=dcqcn)
     notes += [f"{file.stem}: {n}" for n in inp.notes]
@@ -195,7 +197,7 @@ def scenario_rows(file: Path, sit: fair.Sitting, bins: dict[str, Path],
                                            inp.host_rate * inp.dilation))
             print(f"{file.stem} {name} s{seed}: CCT {sim[name][-1].cct:.2f} x ideal",
                   file=sys.stderr, flush=True)
-        for variant in variants:
+        for variant in variants if on_testbed else ():
             d, err = fair.run_variant(file.resolve(), variant, seed, sit.out / file.stem)
             try:
                 if d is None:
@@ -230,6 +232,8 @@ def main() -> int:
                     help="a uet-htsim checkout (its root)")
     ap.add_argument("--roce-dcqcn", action="store_true",
                     help="htsim_roce with DCQCN besides PFC (stalls at uet-htsim 40ccb05)")
+    ap.add_argument("--htsim-only", action="store_true",
+                    help="run htsim alone (no root, no testbed run): its side of the table")
     fair.add_options(ap, "htsim")
     args = ap.parse_args()
     if args.against is not None:
@@ -244,7 +248,8 @@ def main() -> int:
     print(f"results: {sit.out}", file=sys.stderr, flush=True)
     for file in files:
         try:
-            rows += scenario_rows(file, sit, bins, notes, missing, args.roce_dcqcn)
+            rows += scenario_rows(file, sit, bins, notes, missing, args.roce_dcqcn,
+                                  not args.htsim_only)
         except (HtsimError, ScenarioError) as exc:
             missing.append([file.stem, "-", "-", str(exc)])
     print(top + f"- uet-htsim: {commit(args.htsim)}\n" + sit.lines())

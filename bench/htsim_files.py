@@ -9,7 +9,12 @@ constants (DCQCN's timers, RoCE's minimum RTO) are absolute microseconds meant f
 fabrics; the testbed's small fabrics run at Mbit/s with millisecond queues. So htsim runs the
 scenario time-dilated, as `fabric.real_rate` reads it: every rate times D and every time over D
 (buffers, MTU and sizes unchanged), which leaves every ratio to the ideal the same. D is the
-scenario's own (real_rate over the host link's rate) or DILATION.
+scenario's own (real_rate over the host link's rate) or DILATION. A scenario in the real frame
+(`fabric.real_rate`) thus runs in htsim natively: its real rate, its real hop latency.
+
+Faults: htsim has none during a run, only `-failed N`, which builds spines 0..N-1's links to
+every leaf at FAILED_FRACTION of their rate from the start; a scenario's faults are accepted
+when they say exactly that (`failed_spines`).
 """
 from __future__ import annotations
 
@@ -23,6 +28,7 @@ from testbed.scenario.schema import Scenario
 DILATION = 1000  # Mbit/s in the scenario read as Gbit/s in htsim
 IP_UDP = 40 + 8  # IPv6 and UDP headers: htsim's packet is the testbed's IP packet
 RING_KINDS = ("all_reduce", "all_gather", "reduce_scatter")
+FAILED_FRACTION = 0.25  # htsim's FatTreeTopologyCfg::_failed_link_ratio
 
 
 class HtsimError(ValueError):
@@ -148,6 +154,28 @@ class Inputs:
         return matrix(self.nodes, self.flows)
 
 
+def failed_spines(sc: Scenario) -> int:
+    """N for htsim's `-failed N`: the scenario's faults, which must degrade every leaf's link
+    to spines 0..N-1 to FAILED_FRACTION of their rate for the whole run (`at` 0, no
+    duration), as htsim builds them. HtsimError for any other fault."""
+    f = sc.fabric
+    links: set[tuple[int, int]] = set()
+    for k, fault in enumerate(sc.faults):
+        t = fault.target
+        if (fault.kind != "degrade" or t.shape != "link" or fault.fraction != FAILED_FRACTION
+                or fault.at != 0 or fault.duration is not None or t.plane != 0):
+            raise HtsimError(f"faults.{k}: htsim runs no fault during a run; it takes only "
+                             f"degrade of a leaf-spine link, fraction {FAILED_FRACTION:g}, at "
+                             f"0, no duration (its -failed)")
+        assert t.leaf is not None and t.spine is not None
+        links.add((t.leaf, t.spine))
+    n = len({s for _, s in links})
+    if links != {(leaf, s) for leaf in range(f.leaves_per_plane) for s in range(n)}:
+        raise HtsimError(f"degraded links {sorted(links)}: htsim's -failed N degrades every "
+                         f"leaf's link to spines 0..N-1; degrade exactly those")
+    return n
+
+
 def workload_flows(sc: Scenario) -> list[Flow]:
     """The scenario's collective (one iteration) as flows between host indexes."""
     index = {sc.naming.host_name(i): i for i in range(sc.fabric.host_count)}
@@ -172,8 +200,9 @@ def inputs(sc: Scenario, uec_paths: int = 64, lb: str = "bitmap",
                          f"aborts it); set fabric.planes: 1")
     if f.host_count != f.leaves_per_plane * f.hosts_per_leaf:
         raise HtsimError("htsim fills every leaf: set hosts to leaves_per_plane x hosts_per_leaf")
-    if sc.faults or sc.background:
-        raise HtsimError("faults or background flows: htsim runs none during a run")
+    if sc.background:
+        raise HtsimError("background flows: htsim runs none beside the flows it is given")
+    failed = failed_spines(sc)
     host, fab = f.host_link, f.fabric_link
     if host.buffer != fab.buffer:
         raise HtsimError("htsim gives every switch queue one size: make host_link.buffer "
@@ -184,16 +213,23 @@ def inputs(sc: Scenario, uec_paths: int = 64, lb: str = "bitmap",
     queue = fab.buffer // packet
     ecn = fab.ecn()
     low, high = round(ecn.kmin / packet), min(round(ecn.kmax / packet), queue)
-    notes = [f"htsim frame: rates x {d:g}, times / {d:g}; {packet} B packets, "
-             f"{queue}-packet queues"]
-    if ecn.kmin != ecn.kmax:
+    frame = (f"the real one, {host.rate * d / 1e9:g} Gbit/s and {hop_us:g} us hops"
+             if f.real_rate is not None else f"rates x {d:g}, times / {d:g}")
+    notes = [f"htsim frame: {frame}; {packet} B packets, {queue}-packet queues"]
+    if ecn.kmin != ecn.kmax and ecn.pmax != 1:
         notes.append(f"ECN: the testbed's RED rises to {ecn.pmax:g} at K_max, htsim's from "
                      f"{low} to {high} packets to 1")
     if f.nic_latency:
         notes.append("fabric.nic_latency: htsim models none")
+    if sc.switch.trimming and fab.trim() < fab.buffer:
+        notes.append(f"trimming: the testbed's above {fab.trim()} B, htsim's when the "
+                     f"{queue}-packet queue is full")
+    if failed:
+        notes.append(f"-failed {failed}: htsim also scales those links' queues and ECN "
+                     f"thresholds by {FAILED_FRACTION:g}; the testbed keeps their bytes")
     flows = workload_flows(sc)
     common = ["-mtu", str(packet), "-linkspeed", f"{host.rate * d / 1e6:g}", "-q", str(queue),
-              "-nodes", str(f.host_count)]
+              "-nodes", str(f.host_count), *(["-failed", str(failed)] if failed else [])]
     k = f.leaves_per_plane
     auto = (host.rate == fab.rate and k % 2 == 0 and f.spines_per_plane == k // 2
             and f.hosts_per_leaf == k // 2)

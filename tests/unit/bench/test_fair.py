@@ -50,6 +50,16 @@ def test_every_variant_is_the_same_scenario_but_transport_seed_and_lossless():
         variant_text(SCENARIO.replace("name: base", "name: " + "x" * 30), "rocev2-lossless", 1)
 
 
+def test_the_lossless_variant_of_a_trimming_scenario_is_a_valid_scenario():
+    text = SCENARIO.replace("host_link: {rate: 10Mbit}", "host_link: {rate: 10Mbit, "
+                            "buffer: 100KB, trim_threshold: 100KB}")
+    parse(text, "t")  # valid as written: a lossy fabric trims at the threshold
+    sc = parse(variant_text(text, "rocev2-lossless", 1)[1], "t")  # no trimming, no threshold
+    assert sc.switch.lossless and sc.fabric.host_link.buffer == 100_000
+    assert yaml.safe_load(variant_text(text, "mrc", 1)[1])["fabric"]["host_link"][
+        "trim_threshold"] == "100KB"
+
+
 @pytest.mark.parametrize("text, ok", [("1,2,3", [1, 2, 3]), ("3, 1", [3, 1]), ("1,1", None),
                                       ("", None), ("-1", None)])
 def test_seeds_are_distinct_non_negative(text: str, ok: list[int] | None):

@@ -170,3 +170,52 @@ def test_flows_of_one_pair_without_ids_pair_first_in_first_out():
     done = completions(e for e in map(event, lines) if e is not None)
     assert [(c.name, c.fct_us) for c in done] == [("Roce_0_1", 45.5142), ("Roce_0_1", 50.0),
                                                  ("Uec_2_3", 55.1194)]
+
+
+REAL = FABRIC.replace("  mtu: 4200\n", "  mtu: 4200\n  real_rate: 100Gbit\n  hop_latency: 1us\n")
+
+
+def options(args: list[str]) -> dict[str, str]:
+    return {a: b for a, b in zip(args, args[1:], strict=False) if a.startswith("-")}
+
+
+def test_a_real_frame_fabric_runs_in_htsim_at_its_real_rate_and_latency():
+    inp = inputs(parse(REAL.format(leaves=4, spines=2, hpl=2), "t"))
+    assert inp.dilation == 100e9 / 25e6
+    assert inp.roce is not None
+    for args in (inp.uec, inp.roce):
+        opts = options(args)
+        assert opts["-linkspeed"] == "100000"  # 100 Gbit/s in Mbit/s, not the emulated 25
+        assert opts["-hop_latency"] == "1"  # us: the real hop, not 1 us x D
+
+
+def test_a_real_frame_topology_file_takes_the_real_rate_and_latency():
+    t = read_topology(inputs(parse(REAL.format(leaves=2, spines=2, hpl=2), "t")).topology_file
+                      or "")
+    assert t["0"]["downlink_speed_gbps"] == t["1"]["downlink_speed_gbps"] == 100
+    assert t["0"]["downlink_latency_ns"] == t["1"]["downlink_latency_ns"] == 1000
+
+
+def degraded(links: list[tuple[int, int]], extra: str = "") -> str:
+    faults = "".join(f"  - {{at: 0us, kind: degrade, target: {{plane: 0, leaf: {leaf}, "
+                     f"spine: {spine}}}, fraction: 0.25{extra}}}\n" for leaf, spine in links)
+    return REAL.format(leaves=4, spines=2, hpl=2) + "faults:\n" + faults
+
+
+def test_a_spine_degraded_on_every_leaf_for_the_whole_run_is_htsims_failed():
+    inp = inputs(parse(degraded([(leaf, 0) for leaf in range(4)]), "t"))
+    assert inp.roce is not None
+    for args in (inp.uec, inp.roce):
+        assert options(args)["-failed"] == "1"  # spine 0's links, as htsim degrades them
+    assert "-failed" not in inputs(parse(REAL.format(leaves=4, spines=2, hpl=2), "t")).uec
+
+
+@pytest.mark.parametrize("text", [
+    degraded([(0, 0)]),  # one link: htsim degrades a spine's links to every leaf
+    degraded([(leaf, 1) for leaf in range(4)]),  # spine 1 alone: htsim's -failed takes 0 first
+    degraded([(leaf, 0) for leaf in range(4)], ", duration: 100us"),  # not the whole run
+    degraded([(leaf, 0) for leaf in range(4)]).replace("fraction: 0.25", "fraction: 0.5"),
+])
+def test_a_fault_htsim_cannot_build_is_refused(text):
+    with pytest.raises(HtsimError, match="-failed"):
+        inputs(parse(text, "t"))
