@@ -71,8 +71,11 @@ class QPConfig:
     target_delay: float = 0.002
     line_rate: float | None = None  # bit/s of a host port (DCQCN starts there); None: 100G
     # s: the path's RTT without queueing (testbed/run/traffic.py computes it), which DCQCN's
-    # timers are ratios to (dcqcn.py); None: their microsecond values, unscaled
+    # timers are ratios to (dcqcn.py); a RoCEv2 QP needs it
     base_rtt: float | None = None
+    # s: where the doubling retry interval stops (mrc.h's largest timeout, D times longer in
+    # a dilated run: testbed/fabric/timers.py)
+    max_retry_interval: float = MAX_RETRY_INTERVAL
 
 
 def retry_interval(cfg: QPConfig, timeouts: int, base: float | None = None) -> float:
@@ -82,7 +85,7 @@ def retry_interval(cfg: QPConfig, timeouts: int, base: float | None = None) -> f
     if timeouts <= cfg.linear_cnt:
         return base
     factor: int = 2 ** (timeouts - cfg.linear_cnt)  # int ** int is Any to mypy
-    return min(base * factor, max(base, MAX_RETRY_INTERVAL))
+    return min(base * factor, max(base, cfg.max_retry_interval))
 
 
 def retries_exhausted(cfg: QPConfig, timeouts: int) -> bool:

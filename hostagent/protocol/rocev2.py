@@ -42,7 +42,7 @@ on plane k mod planes, and the scenario's default is one QP per plane (testbed/s
 """
 from __future__ import annotations
 
-from typing import Final
+from typing import Any, Final
 
 from hostagent.protocol import wire
 from hostagent.protocol.dcqcn import DcqcnCC, DcqcnConfig
@@ -66,7 +66,7 @@ class NoBaseRtt(ValueError):
     """A RoCEv2 QP built without its path's base RTT: its DCQCN would have no time scale."""
 
 
-def dcqcn(cfg: QPConfig, **settings: float) -> DcqcnCC:
+def dcqcn(cfg: QPConfig, **settings: Any) -> DcqcnCC:
     """The baseline's rate control, its spacing and timers ratios to the path's base RTT
     (`settings`: DcqcnConfig.for_path's, the testbed's DCQCN settings). Without a base RTT
     the timers would be the microsecond values of a 10 us fabric, milliseconds of CPU wake-ups
