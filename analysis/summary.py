@@ -204,8 +204,9 @@ def dilation(views: list[RunView]) -> str:
             real, host = v.run.facts.real_rate or 0.0, v.run.facts.link_rates["host"]
             lines.append(f"# time dilation {factor:,.0f}x (real {real / 1e9:g} Gbit/s over the "
                          f"emulated {host / 1e6:g} Mbit/s host links); emulated -> at the real "
-                         f"rate (serialization and queueing scale; kernel, htb and agent timers, "
-                         f"RTOs and fault times do not):")
+                         f"rate (serialization, queueing, latency, fault times and transport "
+                         f"timers scale, but for timers the scenario compresses; the kernel's, "
+                         f"htb's and the agents' own clocks do not):")
         nccl_row = metrics.nccl_rows(v.run.iterations)[0]
         cells = [f"time {_duration(nccl_row.time_us * 1e-6)} -> "
                  f"{_duration(nccl_row.time_us * 1e-6 / factor)}"]
