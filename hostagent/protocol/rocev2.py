@@ -1,7 +1,8 @@
 """The RoCEv2 baseline: one path per QP, in-order delivery, Go-Back-N ("lossy RoCE": no PFC).
 
-Fair to MRC where the two mean the same thing: the same packet size, window cap, ACK timeout
-and retry schedule (qp.py). What differs is what RoCEv2 does, as an RC QP on an RNIC does it:
+Fair to MRC where the two mean the same thing: the same packet size and window cap, and the
+retransmission machinery of qp.py; the ACK timeout and retry schedule are each specification's
+(below). What differs is what RoCEv2 does, as an RC QP on an RNIC does it:
 - every packet of the QP takes the one path the fabric's ECMP hash gives its 5-tuple (the IO
   layer sends to the peer's plain address with a UDP source port fixed per QP: its entropy);
 - the receiver accepts only the next expected PSN; anything later is dropped and answered by
