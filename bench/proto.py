@@ -75,6 +75,7 @@ import time
 from pathlib import Path
 
 from hostagent import compiled
+from hostagent.protocol.dcqcn import REFERENCE_RTT
 from hostagent.protocol.evs import EVPolicy, EVSet
 from hostagent.protocol.mrc import MrcQP
 from hostagent.protocol.qp import PACKET_OVERHEAD, QPConfig, QueuePair, WriteDone
@@ -85,7 +86,7 @@ from hostagent.protocol.rocev2 import RoceQP
 # process can run it as a file with that checkout alone on its path.
 HERE = Path(__file__).resolve().parents[1]  # this checkout
 TABLE = [(i, i // 4) for i in range(16)]  # 4 planes x 4 spines, as bench/scale.py's fabric
-CFG = QPConfig(mss=1024, init_cwnd=256 * 1024, max_cwnd=1024 * 1024)
+CFG = QPConfig(mss=1024, init_cwnd=256 * 1024, max_cwnd=1024 * 1024, base_rtt=REFERENCE_RTT)
 LATENCY = 200e-6  # s one way, every path alike
 STEP = 50e-6  # s of virtual time per round
 

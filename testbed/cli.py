@@ -18,7 +18,7 @@ from typing import cast
 from runcontract import RunMeta, UserError, read_meta
 from testbed import scenario
 from testbed.errors import EnvironmentProblem, NotFaithful, TestbedError
-from testbed.fabric import frame, latency, timeline, windows
+from testbed.fabric import frame, latency, timeline, timers, windows
 from testbed.fabric.frame import Frame
 from testbed.fabric.placement import place
 from testbed.fabric.plan import make_plan
@@ -243,6 +243,7 @@ def _check_frame(sc: scenario.Scenario, file: Path) -> None:
     times once dilated, or where the run would pass max_wall_time (as `run` refuses)."""
     frame.check(sc, str(file))
     windows.check(sc, str(file))
+    timers.check(sc, str(file))
     wall_time.check(sc, str(file))
 
 
@@ -254,7 +255,8 @@ def _frame_preview(sc: scenario.Scenario) -> None:
               "checked then")
         return
     print(f"  {Frame.of(sc).line(sc)}")
-    for line in [*latency.lines(make_plan(sc)), *wall_time.estimate(sc).lines()]:
+    for line in [*latency.lines(make_plan(sc)), *timers.lines(sc),
+                 *wall_time.estimate(sc).lines()]:
         print(f"  {line}")
 
 

@@ -67,6 +67,17 @@ HOT_SAMPLES: Final = 4
 HOT_MEMORY_RTTS: Final = 16.0
 """the plane's best srtt | chosen; the same measurement [4e2aa84]"""
 
+# ---- the real frame's defaults (testbed/fabric/timers.py: with fabric.real_rate, times of the
+# real fabric, run D times longer) ----
+ACK_TIMEOUT_EXP: Final = 8
+"""x 1.024 us | OCP MRC API example (examples/mrc_qp.md, mrc_qp_attr.timeout = 8: 262 us)"""
+EV_PROBE_TIMEOUT: Final = 0.002
+"""s | OCP MRC API example (examples/mrc_ctl_ev_probes.md: EV probes sent with a 2 ms response
+timeout, mrc_ctl_ep_batch_send_wait's rsp_timeout)"""
+HOLDOFF_RTTS: Final = 1.0
+"""base RTTs | chosen, not measured: the real frame's congestion holdoff, one round trip (the time
+a mark's news takes to come back); the small regime's 1 ms was chosen on ms RTTs"""
+
 # ---- RTT estimation and loss recovery (nscc.py's smoothed, recovery.py, evs.py) ----
 SRTT_GAIN: Final = 1 / 8
 """per sample | RFC 6298 (alpha)"""

@@ -84,6 +84,18 @@ CONSTANTS: Final = MappingProxyType({
                          "chosen, 5x rate_ai (NVIDIA: rpg_hai_rate 50 Mbit/s, 10x rpg_ai_rate)"),
     "min_rate": Constant(0.01, "share of line rate", "chosen (NVIDIA rpg_min_rate: 1 Mbit/s)"),
     "burst": Constant(4, "packets", "chosen: a NIC paces in bursts of a few packets"),
+    # the real frame's (a scenario with fabric.real_rate, where a run lasts as many RTTs as the
+    # real fabric's would): the paper's, as it states them
+    "g_real": Constant(1 / 256, "", "g = 1/256 (Zhu et al. 2015)"),
+    "rate_ai_real": Constant(
+        0.001, "share of line rate per step", "R_AI = 40 Mbit/s at 40 Gbit/s (Zhu et al. "
+        "2015), a share of the line rate so that it means the same at every rate"),
+    "rate_hai_real": Constant(
+        0.01, "share of line rate per step", "10x rate_ai: NVIDIA's rpg_hai_rate over "
+        "rpg_ai_rate (50 / 5 Mbit/s; ns-3's DCQCN RateHAI / RateAI the same); the paper gives "
+        "hyper increase no number of its own"),
+    "byte_counter_real": Constant(10e6, "bytes", "B = 10 MB (Zhu et al. 2015); bytes are the "
+                                  "real fabric's in both frames"),
 })
 
 
@@ -120,10 +132,15 @@ class DcqcnConfig:
     @classmethod
     def for_path(cls, mss: int, max_cwnd: int, line_rate: float, base_rtt: float,
                  cnp_rtts: float = _constant("cnp_rtts"),
-                 timer_rtts: float = _constant("timer_rtts")) -> DcqcnConfig:
-        """DCQCN's spacing and timers for a path of this base RTT (seconds), as ratios to it."""
+                 timer_rtts: float = _constant("timer_rtts"), g: float = _constant("g"),
+                 rate_ai: float = _constant("rate_ai"), rate_hai: float = _constant("rate_hai"),
+                 byte_counter: int = 0) -> DcqcnConfig:
+        """DCQCN's spacing and timers for a path of this base RTT (seconds), as ratios to it,
+        and its gains (the testbed gives the paper's in the real frame, the small regime's
+        otherwise: testbed/fabric/dcqcn_gains.py)."""
         return cls(mss, max_cwnd, line_rate, period=timer_rtts * base_rtt,
-                   cnp_interval=cnp_rtts * base_rtt)
+                   cnp_interval=cnp_rtts * base_rtt, g=g, rate_ai=rate_ai, rate_hai=rate_hai,
+                   byte_counter=byte_counter)
 
 
 class DcqcnCC:

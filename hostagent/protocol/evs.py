@@ -148,6 +148,8 @@ class EVPolicy:
     ev_min_active: int = 1
     spray: str = "round_robin"  # or "random"
     probe_interval: float = PROBE_INTERVAL  # seconds between probes of an ASSUMED_BAD EV
+    # seconds a probe waits at least; None: PROBE_TIMEOUT_INTERVALS probe intervals
+    probe_timeout: float | None = None
     probe_successes: int = PROBE_SUCCESSES  # answered probes in a row before it is GOOD again
     congestion_holdoff: float = CONGESTION_HOLDOFF  # seconds a marked or trimmed EV is skipped
     congestion_memory_rtts: float = CONGESTION_MEMORY_RTTS  # a mark this recent explains a loss
@@ -668,9 +670,12 @@ class EVSet:
     def probe_timeout(self, ev: EV) -> float:
         """How long a probe of `ev` waits for its reply before it counts as lost: srtt + 4
         rttvar (RFC 6298's RTO) of its probes, or before any is answered of its data, and at
-        least PROBE_TIMEOUT_INTERVALS probe intervals. A fixed 4 intervals (20 ms) lost every
-        probe of a path slower than that, and it never came back."""
-        floor = PROBE_TIMEOUT_INTERVALS * self.policy.probe_interval
+        least the policy's probe timeout (PROBE_TIMEOUT_INTERVALS probe intervals where it
+        gives none). A fixed 4 intervals (20 ms) lost every probe of a path slower than that,
+        and it never came back."""
+        policy = self.policy
+        floor = (PROBE_TIMEOUT_INTERVALS * policy.probe_interval if policy.probe_timeout is None
+                 else policy.probe_timeout)
         srtt, rttvar = ((ev.probe_srtt, ev.probe_rttvar) if ev.probe_srtt is not None
                         else (ev.srtt, ev.rttvar))
         return floor if srtt is None else max(floor, srtt + RTTVAR_WEIGHT * rttvar)

@@ -33,7 +33,10 @@ from hostagent.protocol.nscc import NsccCC, NsccConfig
 
 _decode, _DATA = wire.decode, wire.DATA
 
-TIMEOUT_UNIT: Final = 1.024e-6  # s: the spec's ACK timeout is TIMEOUT_UNIT x 2^timeout
+TIMEOUT_UNIT: Final = 1.024e-6  # s: MRC's ACK timeout is TIMEOUT_UNIT x 2^timeout (mrc.h)
+# s: an RC QP's local ACK timeout is 4.096 us x 2^timeout (the InfiniBand spec's, which RoCEv2
+# RNICs and the verbs' ibv_qp_attr.timeout use; Linux's qib and rxe drivers compute it so)
+ROCE_TIMEOUT_UNIT: Final = 4.096e-6
 MAX_TIMEOUT_EXP: Final = 24  # mrc.h: timeout at most 24 (17.2 s)
 MAX_LINEAR_CNT: Final = 7  # mrc.h: retry.linear_cnt at most 7
 MAX_EXP_CNT: Final = 25  # mrc.h: retry.exp_cnt at most 25, and 25 means retry forever
@@ -41,10 +44,15 @@ EXP_FOREVER: Final = MAX_EXP_CNT
 MAX_RETRY_INTERVAL: Final = TIMEOUT_UNIT * 2 ** MAX_TIMEOUT_EXP  # the doubling stops there
 
 
-def timeout_seconds(timeout_exp: int) -> float:
-    """The spec's `timeout` field in seconds: 1.024 us x 2^timeout_exp."""
+def timeout_unit(transport: str) -> float:
+    """The unit of a transport's `timeout` exponent, s: MRC's 1.024 us, RoCEv2's 4.096 us."""
+    return ROCE_TIMEOUT_UNIT if transport == "rocev2" else TIMEOUT_UNIT
+
+
+def timeout_seconds(timeout_exp: int, unit: float = TIMEOUT_UNIT) -> float:
+    """A `timeout` exponent in seconds: unit x 2^timeout_exp (MRC's unit unless given)."""
     factor: int = 2 ** timeout_exp  # int ** int is Any to mypy (a negative exponent is float)
-    return TIMEOUT_UNIT * factor
+    return unit * factor
 
 
 @dataclass
@@ -63,8 +71,11 @@ class QPConfig:
     target_delay: float = 0.002
     line_rate: float | None = None  # bit/s of a host port (DCQCN starts there); None: 100G
     # s: the path's RTT without queueing (testbed/run/traffic.py computes it), which DCQCN's
-    # timers are ratios to (dcqcn.py); None: their microsecond values, unscaled
+    # timers are ratios to (dcqcn.py); a RoCEv2 QP needs it
     base_rtt: float | None = None
+    # s: where the doubling retry interval stops (mrc.h's largest timeout, D times longer in
+    # a dilated run: testbed/fabric/timers.py)
+    max_retry_interval: float = MAX_RETRY_INTERVAL
 
 
 def retry_interval(cfg: QPConfig, timeouts: int, base: float | None = None) -> float:
@@ -74,7 +85,7 @@ def retry_interval(cfg: QPConfig, timeouts: int, base: float | None = None) -> f
     if timeouts <= cfg.linear_cnt:
         return base
     factor: int = 2 ** (timeouts - cfg.linear_cnt)  # int ** int is Any to mypy
-    return min(base * factor, max(base, MAX_RETRY_INTERVAL))
+    return min(base * factor, max(base, cfg.max_retry_interval))
 
 
 def retries_exhausted(cfg: QPConfig, timeouts: int) -> bool:

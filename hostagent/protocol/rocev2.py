@@ -1,7 +1,8 @@
 """The RoCEv2 baseline: one path per QP, in-order delivery, Go-Back-N ("lossy RoCE": no PFC).
 
-Fair to MRC where the two mean the same thing: the same packet size, window cap, ACK timeout
-and retry schedule (qp.py). What differs is what RoCEv2 does, as an RC QP on an RNIC does it:
+Fair to MRC where the two mean the same thing: the same packet size and window cap, and the
+retransmission machinery of qp.py; the ACK timeout and retry schedule are each specification's
+(below). What differs is what RoCEv2 does, as an RC QP on an RNIC does it:
 - every packet of the QP takes the one path the fabric's ECMP hash gives its 5-tuple (the IO
   layer sends to the peer's plain address with a UDP source port fixed per QP: its entropy);
 - the receiver accepts only the next expected PSN; anything later is dropped and answered by
@@ -16,7 +17,14 @@ and retry schedule (qp.py). What differs is what RoCEv2 does, as an RC QP on an 
   packet's timer counts from its send or from the QP's last response, whichever is later, so
   the first to expire is the QP's. On expiry: Go-Back-N from the oldest unacknowledged PSN,
   the timer starts over, and the QP's retry count goes up (it resets when an ACK acknowledges
-  something new: the spec's schedule, qp.py); a NACK goes back without counting a retry.
+  something new). A NAK (sequence error) acknowledges every PSN below the one it names and
+  goes back to that one; it counts as a retry too, unless a retry is already under way since
+  the last ACK (rxe_comp.c: check_ack's "a nak implicitly acks all packets with psns before",
+  then COMPST_ERROR_RETRY, which decrements retry_cnt once per retry sequence: `started_retry`,
+  cleared by an ACK only). Its implicit acknowledgement does not reset the count;
+- a CNP is not an ACK: it never starts the timer over (an RNIC's CNP reaches its congestion
+  control only). Here a CNP is an ACK with the ECN flag, so one that acknowledges nothing new
+  is taken for a CNP alone; one that does is the ACK a real NIC would also have sent;
   Restarting only on ACKs that acknowledge something new is not enough: behind a queue
   longer than the timeout, the copies a timeout resent arrive as duplicates, whose ACKs are
   no progress, and their wait makes the timer expire again (measured on the simnet, one QP
@@ -24,31 +32,51 @@ and retry schedule (qp.py). What differs is what RoCEv2 does, as an RC QP on an 
 - congestion control is DCQCN (dcqcn.py), its CNP spacing and timers ratios to the path's base
   RTT (`QPConfig.base_rtt`; the ratios are the scenario's `dcqcn`); timeouts get no rate
   reaction beyond Go-Back-N.
-What a real RNIC does differently: its ACK timeout is a fixed 4.096 us x 2^timeout with a
-constant retry interval (here the spec's schedule, shared with MRC, and at least srtt + 4
-rttvar, since the emulated hosts' scheduling delay is milliseconds); a real CNP reaches the
-congestion control only, here it is an ACK and starts the timer over too (it answers a packet
-that arrived: the peer is alive).
+The ACK timeout is 4.096 us x 2^timeout (the scenario's `timeout_exp`), with `retry_cnt`
+retries at that fixed interval (NCCL's defaults, 2^20 and 7, in the real frame; qp.py runs it as
+linear_cnt = retry_cnt, exp_cnt 0). What a real RNIC does differently: the timeout here is at
+least srtt + 4 rttvar (the emulated hosts' scheduling delay is milliseconds); without
+fabric.real_rate the scenario's default schedule is MRC's (linear then doubling); a CE-marked
+duplicate's ACK counts as a CNP alone (a real responder sends the ACK and a CNP apart).
 A NIC with one port per plane runs at least one QP per port: the agent puts QP k toward a peer
 on plane k mod planes, and the scenario's default is one QP per plane (testbed/scenario).
 """
 from __future__ import annotations
 
-from typing import Final
+from typing import Any, Final
 
 from hostagent.protocol import wire
-from hostagent.protocol.dcqcn import REFERENCE_RTT, DcqcnCC, DcqcnConfig
-from hostagent.protocol.qp import Packet, QPConfig, QueuePair
+from hostagent.protocol.dcqcn import DcqcnCC, DcqcnConfig
+from hostagent.protocol.qp import (
+    Packet,
+    QPConfig,
+    QPFailed,
+    QueuePair,
+    retries_exhausted,
+    time_to_fail,
+)
 
 PATH: Final = 0  # the single path: what it is, the fabric's ECMP decides
 UNLIMITED_RATE: Final = 100e9  # bit/s where no line rate is given (unit tests): never the limit
+MAX_RETRY_CNT: Final = 7  # an RC QP's retry_cnt is 3 bits (ibv_qp_attr.retry_cnt)
+NCCL_IB_TIMEOUT: Final = 20  # NCCL's NCCL_IB_TIMEOUT default (src/transport/net_ib: 14, then 18)
+NCCL_IB_RETRY_CNT: Final = 7  # NCCL's NCCL_IB_RETRY_CNT default
 
 
-def dcqcn(cfg: QPConfig, **ratios: float) -> DcqcnCC:
+class NoBaseRtt(ValueError):
+    """A RoCEv2 QP built without its path's base RTT: its DCQCN would have no time scale."""
+
+
+def dcqcn(cfg: QPConfig, **settings: Any) -> DcqcnCC:
     """The baseline's rate control, its spacing and timers ratios to the path's base RTT
-    (`ratios`: DcqcnConfig.for_path's cnp_rtts and timer_rtts, the scenario's `dcqcn`)."""
+    (`settings`: DcqcnConfig.for_path's, the testbed's DCQCN settings). Without a base RTT
+    the timers would be the microsecond values of a 10 us fabric, milliseconds of CPU wake-ups
+    short of any emulated RTT: DCQCN would be inert, so that is an error."""
+    if cfg.base_rtt is None or cfg.base_rtt <= 0:
+        raise NoBaseRtt("a RoCEv2 QP needs its path's base RTT (QPConfig.base_rtt, s): "
+                        "DCQCN's spacing and timers are ratios to it")
     return DcqcnCC(DcqcnConfig.for_path(cfg.mss, cfg.max_cwnd, cfg.line_rate or UNLIMITED_RATE,
-                                        cfg.base_rtt or REFERENCE_RTT, **ratios))
+                                        cfg.base_rtt, **settings))
 
 
 class RoceQP(QueuePair):
@@ -64,6 +92,7 @@ class RoceQP(QueuePair):
         self._nak_for: int | None = None  # the expected PSN we already NACKed
         self._timer_from = -1.0  # when the QP's timer last started over: an ACK, or its expiry
         self._last_cnp = -1.0  # when this QP's notification point last sent a CNP
+        self._retry_epoch = -1  # the progress count when a retry sequence last started
 
     def _path_for_new(self, now: float) -> int:
         return PATH
@@ -77,16 +106,38 @@ class RoceQP(QueuePair):
         self._resend.extend(sorted(q for q in self._inflight if q >= psn))
 
     def _receive_nack(self, h: wire.Header, now: float) -> None:
+        """A NAK: the PSNs below `h.psn` arrived, and a retry from it starts (see the module)."""
         self._timer_from = now
-        if h.psn in self._inflight:
-            self._go_back(h.psn)
+        for psn in [q for q in self._inflight if q < h.psn]:
+            self._ack_packet(psn, now)
+        self._lowest_unacked = max(self._lowest_unacked, h.psn)
+        p = self._inflight.get(h.psn)
+        if p is None:
+            return
+        if self._retry_epoch != self._progress:
+            self._retry_epoch = self._progress
+            if p.epoch != self._progress:
+                p.timeouts, p.epoch = 0, self._progress
+            p.timeouts += 1
+            for q in self._inflight.values():
+                q.timeouts, q.epoch = p.timeouts, p.epoch
+            if retries_exhausted(self.cfg, p.timeouts):
+                self._fail(QPFailed(f"PSN {h.psn} NAKed with its retries used up ({p.timeouts} "
+                                    f"retries in a row)", now, p.timeouts,
+                                    time_to_fail(self.cfg, self._timeout())))
+                return
+        self._go_back(h.psn)
 
     def _heard_on(self, ev: int) -> float:
         return self._timer_from
 
-    def _after_ack(self, h: wire.Header, now: float, trigger: Packet | None,
-                   rtt: float) -> None:
-        self._timer_from = now
+    def _receive_ack(self, h: wire.Header, now: float) -> None:
+        """An ACK starts the timer over; a CNP alone (an ECN-flagged ACK acknowledging
+        nothing new) does not."""
+        before = self._progress
+        super()._receive_ack(h, now)
+        if not h.flags & wire.ECN or self._progress != before:
+            self._timer_from = now
 
     def _on_timeout(self, p: Packet, now: float) -> None:
         """The QP's timer: every outstanding packet carries the QP's retry count from here
@@ -94,6 +145,7 @@ class RoceQP(QueuePair):
         for q in self._inflight.values():
             q.timeouts, q.epoch = p.timeouts, p.epoch
         self._timer_from = now
+        self._retry_epoch = self._progress
         self._go_back(min(self._inflight))
 
     def _cnp_due(self, now: float) -> bool:

@@ -12,6 +12,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from hostagent.protocol.dcqcn import CONSTANTS as DCQCN
 from hostagent.protocol.evs import EVPolicy
 from hostagent.protocol.qp import QPConfig
 from hostagent.workloads.collectives import Kind
@@ -68,12 +69,16 @@ class NicLimits:
 
 
 @dataclass
-class DcqcnRatios:
-    """RoCEv2's DCQCN spacing and timers as ratios to the path's base RTT
-    (DcqcnConfig.for_path)."""
+class DcqcnSettings:
+    """RoCEv2's DCQCN: its spacing and timers as ratios to the path's base RTT, and its gains
+    (DcqcnConfig.for_path's arguments; byte_counter 0: DCQCN's own default)."""
 
     cnp_rtts: float
     timer_rtts: float
+    g: float = DCQCN["g"].value
+    rate_ai: float = DCQCN["rate_ai"].value
+    rate_hai: float = DCQCN["rate_hai"].value
+    byte_counter: int = 0
 
 
 @dataclass
@@ -96,7 +101,7 @@ class AgentConfig:
     gso: bool = False  # send runs of data packets to one destination with UDP GSO
     nic: NicLimits | None = None  # pace QPs to the ports; None: unpaced
     ev_sample_period: float | None = None  # s between samples of each EV's load; None: off
-    dcqcn: DcqcnRatios | None = None  # RoCEv2; None: DCQCN's own defaults
+    dcqcn: DcqcnSettings | None = None  # RoCEv2; None: DCQCN's own defaults
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), indent=1)
@@ -111,7 +116,7 @@ class AgentConfig:
             "qp": QPConfig(**data["qp"]), "mrc": EVPolicy(**data["mrc"]),
             "workload": WorkloadConfig.from_json(data["workload"]),
             "nic": None if data.get("nic") is None else NicLimits(**data["nic"]),
-            "dcqcn": None if data.get("dcqcn") is None else DcqcnRatios(**data["dcqcn"])})
+            "dcqcn": None if data.get("dcqcn") is None else DcqcnSettings(**data["dcqcn"])})
 
     @classmethod
     def load(cls, path: Path) -> AgentConfig:

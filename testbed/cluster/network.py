@@ -63,6 +63,7 @@ from testbed.errors import EnvironmentProblem, TestbedError
 from testbed.fabric.clock import ClockOffset, bound_ns
 from testbed.fabric.placement import Placement, place
 from testbed.fabric.plan import FabricPlan, Link, Port
+from testbed.fabric.timers import timers
 from testbed.kernel import vxlan
 from testbed.lifecycle import cleanup, interrupts
 from testbed.lifecycle.progress import Progress
@@ -118,7 +119,8 @@ class ClusterNetwork(MininetFabric):
         self.sessions: dict[str, ServerSession] = {}
         self.processes: dict[str, ServerProcesses] = {}
         self.clocks: dict[str, ClockOffset] = {}
-        self.clock_bound_ns = bound_ns(plan.scenario.timeout())
+        self.clock_bound_ns = bound_ns(min(timers(plan.scenario, t).timeout
+                                           for t in plan.scenario.transport))
         self.agent_logs: dict[str, str] = {}
         self._started: dict[str, dict[str, int]] = {}  # server -> node -> pid of its shell
         self.nft_poller: NftPoller | None = None

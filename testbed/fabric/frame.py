@@ -8,9 +8,9 @@ With `real_rate`, the times a scenario states (testbed/scenario/real_times.py) a
 fabric's, and this module is the one place where they become emulated seconds: `Frame.emulated`
 multiplies by D. Without `real_rate`, D is 1 and every time is emulated seconds, as written.
 
-Transport timers (qp.timeout and the retry schedule, MRC's probe interval and holdoffs) and
-routing's convergence delay are not in the real frame yet: they stay emulated seconds. When
-they move, their conversion is `Frame.emulated` too.
+Transport timers (qp.timeout and the retry schedule, MRC's probe interval, probe timeout and
+holdoff) are in the scenario's frame too; testbed/fabric/timers.py converts them, compressing
+those a scenario asks to. Routing's convergence delay stays emulated seconds.
 """
 from __future__ import annotations
 

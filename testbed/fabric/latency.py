@@ -108,9 +108,4 @@ def lines(plan: FabricPlan) -> list[str]:
         out.append(f"path {name}: {shape.links} links, one way {both(one_way_latency(sc, shape))}"
                    f", round trip {both(round_trip(sc, shape))}, BDP "
                    f"{bdp_packets(sc, shape):.1f} packets ({sc.qp.mss} B payloads)")
-    rtt = round_trip(sc, ACROSS_A_SPINE)
-    if sc.timeout() <= rtt:  # transport timers stay emulated seconds: the latency may pass them
-        out.append(f"warning: the ACK timeout ({format_time(sc.timeout())}, emulated: qp "
-                   f"timers are not dilated) is not above the round trip across a spine "
-                   f"({format_time(rtt)}): every packet would time out; set qp.timeout above it")
     return out

@@ -33,6 +33,8 @@ from testbed.fabric.frame import Frame, dilation
 from testbed.fabric.frame import check as check_frame
 from testbed.fabric.plan import FabricPlan, make_plan
 from testbed.fabric.timeline import schedule
+from testbed.fabric.timers import check as check_timers
+from testbed.fabric.timers import timers
 from testbed.fabric.windows import check as check_windows
 from testbed.kernel import features
 from testbed.kernel.fabric_queue import FabricQueues
@@ -131,6 +133,7 @@ def run(scenario: Scenario, scenario_text: str, options: RunOptions,
                 calibrate.calibrate(progress)
         if not only_fabric:  # at the rate that will run, before any build
             check_frame(scenario, scenario.name)
+            check_timers(scenario, scenario.name)
             check_windows(scenario, scenario.name)
             progress.say(wall_time.check(scenario, scenario.name).lines()[-1])
         plan = make_plan(scenario)
@@ -303,7 +306,8 @@ def _agent_lags(out: Path, outcomes: list[AgentOutcome], iterations: pd.DataFram
 def _bounds(scenario: Scenario, period: float) -> fidelity.Bounds:
     nic = nic_limits(scenario)
     return fidelity.Bounds(port_queue_s=nic.limit * 8 / nic.rate_bps,
-                           timeout_s=scenario.timeout(), telemetry_period_s=period)
+                           timeout_s=min(timers(scenario, t).timeout for t in scenario.transport),
+                           telemetry_period_s=period)
 
 
 def _judge(monitor: FidelityMonitor, sampler: Sampler, lags: list[fidelity.AgentLag],

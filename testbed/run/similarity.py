@@ -20,12 +20,14 @@ from testbed.fabric.latency import (
     one_way_latency,
     round_trip,
 )
+from testbed.fabric.timers import timers
 from testbed.fabric.windows import qp_bdp, windows
 from testbed.run.traffic import nic_limits, step_job
 from testbed.scenario import Scenario
-from testbed.scenario.schema import MECHANISMS
+from testbed.scenario.schema import Transport
 from testbed.scenario.units import format_size, format_time
 
+TRANSPORTS: tuple[Transport, ...] = ("mrc", "rocev2")  # both, whichever the run is
 SAME_LEAF = PathShape(host_links=2, fabric_links=0)  # host-leaf-host
 NIC_QUEUE_PACKETS = 4  # packets a NIC's port queue holds where the agents' wake-ups allow it
 # BFD's detection at a common 3 x 300 ms plus BGP's updates (the MRC notes: "seconds for
@@ -73,35 +75,31 @@ def similarity(scenario: Scenario) -> Similarity:
         bdp_packets=bdp, buffer_bdp=f.fabric_link.buffer / bdp_bytes,
         ecn_kmin_bdp=ecn.kmin / bdp_bytes if sw.ecn and ecn.marks else None,
         trim_bdp=f.fabric_link.trim() / bdp_bytes if sw.trimming else None,
-        ack_timeout_rtts={t: scenario.timeout() / rtt for t in MECHANISMS},
-        window_bdp={t: windows(scenario, t)[1] / qp_bdp(scenario, t) for t in MECHANISMS},
+        ack_timeout_rtts={t: timers(scenario, t).timeout / rtt for t in TRANSPORTS},
+        window_bdp={t: windows(scenario, t)[1] / qp_bdp(scenario, t) for t in TRANSPORTS},
         message_bdp=largest_message(scenario) / bdp_bytes,
         departures=departures(scenario))
 
 
 def departures(scenario: Scenario) -> list[Departure]:
-    """Each quantity the run does not scale by D, in the real frame (none without a real
-    fabric: then nothing is scaled, and `Similarity.frame` says so)."""
+    """Each quantity the run does not scale by D, in the real frame: the transports' timers
+    and constants (testbed/fabric/timers.py, each named with its transport), then the
+    testbed's own (none of these without a real fabric, where nothing is scaled)."""
+    out: list[Departure] = []
+    for t in scenario.transport:
+        for d in timers(scenario, t).departures:
+            named = d.quantity if d.quantity.startswith(t) else f"{t} {d.quantity}"
+            record = Departure(quantity=named, stated=d.stated, used=d.used, why=d.why)
+            if record not in out:
+                out.append(record)
     frame = Frame.of(scenario)
-    if not frame.real:
-        return []
-    return [_timers(scenario, frame), *_routing(scenario, frame), *_nic_queue(scenario),
-            *_background(scenario, frame)]
+    if frame.real:
+        out += [*_routing(scenario, frame), *_nic_queue(scenario), *_background(scenario, frame)]
+    return out
 
 
 def _real(frame: Frame, emulated: float) -> str:
     return f"{format_time(frame.in_real(emulated))} ({format_time(emulated)} emulated)"
-
-
-def _timers(scenario: Scenario, frame: Frame) -> Departure:
-    return Departure(
-        quantity="transport timers (qp.timeout, qp.retry, mrc.probe_interval, "
-                 "mrc.congestion_holdoff)",
-        stated="the specifications' (an MRC ACK timeout of 262 us, a RoCEv2 local ACK "
-               "timeout of 4.096 us x 2^timeout)",
-        used=f"an ACK timeout of {_real(frame, scenario.timeout())}",
-        why="the scenario states transport timers in emulated seconds, D times shorter in "
-            "the real frame")
 
 
 def _routing(scenario: Scenario, frame: Frame) -> list[Departure]:

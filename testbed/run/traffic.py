@@ -16,18 +16,17 @@ import json
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, cast
 
 from hostagent.protocol.evs import EVPolicy
 from hostagent.protocol.nic import FRAME_OVERHEAD
-from hostagent.protocol.qp import QPConfig, time_to_fail
 from hostagent.protocol.wire import HEADER_SIZE
 from hostagent.runtime.agent import PROGRESS_FILE, progress_count
 from hostagent.runtime.config import (
     AgentConfig,
-    DcqcnRatios,
+    DcqcnSettings,
     NicLimits,
     PeerConfig,
     WorkloadConfig,
@@ -39,10 +38,12 @@ from testbed.emulation.network_api import Network
 from testbed.emulation.telemetry import DEFAULT_PERIOD
 from testbed.errors import TestbedError
 from testbed.fabric import paths
+from testbed.fabric.dcqcn_gains import gains
 from testbed.fabric.frame import Frame
 from testbed.fabric.latency import ACROSS_A_SPINE, peer_latency, round_trip
 from testbed.fabric.plan import FabricPlan
 from testbed.fabric.timeline import straggler_windows
+from testbed.fabric.timers import timers
 from testbed.fabric.windows import windows
 from testbed.lifecycle import interrupts
 from testbed.run.waiting import ProgressRule, stop, wait_for_agents
@@ -59,21 +60,21 @@ def agent_configs(plan: FabricPlan, scenario: Scenario, transport: Transport,
     """Pure: every rank's config; EV i toward a peer is the same (plane, spine) both ways."""
     hosts = scenario.rank_hosts()
     q, m, w = scenario.qp, scenario.mrc, scenario.workload
+    t = timers(scenario, transport)
     init_cwnd, max_cwnd = windows(scenario, transport)
-    qp = QPConfig(mss=q.mss, init_cwnd=init_cwnd, max_cwnd=max_cwnd,
-                  timeout=scenario.timeout(), target_delay=scenario.target_delay(),
-                  linear_cnt=q.retry.linear_cnt, exp_cnt=q.retry.exp_cnt,
-                  ack_every=q.ack_every, line_rate=scenario.fabric.host_link.rate,
-                  base_rtt=base_rtt(scenario))
+    qp = t.qp_config(mss=q.mss, init_cwnd=init_cwnd, max_cwnd=max_cwnd,
+                     target_delay=scenario.target_delay(), ack_every=q.ack_every,
+                     line_rate=scenario.fabric.host_link.rate, base_rtt=base_rtt(scenario))
     mrc = EVPolicy(active_per_plane=scenario.active_evs_per_plane(),
                    ev_min_active=m.ev_min_active, spray=m.spray,
-                   probe_interval=m.probe_interval, probe_successes=m.probe_successes,
-                   congestion_holdoff=m.congestion_holdoff,
+                   probe_interval=t.probe_interval, probe_timeout=t.probe_timeout,
+                   probe_successes=m.probe_successes, congestion_holdoff=t.congestion_holdoff,
                    congestion_memory_rtts=m.congestion_memory_rtts, hot_ratio=m.hot_ratio,
                    hot_rtts=m.hot_rtts)
     job = step_job(scenario)
     frame = Frame.of(scenario)
-    dcqcn = DcqcnRatios(**scenario.dcqcn.model_dump()) if transport == "rocev2" else None
+    dcqcn = (DcqcnSettings(**scenario.dcqcn.model_dump(), **asdict(gains(scenario)[0]))
+             if transport == "rocev2" else None)
     configs = {}
     for rank, host in enumerate(hosts):
         peers = []
@@ -158,7 +159,7 @@ def progress_rule(scenario: Scenario) -> ProgressRule:
     per-rank traffic) at a tenth of the host link rate, the compute gap, and a minute for the
     agents to make and check their buffers; then multiples of what the run measures. Both
     allow a QP's whole retry schedule (with retries forever, 10 minutes)."""
-    w, f, q = scenario.workload, scenario.fabric, scenario.qp
+    w, f = scenario.workload, scenario.fabric
     frame = Frame.of(scenario)
     per_iter = 4 * w.size * 8 / (f.host_link.rate * 0.1) + frame.compute_gap(scenario)
     job = step_job(scenario)
@@ -169,8 +170,8 @@ def progress_rule(scenario: Scenario) -> ProgressRule:
         per_iter = max(4 * sum(n.bytes for n in g.nodes) * 8 / (f.host_link.rate * 0.1)
                        + sum(n.duration for n in g.nodes) * frame.dilation * slowest
                        for g in job.graphs)
-    retries = min(FOREVER_DEADLINE, time_to_fail(QPConfig(
-        timeout=scenario.timeout(), linear_cnt=q.retry.linear_cnt, exp_cnt=q.retry.exp_cnt)))
+    retries = min(FOREVER_DEADLINE, max(timers(scenario, t).time_to_fail()
+                                        for t in scenario.transport))
     return ProgressRule(first_s=FIRST_ALLOWANCE + per_iter + retries, slack_s=retries)
 
 

@@ -51,6 +51,7 @@ MAX_DERIVED_TIMER = 10.0  # s: the ACK timeout and target_delay, given or derive
 # hundred RTTs a run lasts; shorter timers only make the agent step them more often per wake-up.
 MIN_DCQCN_RTTS = 0.1
 MAX_DCQCN_RTTS = 100.0
+MAX_COMPRESS_RTTS = 1e6  # qp.compress_above_rtts: a bound on the number, not a useful value
 
 # `rate: auto` (testbed/fabric/budget.py) picks the highest of these link rates, bit/s, that
 # this machine's measured packet budget carries: a 1-2-5 series, as instruments' ranges are,

@@ -4,9 +4,9 @@ With `real_rate`, these times are the real fabric's, and the testbed runs them D
 (testbed/fabric/frame.py, where D is the time dilation); without it they are emulated seconds,
 as they always were. Because the same bare number would mean D times longer with `real_rate`
 than without, a time here must name its unit there ("1us", "2ms"): a file written for the
-emulated frame fails loudly instead of silently running D times longer. Other times (transport
-timers, routing's convergence delay, the verification and telemetry periods) stay emulated
-seconds and keep bare numbers.
+emulated frame fails loudly instead of silently running D times longer. Transport timers join
+them (testbed/fabric/timers.py). Other times (routing's convergence delay, the verification and
+telemetry periods) stay emulated seconds and keep bare numbers.
 """
 from __future__ import annotations
 
@@ -15,6 +15,8 @@ from typing import Any
 # section -> its fields that are times in the real frame; "[]" marks a list of such sections
 REAL_FRAME_TIMES: dict[str, tuple[str, ...]] = {
     "fabric": ("hop_latency", "nic_latency"),
+    "qp": ("timeout",),
+    "mrc": ("probe_interval", "probe_timeout", "congestion_holdoff"),
     "workload": ("compute_gap",),
     "workload.training": ("forward", "backward"),
     "faults[]": ("at", "duration", "period", "until", "delay"),

@@ -22,11 +22,10 @@ from pydantic import (
 )
 
 from hostagent.protocol.constants import (
-    CONGESTION_HOLDOFF,
+    ACK_TIMEOUT_EXP,
     CONGESTION_MEMORY_RTTS,
     HOT_RATIO,
     HOT_RTTS,
-    PROBE_INTERVAL,
     PROBE_SUCCESSES,
 )
 from hostagent.protocol.dcqcn import CONSTANTS as DCQCN
@@ -36,7 +35,9 @@ from hostagent.protocol.qp import (
     MAX_RETRY_INTERVAL,
     MAX_TIMEOUT_EXP,
     timeout_seconds,
+    timeout_unit,
 )
+from hostagent.protocol.rocev2 import MAX_RETRY_CNT, NCCL_IB_RETRY_CNT, NCCL_IB_TIMEOUT
 from hostagent.protocol.wire import HEADER_SIZE
 from testbed.errors import ScenarioError
 from testbed.scenario import limits
@@ -330,13 +331,18 @@ class Workload(StrictModel):
 class RetrySettings(StrictModel):
     """The spec's retry schedule (OCP MRC mrc.h, `retry`): after the ACK timeout, `linear_cnt`
     retries at that fixed interval, then `exp_cnt` retries with the interval doubling; only
-    consecutive timeouts of one packet count, and progress resets them."""
+    consecutive timeouts of one packet count, and progress resets them. An RC QP (RoCEv2)
+    retries `retry_cnt` times at its fixed interval instead, where set."""
 
     linear_cnt: int = Field(7, ge=0, le=MAX_LINEAR_CNT,
                             description="retries at the fixed timeout interval (spec: <= 7)")
     exp_cnt: int = Field(5, ge=0, le=MAX_EXP_CNT,
                          description="then retries with the interval doubling (spec: <= 25; "
                                      "25 = retry forever)")
+    retry_cnt: int | None = Field(
+        None, ge=0, le=MAX_RETRY_CNT, description="RoCEv2: retries at the fixed timeout interval "
+        "(an RC QP's retry_cnt, <= 7), where MRC runs linear_cnt and exp_cnt; default: with "
+        "fabric.real_rate, NCCL's 7 (NCCL_IB_RETRY_CNT), else linear_cnt and exp_cnt as MRC")
 
 
 class QPSettings(StrictModel):
@@ -353,11 +359,21 @@ class QPSettings(StrictModel):
         "flight); default: 256KiB, or with fabric.real_rate 1.5 x the BDP of the ports a QP "
         "sends on (NSCC's cap in UEC's uet-htsim; testbed/fabric/windows.py)")
     timeout: Annotated[float, TimeIn(0, MAX_RETRY_INTERVAL, above=True)] | None = Field(
-        None, description="ACK timeout; default: twice the "
-        "longest a full buffer takes to drain, plus 5 ms (the fabric's queues are ms deep)")
+        None, description="ACK timeout of both transports, in the scenario's frame (the real "
+        "fabric's with fabric.real_rate); default: with real_rate, each transport's "
+        "specification (MRC 1.024 us x 2^8 = 262 us, the OCP MRC API's example; RoCEv2 "
+        "4.096 us x 2^20 = 4.29 s, NCCL's NCCL_IB_TIMEOUT), else twice the longest a full "
+        "buffer takes to drain, plus 5 ms (the emulated fabric's queues are ms deep)")
     timeout_exp: int | None = Field(
-        None, ge=0, le=MAX_TIMEOUT_EXP, description="the ACK timeout as the spec writes it: "
-        "1.024 us x 2^timeout_exp (instead of `timeout`)")
+        None, ge=0, le=MAX_TIMEOUT_EXP, description="the ACK timeout as each transport's "
+        "specification writes it (instead of `timeout`): MRC 1.024 us x 2^timeout_exp, "
+        "RoCEv2 4.096 us x 2^timeout_exp")
+    compress_above_rtts: float | None = Field(
+        None, gt=0, le=limits.MAX_COMPRESS_RTTS, description="with fabric.real_rate: every "
+        "transport timer (ACK timeout, MRC's probe interval, probe timeout and congestion "
+        "holdoff) longer than this many base RTTs (a round trip across a spine, queues "
+        "empty) runs at this many instead, so that timers of seconds stay feasible at a "
+        "large dilation; each one compressed is reported as a departure from similarity")
     retry: RetrySettings = Field(default_factory=RetrySettings)
     target_delay: Annotated[float, TimeIn(0, 10, above=True)] | None = Field(
         None, description="queueing delay congestion control aims at; default: a quarter of "
@@ -403,17 +419,23 @@ class MrcSettings(StrictModel):
     ev_min_active: int = Field(1, ge=1, le=4096, description="no EV is marked ASSUMED_BAD "
                                "while only this many are GOOD (the spec's floor)")
     spray: Literal["round_robin", "random"] = "round_robin"
-    probe_interval: Annotated[float, TimeIn(0, 10, above=True)] = Field(
-        PROBE_INTERVAL, description="between probes of a bad EV that does not "
-        "answer; an answer sends the next at once")
+    probe_interval: Annotated[float, TimeIn(0, 10, above=True)] | None = Field(
+        None, description="between probes of a bad EV that does not answer; an answer sends "
+        "the next at once; in the scenario's frame; default: with fabric.real_rate a quarter "
+        "of the probe timeout, else 5 ms")
+    probe_timeout: Annotated[float, TimeIn(0, 10, above=True)] | None = Field(
+        None, description="how long a probe waits for its reply at least (above it, its "
+        "path's srtt + 4 rttvar); in the scenario's frame; default: with fabric.real_rate "
+        "2 ms (the OCP MRC API's example), else 4 probe intervals")
     probe_successes: int = Field(
         PROBE_SUCCESSES, ge=1, le=256,
         description="answered probes in a row before a bad EV is GOOD again")
     congestion_memory_rtts: float = Field(
         CONGESTION_MEMORY_RTTS, ge=0, le=1000, description="a loss on an EV marked or trimmed "
         "this many RTTs before is congestion, not failure")
-    congestion_holdoff: Annotated[float, TimeIn(0, 10)] = Field(
-        CONGESTION_HOLDOFF, description="how long an ECN-marked or trimmed EV is skipped")
+    congestion_holdoff: Annotated[float, TimeIn(0, 10)] | None = Field(
+        None, description="how long an ECN-marked or trimmed EV is skipped, in the scenario's "
+        "frame; default: with fabric.real_rate one base RTT, else 1 ms")
     hot_ratio: float = Field(HOT_RATIO, ge=1, le=100, description="an EV marked this many times "
                              "more often than the QP's others is a hot path")
     hot_rtts: float = Field(HOT_RTTS, ge=0, le=1000, description="a hot EV, when marked, is "
@@ -596,6 +618,10 @@ class Scenario(StrictModel):
                         f"faults.{k}: degrade to {format_rate(fault.rate)} is not below the "
                         f"link's rate ({format_rate(cls.rate)}, fabric.{name}.rate); a "
                         f"degrade lowers a link's rate")
+        if self.qp.compress_above_rtts is not None and f.real_rate is None:
+            raise ValueError("qp.compress_above_rtts without fabric.real_rate: timers are "
+                             "compressed only in the real frame (without it they are "
+                             "emulated seconds, as written); set a shorter qp.timeout instead")
         actions = sum(fault.actions() for fault in self.faults)
         if actions > limits.MAX_FAULT_ACTIONS:
             raise ValueError(f"faults: {actions:,} changes to apply (each fault and its undo, "
@@ -603,7 +629,8 @@ class Scenario(StrictModel):
         for name, given in (("timeout", self.qp.timeout), ("target_delay",
                                                            self.qp.target_delay)):
             derived = getattr(self, name)()
-            if given is None and derived > limits.MAX_DERIVED_TIMER:
+            if (given is None and self.qp.timeout_exp is None and f.real_rate is None
+                    and derived > limits.MAX_DERIVED_TIMER):
                 raise ValueError(
                     f"qp.{name}: its default, from the longest full-buffer drain "
                     f"({self.drain_time():.3g} s: a buffer over its link's rate), is "
@@ -659,15 +686,33 @@ class Scenario(StrictModel):
         """Seconds the slowest port takes to send a full buffer: the worst queueing per hop."""
         return max(c.buffer * 8 / c.rate for c in (self.fabric.host_link, self.fabric.fabric_link))
 
-    def timeout(self) -> float:
-        """The ACK timeout, s. A timeout must outlast a queue, or a delayed packet counts as
+    def timeout(self, transport: Transport = "mrc") -> float:
+        """A transport's ACK timeout as the scenario states it, s in its frame (the real
+        fabric's with fabric.real_rate: testbed/fabric/timers.py runs it D times longer).
+        Without real_rate, the default must outlast a queue, or a delayed packet counts as
         lost (and its healthy EV as bad): the emulated fabric's queues are milliseconds deep,
-        unlike a switch's."""
+        unlike a switch's. With it, every queue scales with D, and the default is each
+        transport's specification."""
         if self.qp.timeout is not None:
             return self.qp.timeout
+        unit = timeout_unit(transport)
         if self.qp.timeout_exp is not None:
-            return timeout_seconds(self.qp.timeout_exp)
+            return timeout_seconds(self.qp.timeout_exp, unit)
+        if self.fabric.real_rate is not None:
+            return timeout_seconds(NCCL_IB_TIMEOUT if transport == "rocev2"
+                                   else ACK_TIMEOUT_EXP, unit)
         return 2 * self.drain_time() + 0.005
+
+    def retry_schedule(self, transport: Transport) -> tuple[int, int]:
+        """(linear_cnt, exp_cnt) a transport's QPs run: RoCEv2's retry_cnt (NCCL's 7 by
+        default with fabric.real_rate) is that many retries at a fixed interval, none doubling."""
+        r = self.qp.retry
+        if transport == "rocev2":
+            if r.retry_cnt is not None:
+                return r.retry_cnt, 0
+            if self.fabric.real_rate is not None:
+                return NCCL_IB_RETRY_CNT, 0
+        return r.linear_cnt, r.exp_cnt
 
     def target_delay(self) -> float:
         return (self.qp.target_delay if self.qp.target_delay is not None else

@@ -278,7 +278,7 @@ def test_similarity_is_printed_once_for_runs_of_one_scenario():
              for _ in range(2)]
     text = summary.similarity(views)
     assert text.count("# similarity: D = 1,000") == 1
-    assert "departure: transport timers" in text
+    assert text.count("# similarity: per path: BDP") == 1
     assert summary.similarity([SimpleNamespace(run=SimpleNamespace(
         meta=SimpleNamespace(similarity=None)))]) == ""
 

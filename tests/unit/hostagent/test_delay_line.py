@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from hostagent.protocol.dcqcn import REFERENCE_RTT
 from hostagent.protocol.evs import EVPolicy, EVState
 from hostagent.protocol.qp import QPConfig, WriteDone
 from hostagent.protocol.rocev2 import RoceQP
@@ -130,7 +131,7 @@ PATH_LATENCY = 0.001  # s one way, the network's own (no jitter, no queue)
 HOLD = 0.004  # s each receive path holds every datagram
 # RTTs long beside the test module's 2 ms ACK timeout: a timeout above them, so no resends
 CFG = QPConfig(mss=256, init_cwnd=4 * 1024, max_cwnd=16 * 1024, timeout=0.1, linear_cnt=7,
-               exp_cnt=4)
+               exp_cnt=4, base_rtt=REFERENCE_RTT)
 
 
 def _net(transport: str, hold: float) -> tuple[SimNet, bytearray]:
@@ -207,7 +208,8 @@ def _loopback_agents(tmp: Path, monkeypatch) -> list[AgentConfig]:
         peer = PeerConfig(1 - rank, f"h{1 - rank}", [], ["::1"], [], latency=AGENT_LATENCY)
         configs.append(AgentConfig(
             rank=rank, world=2, host=f"h{rank}", transport="rocev2", plain=["::1"],
-            peers=[peer], qps_per_peer=1, qp=QPConfig(mss=1024, timeout=1.0), mrc=EVPolicy(),
+            peers=[peer], qps_per_peer=1, qp=QPConfig(mss=1024, timeout=1.0,
+                                                      base_rtt=REFERENCE_RTT), mrc=EVPolicy(),
             seed=1, start_file=str(start), out_dir=str(tmp / f"h{rank}"), timeout=30.0,
             workload=WorkloadConfig("all_reduce", 16 * 1024, 1, 0)))
     return configs

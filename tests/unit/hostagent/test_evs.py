@@ -720,3 +720,12 @@ def test_evs_are_found_by_index_and_unknown_indexes_are_not():
     s = EVSet.build([(0, 0), (3, 1)], EVPolicy(), random.Random(0))
     assert [s.by_index(i) for i in (0, 3)] == s.evs
     assert [s.by_index(i) for i in (1, 2, 4, 70_000)] == [None] * 4
+
+
+@pytest.mark.parametrize("given, floor", [(None, 4 * 0.005), (0.5, 0.5)])
+def test_a_probe_waits_at_least_the_policys_probe_timeout(given, floor):
+    """Before any RTT is known, a probe waits the policy's probe timeout, or 4 probe intervals
+    where it gives none."""
+    s = EVSet.build(TABLE, EVPolicy(probe_interval=0.005, probe_timeout=given),
+                    random.Random(0))
+    assert s.probe_timeout(s.evs[0]) == floor

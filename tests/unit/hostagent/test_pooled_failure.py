@@ -21,6 +21,7 @@ import time
 from pathlib import Path
 
 from hostagent import compiled
+from hostagent.protocol.dcqcn import REFERENCE_RTT
 from hostagent.protocol.evs import EVPolicy
 from hostagent.protocol.qp import QPConfig
 from hostagent.protocol.rocev2 import RoceQP
@@ -28,10 +29,11 @@ from hostagent.runtime import agent, driver
 from hostagent.runtime import pooled as multi
 from hostagent.runtime.config import AgentConfig, PeerConfig, WorkloadConfig
 
-QP = QPConfig(mss=512, timeout=0.005, linear_cnt=1, exp_cnt=0)  # fails at the 2nd timeout
+QP = QPConfig(mss=512, timeout=0.005, linear_cnt=1, exp_cnt=0,
+              base_rtt=REFERENCE_RTT)  # fails at the 2nd timeout
 # h1's: its data is never acknowledged (h0's ACKs are lost with h0's data), and it keeps
 # retrying until the runner stops it
-FOREVER = QPConfig(mss=512, timeout=0.005, linear_cnt=1, exp_cnt=25)
+FOREVER = QPConfig(mss=512, timeout=0.005, linear_cnt=1, exp_cnt=25, base_rtt=REFERENCE_RTT)
 PROMPT = 5.0  # s: far below LINGER_MAX, far above the QP's 2 timeouts
 
 

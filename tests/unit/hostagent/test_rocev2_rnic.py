@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from hostagent.protocol import wire
+from hostagent.protocol.dcqcn import REFERENCE_RTT
 from hostagent.protocol.qp import QPConfig, WriteDone, retries_exhausted, time_to_fail
 from hostagent.protocol.rocev2 import RoceQP
 
@@ -47,7 +48,8 @@ def test_one_qp_behind_a_bottleneck_with_a_queue_longer_than_the_timeout(share):
     timers counting from each packet's send, each Go-Back-N round's copies timed out again
     behind the queue: 3.7 s and 12,181 timeouts at 50%, a failed QP at 25%."""
     size, mss, line, wait = 1_000_000, 1024, 100e6, 0.020
-    a, b = pair(size, QPConfig(mss=mss, max_cwnd=256 * 1024, timeout=T, line_rate=line))
+    a, b = pair(size, QPConfig(mss=mss, max_cwnd=256 * 1024, timeout=T, line_rate=line,
+                               base_rtt=REFERENCE_RTT))
     net = SimNet(a, b, seed=3)
     rate = share * line / 8  # bytes/s
     net.paths[("a", 0)] = PathModel(latency=50e-6, jitter=0.0, link=Link(rate=rate),
@@ -66,7 +68,7 @@ def test_the_qp_timer_counts_from_the_last_ack_not_from_each_send():
     the timeout becomes srtt + 4 rttvar = T/2 + 4 T/4 = 1.5 T). The other four were sent at 0,
     but the QP's timer counts from that ACK: it expires at T/2 + 1.5 T = 2 T, not at 1.5 T,
     once, and Go-Back-N resends the four."""
-    cfg = QPConfig(mss=256, max_cwnd=32 * 1024, timeout=T, ack_every=4)
+    cfg = QPConfig(mss=256, max_cwnd=32 * 1024, timeout=T, ack_every=4, base_rtt=REFERENCE_RTT)
     a, b = pair(8 * 256, cfg)
     a.post_write(0, memoryview(bytes(8 * 256)), 0, None, 0.0, peer=1)
     sent = send_all(a, 0.0)
@@ -91,7 +93,8 @@ def test_a_stalled_window_counts_one_timeout_per_expiry():
     spec's schedule (3 linear retries, then 2 doubling), each expiry counted once (not once
     per packet of the window), each resending the window, and the QP fails after the 6th,
     time_to_fail after the first send."""
-    cfg = QPConfig(mss=256, max_cwnd=32 * 1024, timeout=T, linear_cnt=3, exp_cnt=2)
+    cfg = QPConfig(mss=256, max_cwnd=32 * 1024, timeout=T, linear_cnt=3, exp_cnt=2,
+                   base_rtt=REFERENCE_RTT)
     a, b = pair(32 * 256, cfg)
     net = SimNet(a, b, seed=4)
     net.paths[("b", 0)] = PathModel(dead=True)
@@ -109,7 +112,7 @@ def test_mrc_counts_one_timeout_per_path_per_timer_pass():
     expires together at each timer pass. `timeouts` counts the passes (one path each), as
     RoCEv2's counts its QP timer's expiries; `packet_timeouts` the packets."""
     cfg = QPConfig(mss=256, init_cwnd=8 * 1024, max_cwnd=32 * 1024, timeout=0.002,
-                   linear_cnt=3, exp_cnt=2)
+                   linear_cnt=3, exp_cnt=2, base_rtt=REFERENCE_RTT)
     a, b, _ = one_path_pair(8 * 1024, cfg)
     net = SimNet(a, b, seed=6)
     net.paths[("b", 0)] = PathModel(dead=True)

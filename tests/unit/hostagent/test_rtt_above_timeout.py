@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import random
 
+from hostagent.protocol.dcqcn import REFERENCE_RTT
 from hostagent.protocol.evs import EVPolicy, EVSet
 from hostagent.protocol.mrc import MrcQP
 from hostagent.protocol.qp import QPConfig, WriteDone
@@ -43,7 +44,8 @@ def test_mrc_converges_both_ways_over_one_path_whose_rtt_exceeds_the_timeout():
     bench path's default). Both writes complete, at a good share of the port's rate, with few
     resends. Before the fix: both QPs failed, every packet resent over and over."""
     size, rate = 4 << 20, 5e6
-    cfg = QPConfig(mss=1024, init_cwnd=256 << 10, max_cwnd=1 << 20, timeout=0.0114)
+    cfg = QPConfig(mss=1024, init_cwnd=256 << 10, max_cwnd=1 << 20, timeout=0.0114,
+                   base_rtt=REFERENCE_RTT)
     a, b, bufs = one_path_pair(size, cfg)
     data = random.Random(1).randbytes(size), random.Random(2).randbytes(size)
     a.post_write(0, memoryview(data[0]), 0, None, 0.0, peer=1)
@@ -74,7 +76,8 @@ def test_a_resent_packets_ack_is_an_rtt_sample_that_raises_the_timeout():
     sample (Karn's rule threw it away, and the QP never learnt the RTT), and the proof that
     the timeout was spurious. The timeout rises above the RTT (srtt + 4 rttvar), and the next
     writes wait long enough: no timeout at all."""
-    cfg = QPConfig(mss=256, init_cwnd=8 * 1024, max_cwnd=32 * 1024, timeout=0.002)
+    cfg = QPConfig(mss=256, init_cwnd=8 * 1024, max_cwnd=32 * 1024, timeout=0.002,
+                   base_rtt=REFERENCE_RTT)
     a, b, _ = one_path_pair(256, cfg)
     net = SimNet(a, b, seed=4)
     for side in ("a", "b"):
@@ -97,7 +100,8 @@ def test_late_acks_cut_the_window_once_per_rtt():
     and the ACKs of the first copies show each timeout was spurious. A queue longer than the
     timeout is congestion: the window is cut, once for the whole window (not once per late
     ACK, which took it to its floor), with quick adapt off so that only this cuts."""
-    cfg = QPConfig(mss=256, init_cwnd=8 * 1024, max_cwnd=32 * 1024, timeout=0.002)
+    cfg = QPConfig(mss=256, init_cwnd=8 * 1024, max_cwnd=32 * 1024, timeout=0.002,
+                   base_rtt=REFERENCE_RTT)
     a, b, _ = one_path_pair(8 * 1024, cfg)
     a.cc.cfg.disable_qa = True
     net = SimNet(a, b, seed=5)
@@ -115,7 +119,7 @@ def test_a_silent_peer_gets_one_resend_per_timer_pass_not_the_whole_window():
     one packet for all (TCP resends one segment per timeout), and the QP still fails on the
     spec's schedule. Resending all 32 at each pass only fed the queue that made them late."""
     cfg = QPConfig(mss=256, init_cwnd=8 * 1024, max_cwnd=32 * 1024, timeout=0.002,
-                   linear_cnt=3, exp_cnt=2)
+                   linear_cnt=3, exp_cnt=2, base_rtt=REFERENCE_RTT)
     a, b, _ = one_path_pair(8 * 1024, cfg)
     net = SimNet(a, b, seed=6)
     net.paths[("b", 0)] = PathModel(dead=True)
@@ -131,7 +135,8 @@ def test_rocev2_keeps_karns_rule():
     """RoCEv2's real headers carry no send time: an ACK for a resent packet cannot say which
     copy it answers, so the baseline takes no RTT sample from it and tells no spurious
     timeout (the testbed's shared header would let it: that would be MRC's echo, not RoCE)."""
-    cfg = QPConfig(mss=256, init_cwnd=8 * 1024, max_cwnd=32 * 1024, timeout=0.002)
+    cfg = QPConfig(mss=256, init_cwnd=8 * 1024, max_cwnd=32 * 1024, timeout=0.002,
+                   base_rtt=REFERENCE_RTT)
     bufs = bytearray(256), bytearray(256)
     a, b = RoceQP(1, 2, memoryview(bufs[0]), cfg, 7), RoceQP(2, 1, memoryview(bufs[1]), cfg, 8)
     net = SimNet(a, b, seed=7)

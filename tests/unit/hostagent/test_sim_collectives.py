@@ -7,6 +7,7 @@ import random
 
 import pytest
 
+from hostagent.protocol.dcqcn import REFERENCE_RTT
 from hostagent.protocol.evs import EVPolicy, EVSet
 from hostagent.protocol.mrc import MrcQP
 from hostagent.protocol.qp import QPConfig
@@ -18,7 +19,7 @@ from .simnet import PathModel, SimFabric
 from .test_transport import TABLE
 
 CFG = QPConfig(mss=256, init_cwnd=8 * 1024, max_cwnd=32 * 1024, timeout=0.002,
-               linear_cnt=7, exp_cnt=25)
+               linear_cnt=7, exp_cnt=25, base_rtt=REFERENCE_RTT)
 EMPTY = memoryview(bytearray(0))
 
 

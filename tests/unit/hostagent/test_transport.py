@@ -10,6 +10,7 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from hostagent.protocol import wire
+from hostagent.protocol.dcqcn import REFERENCE_RTT
 from hostagent.protocol.evs import EVPolicy, EVSet, EVState
 from hostagent.protocol.mrc import MrcQP
 from hostagent.protocol.nscc import NsccCC
@@ -28,7 +29,7 @@ from .simnet import PathModel, SimNet
 
 TABLE = [(i, i // 4) for i in range(8)]  # 8 EVs: 2 planes x 4 spines
 CFG = QPConfig(mss=256, init_cwnd=8 * 1024, max_cwnd=32 * 1024, timeout=0.002,
-               linear_cnt=7, exp_cnt=4)
+               linear_cnt=7, exp_cnt=4, base_rtt=REFERENCE_RTT)
 
 
 def mrc_pair(buf_size: int, seed: int = 0, policy: EVPolicy | None = None,
@@ -216,7 +217,7 @@ def test_mrc_a_path_losing_20_percent_stays_out_while_lossy():
     writes, total = layout([2_500_000], seed=12)  # at 1 MB/s (2 KiB per 2 ms RTT)
     a, b, bufs = mrc_pair(total, seed=12, policy=EVPolicy(probe_interval=0.005),
                           cfg=QPConfig(mss=256, init_cwnd=2048, max_cwnd=2048,
-                                       timeout=0.004))
+                                       timeout=0.004, base_rtt=REFERENCE_RTT))
     post_all(a, writes)
     net = SimNet(a, b, seed=12)
     for side in ("a", "b"):
@@ -299,12 +300,14 @@ def drop_first_copy(net: SimNet, psn: int, nacks: bool = False) -> None:
 
 @pytest.mark.parametrize("seed", range(10))
 def test_roce_survives_20_percent_loss_resends_are_not_timeouts(seed):
-    """NACK-driven Go-Back-N resends used to count as attempts of the packet, so at 20%
-    loss RoCEv2 burnt its retry budget (1 QP in 10 failed). Only consecutive timeouts of one
-    packet count, reset by progress."""
+    """NACK-driven Go-Back-N resends used to count as attempts of each packet, so at 20%
+    loss RoCEv2 burnt its retry budget (1 QP in 10 failed). A retry sequence counts once (a
+    NAK starts one, each timeout within it adds one), reset by an ACK of something new; at
+    NCCL's retry_cnt of 7 (linear_cnt 7, exp_cnt 0) no QP fails. (A budget of 4 fails seed
+    1: a NAK's implicit acknowledgement is no reset, as in soft-RoCE.)"""
     writes, total = layout([30_000], seed=seed)
     cfg = QPConfig(mss=256, init_cwnd=8 * 1024, max_cwnd=8 * 1024, timeout=0.002,
-                   linear_cnt=3, exp_cnt=1)
+                   linear_cnt=7, exp_cnt=0, base_rtt=REFERENCE_RTT)
     bufs = bytearray(total), bytearray(total)
     a = RoceQP(1, 2, memoryview(bufs[0]), cfg, seed)
     b = RoceQP(2, 1, memoryview(bufs[1]), cfg, seed + 1)
@@ -404,7 +407,7 @@ def test_mrc_steers_away_from_a_hot_ev_but_not_from_an_evenly_marked_fabric():
         a, b, _ = mrc_pair(total, seed=9,
                            policy=EVPolicy(probe_interval=0.002, hot_ratio=hot_ratio),
                            cfg=QPConfig(mss=256, init_cwnd=32 * 1024, max_cwnd=32 * 1024,
-                                        timeout=0.05))
+                                        timeout=0.05, base_rtt=REFERENCE_RTT))
         post_all(a, writes)
         net = SimNet(a, b, seed=9)
         for ev in range(8):  # RTTs of 10 ms: the fabric's scale, not a switch's
@@ -488,7 +491,8 @@ def test_mrc_a_lost_last_packet_of_one_ev_is_found_by_rack():
     been out longer than srtt + 4 rttvar (+ a quarter RTT), without a timeout. (The tail
     probe is off here: on this short write it would come first and find it too.)"""
     writes, total = layout([16 * 256], seed=22)
-    cfg = QPConfig(mss=256, init_cwnd=8 * 1024, max_cwnd=32 * 1024, timeout=0.02)
+    cfg = QPConfig(mss=256, init_cwnd=8 * 1024, max_cwnd=32 * 1024, timeout=0.02,
+                   base_rtt=REFERENCE_RTT)
     a, b, bufs = mrc_pair(total, seed=22, cfg=cfg)  # a timeout 10 RTTs long, as emulated
     a.tail = NoTailProbe()
     post_all(a, writes)
@@ -505,7 +509,8 @@ def test_mrc_random_loss_on_every_path_costs_no_timeouts():
     every path, both directions; the ACK timeout 10 times the RTT, as on the emulated fabric
     (70 ms: it must outlast a full queue). Before tail-loss recovery each tail loss waited
     for that timeout."""
-    cfg = QPConfig(mss=256, init_cwnd=8 * 1024, max_cwnd=32 * 1024, timeout=0.02)
+    cfg = QPConfig(mss=256, init_cwnd=8 * 1024, max_cwnd=32 * 1024, timeout=0.02,
+                   base_rtt=REFERENCE_RTT)
 
     def once(loss: float) -> tuple[float, int, int]:
         size = 64 * 256
@@ -590,7 +595,7 @@ def test_mrc_a_slow_path_is_waited_for_not_taken_for_lossy():
     it in use: this is about RACK.)"""
     writes, total = layout([400_000], seed=26)
     cfg = QPConfig(mss=256, init_cwnd=8 * 1024, max_cwnd=32 * 1024, timeout=0.1,
-                   target_delay=0.02)
+                   target_delay=0.02, base_rtt=REFERENCE_RTT)
     a, b, bufs = mrc_pair(total, seed=26, cfg=cfg)
     post_all(a, writes)
     net = SimNet(a, b, seed=26)
@@ -619,7 +624,8 @@ def test_mrc_a_dead_path_is_condemned_while_the_others_queue():
     average delay, so they are not taken for congestion and it is condemned within a few
     RTTs, as a spare takes over."""
     writes, total = layout([2_000_000], seed=27)
-    cfg = QPConfig(mss=256, init_cwnd=8 * 1024, max_cwnd=32 * 1024, timeout=0.02)
+    cfg = QPConfig(mss=256, init_cwnd=8 * 1024, max_cwnd=32 * 1024, timeout=0.02,
+                   base_rtt=REFERENCE_RTT)
     a, b, bufs = mrc_pair(total, seed=27, cfg=cfg)
     a.cc = QueuedEverywhere(a.cc.cfg)
     post_all(a, writes)
@@ -645,7 +651,8 @@ def test_mrc_a_plane_gone_is_condemned_within_rtts_and_the_other_plane_carries_o
     paths, limits it here). Measured before the fix: the dead EVs were judged against each
     other and condemned only by timeouts, 80-110 ms (40-55 RTTs) after the fault, and the
     QP completed 2 writes in those 100 ms against 37 before."""
-    cfg = QPConfig(mss=1024, init_cwnd=32 * 1024, max_cwnd=64 * 1024, timeout=0.03)
+    cfg = QPConfig(mss=1024, init_cwnd=32 * 1024, max_cwnd=64 * 1024, timeout=0.03,
+                   base_rtt=REFERENCE_RTT)
     size, fault = 32 * 1024, 0.2
     a, b, bufs = mrc_pair(size, seed=seed, cfg=cfg, policy=EVPolicy(
         active_per_plane=3, probe_interval=0.005, probe_successes=16))

@@ -28,7 +28,7 @@ from testbed.run.traffic import AgentOutcome
 from tests.unit.made_runs import qp_row
 
 SC = scenario.parse("name: c\nworkload: {size: 1KiB, iterations: 1, warmup: 0}", "t")
-CFG = QPConfig(mss=256, init_cwnd=8 * 1024, max_cwnd=32 * 1024, timeout=0.002)
+CFG = QPConfig(mss=256, init_cwnd=8 * 1024, max_cwnd=32 * 1024, timeout=0.002, base_rtt=1e-3)
 AGENT = {"host": "h0", "rank": 0}
 
 

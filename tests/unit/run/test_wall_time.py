@@ -20,7 +20,7 @@ fabric: {planes: 2, leaves_per_plane: 2, spines_per_plane: 2, hosts_per_leaf: 2,
          host_link: {rate: 25Mbit}, fabric_link: {rate: 50Mbit}, mtu: 4200,
          real_rate: 100Gbit, hop_latency: 1us, nic_latency: 500ns}
 switch: {ecn: false, trim: false}
-qp: {mss: 4096}
+qp: {mss: 4096, compress_above_rtts: 2}
 workload: {size: 1MiB, iterations: 5, warmup: 1, compute_gap: 1ms}
 faults:
   - {at: 1ms, kind: link_down, target: {plane: 0, leaf: 0, spine: 0}, duration: 2ms}
@@ -120,7 +120,8 @@ def test_with_rate_auto_the_dilation_follows_from_the_rate_chosen(tmp_path: Path
     monkeypatch.setattr(calibration, "CACHE_DIR", tmp_path / "cache")
     f = tmp_path / "auto.yaml"
     f.write_text("name: auto\nfabric: {host_link: {rate: auto}, fabric_link: {rate: auto}, "
-                 "mtu: 4200, real_rate: 100Gbit, hop_latency: 1us}\nqp: {mss: 4096}\n")
+                 "mtu: 4200, real_rate: 100Gbit, hop_latency: 1us}\n"
+                 "qp: {mss: 4096, compress_above_rtts: 2}\n")
     assert cli.main(["validate", str(f)]) == 0
     assert "the dilation follows from the rate `run` chooses" in capsys.readouterr().out
     calibration.save(calibration.from_measurement(1.0, 0.15, 10_000, 5.0, 3.0))
@@ -135,11 +136,13 @@ def test_with_rate_auto_the_dilation_follows_from_the_rate_chosen(tmp_path: Path
 
 def test_validate_warns_of_an_ack_timeout_under_the_round_trip(tmp_path: Path, capsys):
     f = tmp_path / "rf.yaml"
-    # the default timeout: 2 x the longest drain (100 KB at 25 Mbit/s: 32 ms) + 5 ms = 69 ms;
-    # the round trip across a spine is 44.1 ms at 1 us a hop, about 4 x 44 ms at 4 us
-    f.write_text(SCENARIO.replace("hop_latency: 1us", "hop_latency: 4us"))
+    # the round trip across a spine is 44.1 ms emulated at 1 us a hop, 11 us real; a 10 us
+    # timeout (40 ms emulated) is under it, MRC's default 262 us far above
+    f.write_text(SCENARIO.replace("compress_above_rtts: 2", "timeout: 10us"))
     assert cli.main(["validate", str(f)]) == 0
-    assert "warning: the ACK timeout (69 ms, emulated" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert ("warning: the mrc ACK timeout (10 us (40 ms emulated)) is not above the round "
+            "trip across a spine (11 us (44.1 ms emulated))") in out
     f.write_text(SCENARIO)
     assert cli.main(["validate", str(f)]) == 0
     assert "warning" not in capsys.readouterr().out
