@@ -18,14 +18,14 @@ from typing import cast
 from runcontract import RunMeta, UserError, read_meta
 from testbed import scenario
 from testbed.errors import EnvironmentProblem, NotFaithful, TestbedError
-from testbed.fabric import frame, latency, timeline, timers, windows
+from testbed.fabric import latency, timeline, timers
 from testbed.fabric.frame import Frame
 from testbed.fabric.placement import place
 from testbed.fabric.plan import make_plan
 from testbed.kernel import features
 from testbed.lifecycle import cleanup, interrupts, registry
 from testbed.lifecycle.progress import Progress
-from testbed.run import results, wall_time
+from testbed.run import feasible, results, wall_time
 from testbed.scenario.units import format_rate
 from testbed.version import version
 
@@ -241,10 +241,7 @@ def _cmd_validate(args) -> int:
 def _check_frame(sc: scenario.Scenario, file: Path) -> None:
     """At the rate the run will have: refused where the emulation cannot apply the stated
     times once dilated, or where the run would pass max_wall_time (as `run` refuses)."""
-    frame.check(sc, str(file))
-    windows.check(sc, str(file))
-    timers.check(sc, str(file))
-    wall_time.check(sc, str(file))
+    feasible.check(sc, str(file))
 
 
 def _frame_preview(sc: scenario.Scenario) -> None:

@@ -30,20 +30,17 @@ from testbed.emulation.network_api import Network
 from testbed.emulation.telemetry import Sampler
 from testbed.errors import EnvironmentProblem, TestbedError, VerificationFailed
 from testbed.fabric.frame import Frame, dilation
-from testbed.fabric.frame import check as check_frame
 from testbed.fabric.plan import FabricPlan, make_plan
 from testbed.fabric.timeline import schedule
-from testbed.fabric.timers import check as check_timers
 from testbed.fabric.timers import timers
-from testbed.fabric.windows import check as check_windows
 from testbed.kernel import features
 from testbed.kernel.fabric_queue import FabricQueues
 from testbed.kernel.link_gap import EDGES_PCT
 from testbed.lifecycle import cleanup, interrupts, registry
 from testbed.lifecycle.progress import Progress
 from testbed.lifecycle.registry import RunRegistry
+from testbed.run import feasible
 from testbed.run import verdict as fidelity
-from testbed.run import wall_time
 from testbed.run.build import (
     build,
     fabric,  # noqa: F401 (scripts and tests import it from here)
@@ -132,10 +129,7 @@ def run(scenario: Scenario, scenario_text: str, options: RunOptions,
             else:
                 calibrate.calibrate(progress)
         if not only_fabric:  # at the rate that will run, before any build
-            check_frame(scenario, scenario.name)
-            check_timers(scenario, scenario.name)
-            check_windows(scenario, scenario.name)
-            progress.say(wall_time.check(scenario, scenario.name).lines()[-1])
+            progress.say(feasible.check(scenario, scenario.name).lines()[-1])
         plan = make_plan(scenario)
         if scenario.cluster is not None:
             for line in placement_lines(plan):
