@@ -37,6 +37,11 @@ _CONDITION: dict[str, Condition] = {"link_down": "down", "flap": "down", "router
               "loss": "loss", "degrade": "degrade", "delay": "delay"}
 
 
+def condition(kind: str) -> Condition | None:
+    """The link condition a fault of `kind` turns on (None: it touches no link, a straggler)."""
+    return _CONDITION.get(kind)
+
+
 @dataclass(frozen=True)
 class Action:
     """Turn one condition on or off on a set of links at a time (s after the start)."""

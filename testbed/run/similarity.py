@@ -20,6 +20,7 @@ from testbed.fabric.latency import (
     one_way_latency,
     round_trip,
 )
+from testbed.fabric.timeline import condition
 from testbed.fabric.timers import timers
 from testbed.fabric.windows import qp_bdp, windows
 from testbed.run.traffic import nic_limits, step_job
@@ -103,8 +104,9 @@ def _real(frame: Frame, emulated: float) -> str:
 
 
 def _routing(scenario: Scenario, frame: Frame) -> list[Departure]:
-    """Routing converges after a fault only: without faults its delay does not matter."""
-    if not scenario.faults:
+    """Routing converges only around a link that goes down: without such a fault (a loss or a
+    blackhole routing never sees) its delay does not matter."""
+    if not any(condition(f.kind) == "down" for f in scenario.faults):
         return []
     delay = scenario.routing.convergence_delay
     return [Departure(

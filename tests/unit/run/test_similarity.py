@@ -89,3 +89,11 @@ def test_the_window_cap_is_counted_in_the_bdp_of_the_ports_a_qp_spans():
     bdp_bytes = s.bdp_packets * (sc.qp.mss + HEADER_SIZE + FRAME_OVERHEAD)
     assert s.window_bdp["rocev2"] == pytest.approx(256_000 / bdp_bytes)
     assert s.window_bdp["mrc"] == pytest.approx(s.window_bdp["rocev2"] / 2)
+
+
+def test_routing_is_a_departure_only_where_a_link_goes_down():
+    """A loss is never seen by routing: its convergence delay does not matter there."""
+    lossy = departures(real("25Mbit", "qp: {compress_above_rtts: 50}\nfaults: [{at: 0us, "
+                            "kind: loss, target: {plane: 0, leaf: 0, spine: 0}, "
+                            "probability: 0.01}]\n"))
+    assert "routing.convergence_delay" not in lossy
