@@ -40,7 +40,10 @@ class Departure(Record):
     why: str
 
     def line(self) -> str:
-        return f"{self.quantity}: {self.used}, real fabric {self.stated}: {self.why}"
+        """The departure in a summary's line: the reason's first clause (meta.json keeps it
+        whole)."""
+        reason = self.why.split(": ")[0]
+        return f"{self.quantity}: {self.used}, real fabric {self.stated} ({reason})"
 
 
 class Similarity(Record):

@@ -97,3 +97,9 @@ def test_routing_is_a_departure_only_where_a_link_goes_down():
                             "kind: loss, target: {plane: 0, leaf: 0, spine: 0}, "
                             "probability: 0.01}]\n"))
     assert "routing.convergence_delay" not in lossy
+
+
+def test_a_departure_prints_the_first_clause_of_its_reason():
+    from runcontract.similarity import Departure
+    d = Departure(quantity="q", stated="1 s", used="250 us", why="short: and the long part")
+    assert d.line() == "q: 250 us, real fabric 1 s (short)"
