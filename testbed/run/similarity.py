@@ -83,11 +83,12 @@ def similarity(scenario: Scenario) -> Similarity:
 
 
 def departures(scenario: Scenario) -> list[Departure]:
-    """Each quantity the run does not scale by D, in the real frame: the transports' timers
-    and constants (testbed/fabric/timers.py, each named with its transport), then the
-    testbed's own (none of these without a real fabric, where nothing is scaled)."""
+    """Each quantity the run does not scale by D, in the real frame: both transports' timers
+    and constants (testbed/fabric/timers.py, each named with its transport, whichever the run
+    is, so that the runs of one scenario carry one record), then the testbed's own (none of
+    these without a real fabric, where nothing is scaled)."""
     out: list[Departure] = []
-    for t in scenario.transport:
+    for t in TRANSPORTS:
         for d in timers(scenario, t).departures:
             named = d.quantity if d.quantity.startswith(t) else f"{t} {d.quantity}"
             record = Departure(quantity=named, stated=d.stated, used=d.used, why=d.why)

@@ -103,3 +103,11 @@ def test_a_departure_prints_the_first_clause_of_its_reason():
     from runcontract.similarity import Departure
     d = Departure(quantity="q", stated="1 s", used="250 us", why="short: and the long part")
     assert d.line() == "q: 250 us, real fabric 1 s (short)"
+
+
+def test_runs_of_one_transport_carry_the_record_of_both():
+    """A bench runs a scenario once per transport (`transport: [mrc]`, then `[rocev2]`): both
+    runs carry one record, so a comparison prints it once."""
+    text = real("25Mbit", "qp: {compress_above_rtts: 50}\n")
+    assert (similarity(parse(text + "transport: [mrc]\n", "t"))
+            == similarity(parse(text + "transport: [rocev2]\n", "t")))
