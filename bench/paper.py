@@ -36,10 +36,8 @@ import sys
 from pathlib import Path
 
 from analysis import metrics
-from analysis.load import RunError, load_run
-from analysis.metrics import cct
 from bench import fair
-from bench.common import ROOT
+from bench.common import ROOT, loaded, say, timed_iterations
 from testbed.fabric.frame import Frame
 from testbed.scenario.schema import load as load_scenario
 
@@ -71,11 +69,6 @@ SETS: dict[str, tuple[Path, dict[str, tuple[str, str | None]]]] = {
 }
 
 
-def say(text: str) -> None:
-    """Progress, on stderr: stdout is the report."""
-    print(text, file=sys.stderr, flush=True)
-
-
 def windows(scenario) -> tuple[list[tuple[float, float]], float]:
     """The intervals (emulated s since the workload's start, as the run's tables count) in
     which a fault or background flow is active, and when the last one ends. Flaps: only their
@@ -102,14 +95,11 @@ def windows(scenario) -> tuple[list[tuple[float, float]], float]:
 
 def measure(run_dir: Path) -> dict | None:
     """The numbers of one run; None (said why) for a run that did not complete."""
-    try:
-        r = load_run(run_dir)
-    except RunError as exc:
-        say(f"  {run_dir.name}: {exc}")
+    r = loaded(run_dir)
+    if r is None:
         return None
     scenario, _ = load_scenario(run_dir / "scenario.yaml")  # the scenario as it ran
-    it = cct(r.tables["iterations"], r.t0)
-    timed = it[~it["warmup"] & (it["ranks"] == it["ranks"].max())]
+    timed = timed_iterations(r)
     spans, end = windows(scenario)
     inside = timed[[any(row.start < e and row.end > s for s, e in spans)
                     for row in timed.itertuples()]] if spans else timed.iloc[0:0]

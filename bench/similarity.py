@@ -30,21 +30,15 @@ from pathlib import Path
 
 import yaml
 
-from analysis.load import RunError, load_run
-from analysis.metrics import cct, failed_qps
+from analysis.metrics import failed_qps
 from bench import fair
-from bench.common import ROOT
+from bench.common import ROOT, loaded, say, timed_iterations
 from testbed.scenario.units import parse_rate
 
 FOLDER = ROOT / "scenarios" / "similarity"
 CONDITIONS = {"healthy": "control", "loss-1pct": "loss-1pct", "link-down": "link-down"}
 CONTROL = "healthy"
 RELATIVE_FLOOR = 0.02  # medians this close agree however narrow the seeds' ranges
-
-
-def say(text: str) -> None:
-    """Progress, on stderr: stdout is the report."""
-    print(text, file=sys.stderr, flush=True)
 
 
 def parse_factors(text: str) -> list[int]:
@@ -96,15 +90,12 @@ def agreement(base: fair.Spread, other: fair.Spread) -> Agreement:
 
 def measure(run_dir: Path) -> dict | None:
     """One run's numbers in the real frame; None (said why) for a run that did not complete."""
-    try:
-        r = load_run(run_dir)
-    except RunError as exc:
-        say(f"  {run_dir.name}: {exc}")
+    r = loaded(run_dir)
+    if r is None:
         return None
     sim = r.meta.similarity
     dilation = sim.dilation if sim is not None else (r.facts.dilation() or 1.0)
-    it = cct(r.tables["iterations"], r.t0)
-    timed = it[~it["warmup"] & (it["ranks"] == it["ranks"].max())]
+    timed = timed_iterations(r)
     cpu = (r.meta.fidelity.part("cpu") if r.meta.fidelity else {}).get("run_total")
     return {"dir": str(run_dir), "dilation": dilation, "iterations": len(timed),
             "verified": bool(timed["verified"].all()),
