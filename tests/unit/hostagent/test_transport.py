@@ -300,8 +300,8 @@ def drop_first_copy(net: SimNet, psn: int, nacks: bool = False) -> None:
 
 @pytest.mark.parametrize("seed", range(10))
 def test_roce_survives_20_percent_loss_resends_are_not_timeouts(seed):
-    """NACK-driven Go-Back-N resends used to count as attempts of each packet, so at 20%
-    loss RoCEv2 burnt its retry budget (1 QP in 10 failed). A retry sequence counts once (a
+    """NACK-driven Go-Back-N resends are not attempts of each packet (counted so, at 20% loss
+    RoCEv2 burns its retry budget: 1 QP in 10 fails). A retry sequence counts once (a
     NAK starts one, each timeout within it adds one), reset by an ACK of something new; at
     NCCL's retry_cnt of 7 (linear_cnt 7, exp_cnt 0) no QP fails. (A budget of 4 fails seed
     1: a NAK's implicit acknowledgement is no reset, as in soft-RoCE.)"""
