@@ -4,7 +4,8 @@ when it and its control were judged `faithful`, and each row reports min / media
 the runs it counts, with their number, under a header naming the command and the commit.
 
 Variants: `mrc`, `rocev2` (lossy: Go-Back-N over a fabric that drops) and `rocev2-lossless`
-(the same copy with `switch: {lossless: true}`, RoCEv2's usual deployment over PFC).
+(the same copy with `switch: {lossless: true}`, RoCEv2's usual deployment over PFC) by default;
+`mrc-timeout` (`mrc: {loss_recovery: timeout}`) when asked for.
 """
 from __future__ import annotations
 
@@ -25,8 +26,28 @@ import yaml
 
 from bench.common import ROOT, results_folder
 
-VARIANTS = {"mrc": ("mrc", False), "rocev2": ("rocev2", False),
-            "rocev2-lossless": ("rocev2", True)}  # name: (transport, lossless switch)
+
+@dataclass(frozen=True)
+class Variant:
+    """A transport as a bench runs it: the scenario's `transport`, whether the switch is
+    lossless (PFC), the settings written over the scenario, and what its runs' names end in."""
+
+    transport: str
+    lossless: bool = False
+    overrides: tuple[tuple[str, str, str], ...] = ()  # (section, key, value)
+    suffix: str = ""
+
+
+VARIANTS = {
+    "mrc": Variant("mrc"),
+    "rocev2": Variant("rocev2"),
+    "rocev2-lossless": Variant("rocev2", lossless=True, suffix="-lossless"),
+    # MRC finding a loss that was not trimmed only by its ACK timeout (mrc.loss_recovery): a
+    # stated variant, run when asked for
+    "mrc-timeout": Variant("mrc", overrides=(("mrc", "loss_recovery", "timeout"),),
+                           suffix="-timeout"),
+}
+DEFAULT_VARIANTS = ("mrc", "rocev2", "rocev2-lossless")
 FAITHFUL = "faithful"
 NAME_MAX = 40  # the scenario schema's limit on `name`
 
@@ -62,14 +83,16 @@ def variant_text(text: str, variant: str, seed: int,
     name, the seed and, for the lossless variant, `-lossless`) and its YAML. Everything else
     is the scenario's own (with `overrides`, a bench's setting, merged in), so that every
     variant runs the same fabric and workload."""
-    transport, lossless = VARIANTS[variant]
+    v = VARIANTS[variant]
     data = merged(yaml.safe_load(text), overrides or {})
-    name = f"{data['name']}-s{seed}{'-lossless' if lossless else ''}"
+    for section, key, value in v.overrides:
+        data[section] = {**(data.get(section) or {}), key: value}
+    name = f"{data['name']}-s{seed}{v.suffix}"
     if len(name) > NAME_MAX:
         raise ValueError(f"{data['name']}: {name!r} is longer than {NAME_MAX} characters; "
                          f"shorten the scenario's name")
-    data |= {"name": name, "seed": seed, "transport": [transport]}
-    if lossless:
+    data |= {"name": name, "seed": seed, "transport": [v.transport]}
+    if v.lossless:
         data["switch"] = {**(data.get("switch") or {}), "lossless": True}
         # a lossless fabric does not trim, and refuses a trimming threshold
         for cls in ("host_link", "fabric_link"):
@@ -126,7 +149,7 @@ def _knows_lossless(python: str, path: Path) -> bool:
 
 def supports(checkout: Checkout, variant: str) -> bool:
     """Whether `checkout`'s code can run `variant` (the lossless one needs the switch mode)."""
-    return (not VARIANTS[variant][1] or checkout == THIS or
+    return (not VARIANTS[variant].lossless or checkout == THIS or
             _knows_lossless(checkout.python, checkout.path))
 
 
@@ -151,7 +174,8 @@ def add_options(ap: argparse.ArgumentParser, bench: str) -> None:
     """The options of a bench that compares variants: seeds, variants, the other checkout and
     the results folder (`results/<bench>-<utc>` by default)."""
     ap.add_argument("--seeds", default="1,2,3", help="every variant runs every seed")
-    ap.add_argument("--variants", default=",".join(VARIANTS))
+    ap.add_argument("--variants", default=",".join(DEFAULT_VARIANTS),
+                    help=f"of {', '.join(VARIANTS)}")
     ap.add_argument("--against", type=Path, metavar="CHECKOUT",
                     help="another checkout of the project to run beside this one (A/B)")
     ap.add_argument("--results", type=Path, help="where the run folders go "

@@ -71,6 +71,12 @@ HOT_MEMORY_RTTS: Final = 16.0
 # real fabric, run D times longer) ----
 ACK_TIMEOUT_EXP: Final = 8
 """x 1.024 us | OCP MRC API example (examples/mrc_qp.md, mrc_qp_attr.timeout = 8: 262 us)"""
+MPR: Final = 8
+"""x 128 PSNs | OCP MRC API example (examples/mrc_qp.md, mrc_qp_attr.mpr.mpr = 8); mrc.h gives
+its unit (128 PSNs) but not its meaning: read here as the range of PSNs a requester may have
+outstanding, from its oldest unacknowledged one (a NIC tracks that range in its SACK state)"""
+MPR_UNIT: Final = 128
+"""PSNs | OCP MRC API (mrc.h, mrc_qp_attr.mpr: "unit=128 PSNs")"""
 EV_PROBE_TIMEOUT: Final = 0.002
 """s | OCP MRC API example (examples/mrc_ctl_ev_probes.md: EV probes sent with a 2 ms response
 timeout, mrc_ctl_ep_batch_send_wait's rsp_timeout)"""

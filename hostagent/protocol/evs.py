@@ -14,6 +14,8 @@ An EV is marked ASSUMED_BAD in `on_loss`, which every loss reaches:
   the spec says; on an EV that delivered later packets it is judged like a gap. More than
   half the active EVs timing out with the receiver silent is a host stall: it condemns
   nothing and gives back what the burst condemned (event STALL);
+  with the policy's `loss_recovery: timeout` (a NIC that finds untrimmed losses only by its
+  ACK timeout) every timeout condemns its EV, as the spec's rule reads on its own;
 - a loss RACK found (`on_losses_found`) is judged like a gap until the EV has been silent
   through SILENT_LOSSES losses in a row: then it is dead;
 - every active EV of a plane silent while another plane delivers is the plane's port, leaf or
@@ -155,6 +157,10 @@ class EVPolicy:
     congestion_memory_rtts: float = CONGESTION_MEMORY_RTTS  # a mark this recent explains a loss
     hot_ratio: float = HOT_RATIO  # an EV marked this many times more often than others is hot
     hot_rtts: float = HOT_RTTS  # a hot EV is skipped this many smoothed RTTs when marked
+    # "fast": a gap NACK or RACK-TLP finds an untrimmed loss within about an RTT, and a loss
+    # on an EV that delivers later packets is judged against the other EVs; "timeout": only
+    # the ACK timeout finds one, and it condemns its EV (the spec's rule with nothing else)
+    loss_recovery: str = "fast"
 
 
 def _least(loads: list[int], taken: int) -> int:
@@ -586,12 +592,13 @@ class EVSet:
                 fell.silent_since = sent_at
             fell.silent_losses += 1
         events: list[EVEvent | None] = []
+        timeout_only = silent_condemns and self.policy.loss_recovery == "timeout"
         for index, sent_at, reason, delay_high in lost:
             ev = self.by_index(index)
             if ev is None:
                 events.append(None)
                 continue
-            works = ev.delivered_sent > sent_at
+            works = ev.delivered_sent > sent_at and not timeout_only
             dead = not works and ev.silent_losses >= SILENT_LOSSES
             if not works and self.explained_by_congestion(ev, now, rtt, delay_high):
                 ev.silent_queued = True

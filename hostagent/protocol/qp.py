@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from typing import Final
 
 from hostagent.protocol import nic, wire
+from hostagent.protocol.constants import MPR
 from hostagent.protocol.dcqcn import DcqcnCC
 from hostagent.protocol.endpoint import MessageStats
 from hostagent.protocol.nscc import NsccCC, NsccConfig
@@ -42,6 +43,8 @@ MAX_LINEAR_CNT: Final = 7  # mrc.h: retry.linear_cnt at most 7
 MAX_EXP_CNT: Final = 25  # mrc.h: retry.exp_cnt at most 25, and 25 means retry forever
 EXP_FOREVER: Final = MAX_EXP_CNT
 MAX_RETRY_INTERVAL: Final = TIMEOUT_UNIT * 2 ** MAX_TIMEOUT_EXP  # the doubling stops there
+MAX_MPR: Final = 255  # mrc.h: mpr is a uint8_t
+NO_PSN_RANGE: Final = 1 << 62  # a QP whose outstanding PSNs nothing limits but its window
 
 
 def timeout_unit(transport: str) -> float:
@@ -76,6 +79,9 @@ class QPConfig:
     # s: where the doubling retry interval stops (mrc.h's largest timeout, D times longer in
     # a dilated run: testbed/fabric/timers.py)
     max_retry_interval: float = MAX_RETRY_INTERVAL
+    # MRC: the PSNs a requester may have outstanding past the cumulative ACK, in mrc.h's units
+    # of 128 (constants.MPR); RoCEv2 has no such limit here
+    mpr: int = MPR
 
 
 def retry_interval(cfg: QPConfig, timeouts: int, base: float | None = None) -> float:
@@ -248,6 +254,8 @@ class QueuePair:
         self._send_order: dict[int, None] = {}
         self._inflight_bytes = 0
         self._lowest_unacked = 0
+        # no new PSN at or past this distance from the cumulative ACK (MrcQP: its MPR)
+        self._psn_range = NO_PSN_RANGE
         self._resend: deque[int] = deque()
         self._timers: list[tuple[float, int, int]] = []  # (deadline, psn, sends)
         self._progress = 0  # ACKs that acknowledged something new: resets timeout counts
@@ -358,9 +366,12 @@ class QueuePair:
         queue = self._next_msg_packets
         if queue:
             allows, inflight, send = self.cc.allows, self._inflight, self._send_packet
+            psn_end = self._lowest_unacked + self._psn_range
             while queue:
                 p = queue[0]
                 length = p.length
+                if self._next_psn >= psn_end:
+                    break
                 if not allows(self._inflight_bytes, length, now):
                     self._note_pacing(now)
                     break

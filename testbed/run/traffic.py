@@ -64,13 +64,14 @@ def agent_configs(plan: FabricPlan, scenario: Scenario, transport: Transport,
     init_cwnd, max_cwnd = windows(scenario, transport)
     qp = t.qp_config(mss=q.mss, init_cwnd=init_cwnd, max_cwnd=max_cwnd,
                      target_delay=scenario.target_delay(), ack_every=q.ack_every,
-                     line_rate=scenario.fabric.host_link.rate, base_rtt=base_rtt(scenario))
+                     line_rate=scenario.fabric.host_link.rate, base_rtt=base_rtt(scenario),
+                     mpr=m.mpr)
     mrc = EVPolicy(active_per_plane=scenario.active_evs_per_plane(),
                    ev_min_active=m.ev_min_active, spray=m.spray,
                    probe_interval=t.probe_interval, probe_timeout=t.probe_timeout,
                    probe_successes=m.probe_successes, congestion_holdoff=t.congestion_holdoff,
                    congestion_memory_rtts=m.congestion_memory_rtts, hot_ratio=m.hot_ratio,
-                   hot_rtts=m.hot_rtts)
+                   hot_rtts=m.hot_rtts, loss_recovery=m.loss_recovery)
     job = step_job(scenario)
     frame = Frame.of(scenario)
     dcqcn = (DcqcnSettings(**scenario.dcqcn.model_dump(), **asdict(gains(scenario)[0]))

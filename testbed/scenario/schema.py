@@ -26,12 +26,14 @@ from hostagent.protocol.constants import (
     CONGESTION_MEMORY_RTTS,
     HOT_RATIO,
     HOT_RTTS,
+    MPR,
     PROBE_SUCCESSES,
 )
 from hostagent.protocol.dcqcn import CONSTANTS as DCQCN
 from hostagent.protocol.qp import (
     MAX_EXP_CNT,
     MAX_LINEAR_CNT,
+    MAX_MPR,
     MAX_RETRY_INTERVAL,
     MAX_TIMEOUT_EXP,
     timeout_seconds,
@@ -440,6 +442,14 @@ class MrcSettings(StrictModel):
                              "more often than the QP's others is a hot path")
     hot_rtts: float = Field(HOT_RTTS, ge=0, le=1000, description="a hot EV, when marked, is "
                             "skipped this many smoothed RTTs")
+    loss_recovery: Literal["fast", "timeout"] = Field(
+        "fast", description="how a loss that was not trimmed is found: fast, by the receiver's "
+        "per-EV gap NACK and the sender's RACK and tail probes, within about an RTT, judged "
+        "against the QP's other EVs; timeout, only by the ACK timeout, which condemns its EV "
+        "(a NIC that acts on nothing else: a stated variant, not the default)")
+    mpr: int = Field(MPR, ge=1, le=MAX_MPR, description="PSNs a QP may have outstanding past "
+                     "its cumulative ACK, in units of 128 (mrc.h's MPR; default 8, the OCP MRC "
+                     "API's example)")
     denied: list[DeniedPath] = Field(
         default_factory=list, max_length=limits.MAX_PLANES * limits.MAX_SPINES_PER_PLANE,
         description="paths MRC must never use (as a controller would "

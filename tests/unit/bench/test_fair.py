@@ -2,6 +2,7 @@
 run counts toward min / median / max only when it and its control were faithful."""
 from __future__ import annotations
 
+import argparse
 import re
 import sys
 from pathlib import Path
@@ -12,6 +13,7 @@ import yaml
 from analysis.load import RunError
 from bench import fair, faults, paper
 from bench.fair import (
+    add_options,
     counted,
     header,
     parse_seeds,
@@ -48,6 +50,18 @@ def test_every_variant_is_the_same_scenario_but_transport_seed_and_lossless():
     assert names == {"mrc": "base-s7", "rocev2": "base-s7", "rocev2-lossless": "base-s7-lossless"}
     with pytest.raises(ValueError, match="longer than 40"):
         variant_text(SCENARIO.replace("name: base", "name: " + "x" * 30), "rocev2-lossless", 1)
+
+
+def test_the_timeout_variant_is_mrc_with_timeout_recovery_and_runs_only_when_asked():
+    name, text = variant_text(SCENARIO.replace("workload:", "mrc: {spray: random}\nworkload:"),
+                              "mrc-timeout", 3)
+    sc = parse(text, "t")
+    assert name == "base-s3-timeout" and sc.transport == ["mrc"]
+    assert sc.mrc.loss_recovery == "timeout" and sc.mrc.spray == "random"  # merged, not replaced
+    assert parse(variant_text(SCENARIO, "mrc", 3)[1], "t").mrc.loss_recovery == "fast"
+    ap = argparse.ArgumentParser()
+    add_options(ap, "x")
+    assert "mrc-timeout" not in parse_variants(ap.parse_args([]).variants)
 
 
 def test_the_lossless_variant_of_a_trimming_scenario_is_a_valid_scenario():
