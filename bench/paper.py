@@ -48,6 +48,9 @@ PAPER: dict[str, tuple[str, str | None]] = {
     "gray-loss": ("gray-loss", "control"),
     "loss-0.1pct": ("loss-0.1pct", "control"),
     "loss-1pct": ("loss-1pct", "control"),
+    # the paper's own placement: every NIC drops what it receives, on every plane
+    "loss-0.1pct-nic": ("loss-0.1pct-nic", "control"),
+    "loss-1pct-nic": ("loss-1pct-nic", "control"),
     "host-flap": ("host-flap", "control-8plane"),
     "blackhole-reboot": ("blackhole-reboot", "control"),
     "incast-victim": ("incast-victim", None),

@@ -10,12 +10,13 @@ An EV is marked ASSUMED_BAD in `on_loss`, which every loss reaches:
 - a gap NACK (mrc.py) condemns only if the EV's recent losses stand out from the QP's other
   EVs' (`stands_out`, a count test): random loss that every path sees alike is no path's
   fault, and condemning for it only shrinks the spray;
+  the policy's `untrimmed_loss: condemn` drops that test, as the MRC paper describes its NICs
+  ("when a packet is not trimmed but actually lost, MRC assumes the path has failed and
+  immediately stops using the corresponding EV"): a stated variant, not the default;
 - a timeout (`on_timeouts`) condemns a silent EV (nothing sent after the packet arrived), as
   the spec says; on an EV that delivered later packets it is judged like a gap. More than
   half the active EVs timing out with the receiver silent is a host stall: it condemns
   nothing and gives back what the burst condemned (event STALL);
-  with the policy's `loss_recovery: timeout` (a NIC that finds untrimmed losses only by its
-  ACK timeout) every timeout condemns its EV, as the spec's rule reads on its own;
 - a loss RACK found (`on_losses_found`) is judged like a gap until the EV has been silent
   through SILENT_LOSSES losses in a row: then it is dead;
 - every active EV of a plane silent while another plane delivers is the plane's port, leaf or
@@ -157,10 +158,10 @@ class EVPolicy:
     congestion_memory_rtts: float = CONGESTION_MEMORY_RTTS  # a mark this recent explains a loss
     hot_ratio: float = HOT_RATIO  # an EV marked this many times more often than others is hot
     hot_rtts: float = HOT_RTTS  # a hot EV is skipped this many smoothed RTTs when marked
-    # "fast": a gap NACK or RACK-TLP finds an untrimmed loss within about an RTT, and a loss
-    # on an EV that delivers later packets is judged against the other EVs; "timeout": only
-    # the ACK timeout finds one, and it condemns its EV (the spec's rule with nothing else)
-    loss_recovery: str = "fast"
+    # "judge": a loss on an EV that delivers later packets condemns it only when its losses
+    # stand out from the QP's other EVs'; "condemn": every loss that was not trimmed condemns
+    # its EV unless congestion explains it (the MRC paper's rule, section 2.1)
+    untrimmed_loss: str = "judge"
 
 
 def _least(loads: list[int], taken: int) -> int:
@@ -416,7 +417,8 @@ class EVSet:
         """A packet on this EV was lost (`gap`: a GAP NACK; else a timeout). Returns the
         event applied: CONGESTION (held off), LOSS_AT_FLOOR (the floor kept it), LOSS
         (condemned), or None when a gap loss does not make the EV stand out from the others
-        (random loss on every path: condemning would only shrink the spray)."""
+        (random loss on every path: condemning would only shrink the spray), unless the
+        policy condemns every untrimmed loss (`untrimmed_loss: condemn`)."""
         ev = self.by_index(index)
         if ev is None or ev.state is not EVState.GOOD:
             return None
@@ -429,7 +431,7 @@ class EVSet:
                                              self.policy.hot_rtts * (rtt or 0.0)))
             self._apply(ev, EVEvent.CONGESTION, now, reason)
             return EVEvent.CONGESTION
-        if gap and not self.stands_out(ev):
+        if gap and self.policy.untrimmed_loss == "judge" and not self.stands_out(ev):
             ev.random_losses += 1
             return None
         ev.losses += 1
@@ -592,13 +594,12 @@ class EVSet:
                 fell.silent_since = sent_at
             fell.silent_losses += 1
         events: list[EVEvent | None] = []
-        timeout_only = silent_condemns and self.policy.loss_recovery == "timeout"
         for index, sent_at, reason, delay_high in lost:
             ev = self.by_index(index)
             if ev is None:
                 events.append(None)
                 continue
-            works = ev.delivered_sent > sent_at and not timeout_only
+            works = ev.delivered_sent > sent_at
             dead = not works and ev.silent_losses >= SILENT_LOSSES
             if not works and self.explained_by_congestion(ev, now, rtt, delay_high):
                 ev.silent_queued = True

@@ -39,10 +39,7 @@ What this class adds to the shared QP machinery (qp.py):
 - only the lost packets are resent (selective repeat), never a window (that is Go-Back-N, the
   RoCEv2 baseline);
 - no new PSN goes out `mpr` x 128 PSNs or more past the cumulative ACK (mrc.h's MPR: the
-  range a NIC tracks);
-- `loss_recovery: timeout` (EVPolicy) turns off what finds an untrimmed loss early (gap NACK,
-  RACK, tail probes): only the ACK timeout finds it, and condemns its EV. It stands for a NIC
-  that acts on nothing else; the default finds such losses within about an RTT.
+  range a NIC tracks).
 """
 from __future__ import annotations
 
@@ -64,9 +61,6 @@ class MrcQP(QueuePair):
         super().__init__(qpn, peer_qpn, buffer, cfg, nscc(cfg), seed)
         self.evset = evset
         self._psn_range = cfg.mpr * MPR_UNIT
-        # the fast recovery of untrimmed losses (gap NACK, RACK-TLP); without it only the
-        # ACK timeout finds them (EVPolicy.loss_recovery)
-        self._fast = evset.policy.loss_recovery == "fast"
         # by EV index, lists, since both are read or written for nearly every packet: the PSN
         # last sent on the EV, and when an ACK last came back for it (-1: never)
         self._last_on_ev = [NO_PSN] * evset.index_limit()
@@ -176,8 +170,6 @@ class MrcQP(QueuePair):
         return self.evset.queued(ev, self.cc.base_rtt, self.cfg.target_delay)
 
     def _pto(self) -> float | None:
-        if not self._fast:
-            return None
         return probe_timeout(self.cc.srtt, self.cc.rttvar, self.cfg.ack_delay, self._timeout())
 
     def _ack_packet(self, psn: int, now: float) -> int:
@@ -210,7 +202,7 @@ class MrcQP(QueuePair):
         """Packets RACK finds lost: resent now, each judged like a gap on its EV."""
         cc = self.cc
         timeout = self._timeout()
-        wait = rack_wait(cc.srtt, cc.rttvar, self.cfg.ack_delay, timeout) if self._fast else None
+        wait = rack_wait(cc.srtt, cc.rttvar, self.cfg.ack_delay, timeout)
         if wait is None or not self._inflight:
             self.tail.deadline = None
             return
@@ -282,7 +274,7 @@ class MrcQP(QueuePair):
         # that copy (a duplicate of it stopped above), so each lost copy of a PSN, a resend
         # too, is NACKed once. A PSN resent on the EV it was last sent on names itself.
         prev = h.aux
-        if (self._fast and prev != NO_PSN and prev != psn and prev >= cum and prev not in got
+        if (prev != NO_PSN and prev != psn and prev >= cum and prev not in got
                 and prev not in self._trimmed):
             self._control(wire.NACK, wire.GAP, h.ev, prev, ts=h.ts)
             self.counters.nacks_sent += 1

@@ -71,7 +71,7 @@ def agent_configs(plan: FabricPlan, scenario: Scenario, transport: Transport,
                    probe_interval=t.probe_interval, probe_timeout=t.probe_timeout,
                    probe_successes=m.probe_successes, congestion_holdoff=t.congestion_holdoff,
                    congestion_memory_rtts=m.congestion_memory_rtts, hot_ratio=m.hot_ratio,
-                   hot_rtts=m.hot_rtts, loss_recovery=m.loss_recovery)
+                   hot_rtts=m.hot_rtts, untrimmed_loss=m.untrimmed_loss)
     job = step_job(scenario)
     frame = Frame.of(scenario)
     dcqcn = (DcqcnSettings(**scenario.dcqcn.model_dump(), **asdict(gains(scenario)[0]))

@@ -442,11 +442,11 @@ class MrcSettings(StrictModel):
                              "more often than the QP's others is a hot path")
     hot_rtts: float = Field(HOT_RTTS, ge=0, le=1000, description="a hot EV, when marked, is "
                             "skipped this many smoothed RTTs")
-    loss_recovery: Literal["fast", "timeout"] = Field(
-        "fast", description="how a loss that was not trimmed is found: fast, by the receiver's "
-        "per-EV gap NACK and the sender's RACK and tail probes, within about an RTT, judged "
-        "against the QP's other EVs; timeout, only by the ACK timeout, which condemns its EV "
-        "(a NIC that acts on nothing else: a stated variant, not the default)")
+    untrimmed_loss: Literal["judge", "condemn"] = Field(
+        "judge", description="what a lost packet that was not trimmed does to its EV: judge, "
+        "condemn it only when the EV's losses stand out from the QP's other EVs' (random loss "
+        "on every path is no path's fault); condemn, condemn it unless congestion explains the "
+        "loss, as the MRC paper describes its NICs (a stated variant, not the default)")
     mpr: int = Field(MPR, ge=1, le=MAX_MPR, description="PSNs a QP may have outstanding past "
                      "its cumulative ACK, in units of 128 (mrc.h's MPR; default 8, the OCP MRC "
                      "API's example)")

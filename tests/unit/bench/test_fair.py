@@ -52,16 +52,16 @@ def test_every_variant_is_the_same_scenario_but_transport_seed_and_lossless():
         variant_text(SCENARIO.replace("name: base", "name: " + "x" * 30), "rocev2-lossless", 1)
 
 
-def test_the_timeout_variant_is_mrc_with_timeout_recovery_and_runs_only_when_asked():
+def test_the_condemn_variant_is_mrc_condemning_untrimmed_losses_and_runs_only_when_asked():
     name, text = variant_text(SCENARIO.replace("workload:", "mrc: {spray: random}\nworkload:"),
-                              "mrc-timeout", 3)
+                              "mrc-condemn", 3)
     sc = parse(text, "t")
-    assert name == "base-s3-timeout" and sc.transport == ["mrc"]
-    assert sc.mrc.loss_recovery == "timeout" and sc.mrc.spray == "random"  # merged, not replaced
-    assert parse(variant_text(SCENARIO, "mrc", 3)[1], "t").mrc.loss_recovery == "fast"
+    assert name == "base-s3-condemn" and sc.transport == ["mrc"]
+    assert sc.mrc.untrimmed_loss == "condemn" and sc.mrc.spray == "random"  # merged, not replaced
+    assert parse(variant_text(SCENARIO, "mrc", 3)[1], "t").mrc.untrimmed_loss == "judge"
     ap = argparse.ArgumentParser()
     add_options(ap, "x")
-    assert "mrc-timeout" not in parse_variants(ap.parse_args([]).variants)
+    assert "mrc-condemn" not in parse_variants(ap.parse_args([]).variants)
 
 
 def test_the_lossless_variant_of_a_trimming_scenario_is_a_valid_scenario():
