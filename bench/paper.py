@@ -60,7 +60,12 @@ PAPER: dict[str, tuple[str, str | None]] = {
 # per set: its folder and experiments
 SETS: dict[str, tuple[Path, dict[str, tuple[str, str | None]]]] = {
     "paper": (ROOT / "scenarios" / "paper", PAPER),
-    "paper-real": (ROOT / "scenarios" / "paper-real", PAPER),
+    "paper-real": (ROOT / "scenarios" / "paper-real", PAPER | {
+        # the NIC drops on 32 paths between leaves instead of 8: how many paths a QP has
+        # decides what condemning every untrimmed loss costs it
+        "loss-0.1pct-nic-wide": ("loss-0.1pct-nic-wide", "control-wide"),
+        "loss-1pct-nic-wide": ("loss-1pct-nic-wide", "control-wide"),
+    }),
     "validation": (ROOT / "scenarios" / "validation", {
         "3plane-gray-loss": ("3plane-gray-loss", "3plane-control"),
         "3plane-blackhole-reboot": ("3plane-blackhole-reboot", "3plane-control"),
