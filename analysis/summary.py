@@ -7,6 +7,7 @@ import math
 import pandas as pd
 
 from hostagent import compiled
+from runcontract.facts import ctrl_deps_line
 from runcontract.similarity import Similarity
 
 from . import metrics, step_report
@@ -236,8 +237,15 @@ def gave_up(views: list[RunView]) -> str:
                    for v in views for g in v.run.meta.gave_up)
 
 
+def chakra(views: list[RunView]) -> str:
+    """One line per run of a Chakra trace: the ctrl_deps on absent nodes its reader dropped,
+    as Chakra's feeder does (meta.json `facts.ctrl_deps_dropped`)."""
+    return "".join(f"# chakra {v.label}: {ctrl_deps_line(dropped)}\n" for v in views
+                   if (dropped := v.run.facts.ctrl_deps_dropped) is not None)
+
+
 def text(views: list[RunView]) -> str:
     head = (step_report.table(views) if all(map(step_report.is_step_run, views))
             else table(views) + dilation(views))
-    return (head + similarity(views) + gave_up(views) + fidelity(views) + protocol(views)
-            + writes(views) + recoveries(views) + fault_timing(views))
+    return (head + chakra(views) + similarity(views) + gave_up(views) + fidelity(views)
+            + protocol(views) + writes(views) + recoveries(views) + fault_timing(views))

@@ -6,8 +6,11 @@ when it ran, and the analysis needs no scenario parser.
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
+
+MAX_RANKS_NAMED = 8  # ranks a line about dropped dependencies names one by one
 
 
 @dataclass(frozen=True)
@@ -40,6 +43,10 @@ class RunFacts:
     # the transport as run, e.g. "RoCEv2, lossless, Go-Back-N, DCQCN" (Scenario.variant);
     # empty in runs recorded before it was
     variant: str = ""
+    # a Chakra trace workload: per trace rank, the ctrl_deps on nodes absent from its file that
+    # the reader dropped, as Chakra's feeder does (docs/manual/chakra.md); None: another
+    # workload, or a run recorded before it was counted
+    ctrl_deps_dropped: tuple[int, ...] | None = None
 
     @property
     def baseline(self) -> str:
@@ -61,3 +68,20 @@ class RunFacts:
         """Raises KeyError or TypeError when `data` is not a whole record."""
         return cls(**{**data, "background": tuple(BackgroundWindow(**b)
                                                   for b in data.get("background", ()))})
+
+
+def ctrl_deps_line(counts: Sequence[int]) -> str:
+    """'3 control dependencies on nodes absent from their trace file dropped, as Chakra's
+    feeder ignores them (rank 0: 3)', from the per-rank counts: what the run's log, the
+    validation and the summary say of a Chakra trace."""
+    total = sum(counts)
+    what = (f"{total} control dependenc{'y' if total == 1 else 'ies'} on nodes absent from "
+            f"their trace file dropped, as Chakra's feeder ignores them")
+    named = [(r, n) for r, n in enumerate(counts) if n]
+    if not named:
+        return what
+    if len(named) == len(counts) > 1 and len(set(counts)) == 1:
+        return f"{what} ({counts[0]} in each of the {len(counts)} ranks)"
+    shown = ", ".join(f"rank {r}: {n}" for r, n in named[:MAX_RANKS_NAMED])
+    more = len(named) - MAX_RANKS_NAMED
+    return f"{what} ({shown}{f', {more} more ranks' if more > 0 else ''})"

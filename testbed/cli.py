@@ -221,6 +221,9 @@ def _cmd_validate(args) -> int:
             status = max(status, exc.exit_code)
             continue
         print(f"ok: {file}: {scenario.describe(sc)}")
+        if sc.workload.chakra is not None:
+            chakra = sc.workload.chakra
+            print(f"  {chakra.loaded_line(chakra.ctrl_deps_dropped(sc.rank_hosts()))}")
         try:
             if sc.auto_links():
                 sc = _auto_rate_preview(sc)

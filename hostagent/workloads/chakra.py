@@ -22,6 +22,12 @@ How nodes map onto graph.py's:
   bytes (Chakra's generator writes `tensor_size` instead; either is read); the k-th send on a
   channel pairs with the k-th receive, and where both carry `comm_tag` the tags must agree.
 - METADATA_NODE, MEM_LOAD_NODE, MEM_STORE_NODE: no network meaning; zero-length steps.
+Dependencies as Chakra's feeder takes them (src/feeder/et_feeder.cpp, ETFeeder::readNode and
+freeChildrenNodes: a node is issued once every node its data_deps name is done; ctrl_deps are
+not read): a ctrl_dep naming a node the file does not have is dropped and counted (Chakra's
+PyTorch converter writes them: its remove_dangling_nodes removes parents that only control
+dependencies name); a data_dep naming one is an error, as the feeder would never issue that
+node. The ctrl_deps that name a node of the file order the replay as data_deps do.
 Groups: a mapping name -> ranks (ASTRA-sim's --comm-group-configuration JSON); without one,
 every group a trace names holds every rank.
 """
@@ -33,7 +39,7 @@ import re
 import struct
 from collections import defaultdict
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Literal, cast
 
@@ -350,22 +356,41 @@ def _size(node: TraceNode, where: str, field: str) -> int:
     return max(DTYPE.itemsize, -(-value // DTYPE.itemsize) * DTYPE.itemsize)
 
 
+def _where(source: str, node: TraceNode) -> str:
+    return f"{source}: node {node.id}{f' ({node.name})' if node.name else ''}"
+
+
+def present_deps(nodes: list[TraceNode], source: str) -> tuple[list[TraceNode], int]:
+    """The nodes with the ctrl_deps that name no node of the file dropped, and how many were;
+    a data_dep naming no node of the file is a TraceError (see the module doc: Chakra's feeder
+    drops the one and never issues a node with the other)."""
+    ids = {n.id for n in nodes}
+    out, dropped = [], 0
+    for n in nodes:
+        for dep in n.data_deps:
+            if dep not in ids:
+                raise TraceError(
+                    f"{_where(source, n)}: field data_deps names node {dep}, which this file "
+                    f"does not have; Chakra's feeder would never issue this node (ASTRA-sim "
+                    f"would stop there): convert the trace again, or remove {dep} from the "
+                    f"node's data_deps")
+        kept = tuple(d for d in n.ctrl_deps if d in ids)
+        dropped += len(n.ctrl_deps) - len(kept)
+        out.append(n if len(kept) == len(n.ctrl_deps) else replace(n, ctrl_deps=kept))
+    return out, dropped
+
+
 def to_graph(rank: int, nodes: list[TraceNode], source: str,
              cpu_ops: CpuOps = "skip") -> tuple[Graph, dict[tuple[int, int], list[int | None]]]:
     """One rank's trace as a graph, and the comm_tags of its sends and receives per channel
-    ((src, dst) -> tags in order; None where a node has none)."""
+    ((src, dst) -> tags in order; None where a node has none). `nodes` as `present_deps`
+    leaves them (Graph.validate refuses a dependency on a node the rank does not have)."""
     out: list[Node] = []
     tags: dict[tuple[int, int], list[int | None]] = defaultdict(list)
-    ids = {n.id for n in nodes}
     for n in nodes:
-        where = f"{source}: node {n.id}{f' ({n.name})' if n.name else ''}"
+        where = _where(source, n)
         if n.id >= 2**63:
             raise TraceError(f"{where}: field id {n.id} is beyond 2^63")
-        for field in ("data_deps", "ctrl_deps"):
-            for dep in getattr(n, field):
-                if dep not in ids:
-                    raise TraceError(f"{where}: field {field} names node {dep}, which this "
-                                     f"file does not have")
         common: dict[str, Any] = {"name": n.name, "data_deps": n.data_deps,
                                   "ctrl_deps": n.ctrl_deps}
         kind: NodeKind = "compute"
@@ -426,7 +451,8 @@ def read_job(path: Path, hosts: list[str] | tuple[str, ...], *, groups: Path | N
              replicate: bool = False, cpu_ops: CpuOps = "skip") -> Job:
     """A Chakra trace as a validated job: trace rank r on `hosts[r]`. `replicate`: the trace is
     one rank's, run by every host (its sends and receives then make no sense and are refused
-    by the checks). Raises TraceError naming the file, the node and the field."""
+    by the checks). `meta["ctrl_deps_dropped"]`: per rank, the ctrl_deps dropped from its
+    file (`present_deps`). Raises TraceError naming the file, the node and the field."""
     files = trace_files(path)
     world = len(hosts) if replicate else len(files)
     if replicate and len(files) != 1:
@@ -435,9 +461,11 @@ def read_job(path: Path, hosts: list[str] | tuple[str, ...], *, groups: Path | N
     if not replicate and hosts and len(files) != len(hosts):
         raise TraceError(f"{path}: the trace has {len(files)} ranks, the workload "
                          f"{len(hosts)}")
-    parsed = [decode(read_file(f), str(f))[1] for f in files]
+    read = [present_deps(decode(read_file(f), str(f))[1], str(f)) for f in files]
+    parsed = [nodes for nodes, _ in read]
+    dropped = [count for _, count in read]
     if replicate:
-        files, parsed = files * world, parsed * world
+        files, parsed, dropped = files * world, parsed * world, dropped * world
     graphs: list[Graph] = []
     sent: dict[tuple[int, int], list[int | None]] = defaultdict(list)
     received: dict[tuple[int, int], list[int | None]] = defaultdict(list)
@@ -456,7 +484,8 @@ def read_job(path: Path, hosts: list[str] | tuple[str, ...], *, groups: Path | N
     job_groups = {name: table.get(name, every) for name in sorted(named)}
     _check_tags(sent, received, files)
     job = Job(world, job_groups, tuple(graphs), tuple(hosts),
-              {"source": str(path), "replicate": replicate, "cpu_ops": cpu_ops})
+              {"source": str(path), "replicate": replicate, "cpu_ops": cpu_ops,
+               "ctrl_deps_dropped": dropped})
     try:
         return job.validate()
     except TraceError:

@@ -55,6 +55,7 @@ def facts(scenario: Scenario, transport: str) -> RunFacts:
         tiers |= {n.leaf_name(p, j): "leaf" for j in range(f.leaves_per_plane)}
         tiers |= {n.spine_name(p, s): "spine" for s in range(f.spines_per_plane)}
     ideal, planes = scenario.ideal_busbw(transport)
+    chakra = scenario.workload.chakra
     return RunFacts(
         scenario=scenario.name, description=scenario.description or "",
         collective=scenario.workload.collective, size=scenario.workload.size,
@@ -63,6 +64,8 @@ def facts(scenario: Scenario, transport: str) -> RunFacts:
         node_tiers=tiers, ideal_busbw=ideal, ideal_planes=planes,
         packet_bits=8 * (scenario.qp.mss + HEADER_SIZE + FRAME_OVERHEAD),
         real_rate=f.real_rate, variant=scenario.variant(transport),
+        ctrl_deps_dropped=None if chakra is None else chakra.ctrl_deps_dropped(
+            scenario.rank_hosts()),
         background=tuple(BackgroundWindow(b.pattern, b.protocol, b.plane, b.at,
                                           b.at + b.duration)  # emulated, as the run's events
                          for b in Frame.of(scenario).background(scenario.background)))

@@ -164,6 +164,9 @@ def _run_once(scenario: Scenario, scenario_text: str, options: RunOptions, progr
         results.meta.rate_auto = rate_auto  # the rate `auto` chose, its arithmetic, calibration
         results.save()
         progress.say(f"  results   {results.dir}")
+        chakra, facts = scenario.workload.chakra, results.meta.facts
+        if chakra is not None and facts is not None and facts.ctrl_deps_dropped is not None:
+            progress.say(f"  {chakra.loaded_line(facts.ctrl_deps_dropped)}")
         registry = RunRegistry(results.run_id, results.dir, scenario.name)
         network = make_network(plan, registry, progress)
         _build_and_use(network, results, options, progress, transport)

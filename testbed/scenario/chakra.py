@@ -7,6 +7,7 @@ checked when the scenario is (hostagent/workloads/chakra.py has the mapping and 
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Literal
 
@@ -14,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from hostagent.workloads.chakra import read_job
 from hostagent.workloads.graph import GraphError, Job
+from runcontract.facts import ctrl_deps_line
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -37,6 +39,15 @@ class Chakra(BaseModel):
         return read_job(_resolve(self.path), hosts,
                         groups=None if self.groups is None else _resolve(self.groups),
                         replicate=self.replicate, cpu_ops=self.cpu_ops)
+
+    def ctrl_deps_dropped(self, hosts: list[str]) -> tuple[int, ...]:
+        """Per rank, the ctrl_deps on nodes absent from its file that the reader dropped."""
+        return tuple(self.job(hosts).meta["ctrl_deps_dropped"])
+
+    def loaded_line(self, dropped: Sequence[int]) -> str:
+        """The line the run's log and `validate` print about the trace as read, from
+        `ctrl_deps_dropped`."""
+        return f"chakra trace {self.path}: {ctrl_deps_line(dropped)}"
 
 
 def _resolve(path: str) -> Path:

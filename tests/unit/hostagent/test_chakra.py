@@ -48,6 +48,50 @@ def test_the_text_converters_trace_replays_verified():
     assert [r.error for r in records if not r.verified] == []
 
 
+PYTORCH = DATA / "pytorch.0.et"  # data/chakra/README.md: what it is, what Chakra reads in it
+
+
+def test_reads_chakras_pytorch_trace_dropping_its_absent_ctrl_deps():
+    """Chakra's protobuf reader finds 3 ctrl_deps on absent nodes in the fixture, (216, 3),
+    (217, 3), (430, 429), and every data_dep present: the ctrl_deps go, the data_deps stay."""
+    job = read_job(PYTORCH, ["h"])
+    assert job.meta["ctrl_deps_dropped"] == [3]
+    nodes = job.graphs[0].nodes
+    assert [(n.id, n.kind, n.data_deps, n.ctrl_deps) for n in nodes] == [
+        (216, "compute", (), ()), (217, "compute", (216,), ()), (430, "compute", (216,), ())]
+    # the host ops (is_cpu_op) are zero-length steps by default; the kernel 430 runs 4 us
+    assert [n.duration for n in nodes] == [0.0, 0.0, 4e-6]
+
+
+def test_chakras_pytorch_trace_replays_on_every_rank():
+    job = read_job(PYTORCH, HOSTS, replicate=True)
+    assert job.meta["ctrl_deps_dropped"] == [3] * 4
+    records = run_job(job, iterations=1, scale=0.01)
+    assert len(records) == 4 * 3
+    assert [r.error for r in records if not r.verified] == []
+
+
+def test_chakras_pytorch_trace_with_a_data_dep_on_the_node_its_converter_left_out(tmp_path):
+    """Node 3 (the one 216 and 217 name in ctrl_deps) named in a data_dep instead."""
+    head = gzip.decompress(PYTORCH.read_bytes())
+    (tmp_path / "p.0.et").write_bytes(head + chakra.delimited(comp(999, data_deps=(3,))))
+    with pytest.raises(TraceError, match=r"p\.0\.et: node 999 \(k999\): field data_deps "
+                                         r"names node 3, which this file does not have"):
+        read_job(tmp_path / "p", ["h"])
+
+
+def test_a_corrupt_copy_of_chakras_pytorch_trace(tmp_path):
+    """Cut inside node 430's message, and as a gzip stream cut short: one error each, naming
+    the file."""
+    head = gzip.decompress(PYTORCH.read_bytes())
+    (tmp_path / "p.0.et").write_bytes(head[:-100])
+    with pytest.raises(TraceError, match=r"p\.0\.et: message at byte \d+: truncated"):
+        read_job(tmp_path / "p", ["h"])
+    (tmp_path / "p.0.et").write_bytes(PYTORCH.read_bytes()[:-20])
+    with pytest.raises(TraceError, match=r"p\.0\.et: cannot read: Compressed file ended"):
+        read_job(tmp_path / "p", ["h"])
+
+
 def test_decodes_every_scalar_attribute_of_the_generators_metadata_node():
     """The values chakra's generator.py writes in one_metadata_node_all_types."""
     version, nodes = chakra.decode(chakra.read_file(DATA / "one_metadata_node_all_types.0.et"),
@@ -158,10 +202,23 @@ def test_node_count_limit(tmp_path, monkeypatch):
         read_job(trace(tmp_path, [comp(i) for i in range(4)]), ["h"])
 
 
-def test_missing_dependency_names_node_and_field(tmp_path):
-    path = trace(tmp_path, [comp(1), comp(2, ctrl_deps=(7,))])
-    with pytest.raises(TraceError, match=r"t\.0\.et: node 2 \(k2\): field ctrl_deps names "
-                                         r"node 7"):
+def test_absent_ctrl_deps_are_dropped_and_counted_per_rank(tmp_path):
+    """Three ctrl_deps on absent nodes in rank 0 (two of one node, beside a present one that
+    stays), none in rank 1."""
+    path = trace(tmp_path, [comp(1), comp(2, ctrl_deps=(7, 1, 9)), comp(3, ctrl_deps=(8,))],
+                 [comp(1), comp(2, ctrl_deps=(1,))])
+    job = read_job(path, ["a", "b"])
+    assert job.meta["ctrl_deps_dropped"] == [3, 0]
+    assert [n.ctrl_deps for n in job.graphs[0].nodes] == [(), (1,), ()]
+    assert [n.ctrl_deps for n in job.graphs[1].nodes] == [(), (1,)]
+
+
+def test_a_data_dep_on_an_absent_node_names_file_node_and_fix(tmp_path):
+    path = trace(tmp_path, [comp(1), comp(2, data_deps=(1, 7))])
+    with pytest.raises(TraceError, match=r"t\.0\.et: node 2 \(k2\): field data_deps names "
+                                         r"node 7, which this file does not have; Chakra's "
+                                         r"feeder would never issue this node .*: convert the "
+                                         r"trace again, or remove 7 from the node's data_deps"):
         read_job(path, ["h"])
 
 

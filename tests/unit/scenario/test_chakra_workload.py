@@ -2,12 +2,15 @@
 hosts in order, and each agent gets its rank's plan."""
 from __future__ import annotations
 
+import gzip
 from pathlib import Path
 
 import pytest
 
+from hostagent.workloads import chakra
 from hostagent.workloads.graph import RankPlan
 from hostagent.workloads.training import TrainingSpec, training_job
+from testbed import cli
 from testbed.errors import ScenarioError
 from testbed.fabric.plan import make_plan
 from testbed.run.traffic import agent_configs
@@ -54,3 +57,33 @@ def test_a_trace_for_other_ranks_and_two_step_sources_are_refused():
     with pytest.raises(ScenarioError, match=r"training and chakra are two step sources"):
         schema.parse(with_workload(chakra="{path: scenarios/traces/dp4-pp2}",
                                    training="{dp: 8}"), "s")
+
+
+PYTORCH = ROOT / "tests/unit/hostagent/data/chakra/pytorch.0.et"  # data/chakra/README.md
+
+
+def test_validate_prints_the_ctrl_deps_dropped_from_chakras_pytorch_trace(tmp_path, capsys):
+    """3 in the file (Chakra's protobuf reader finds them), on each of the scenario's 8 ranks."""
+    f = tmp_path / "s.yaml"
+    f.write_text(with_workload(chakra=f"{{path: {PYTORCH.relative_to(ROOT)}, replicate: true}}"))
+    assert cli.main(["validate", str(f)]) == 0
+    assert (f"\n  chakra trace {PYTORCH.relative_to(ROOT)}: 24 control dependencies on nodes "
+            f"absent from their trace file dropped, as Chakra's feeder ignores them (3 in each "
+            f"of the 8 ranks)\n") in capsys.readouterr().out
+
+
+def test_validate_refuses_a_data_dep_on_an_absent_node_as_one_problem(tmp_path, capsys):
+    """Chakra's PyTorch trace with a node whose data_deps name node 3, which the converter left
+    out (216 and 217 name it in their ctrl_deps)."""
+    node = chakra.encode_node(999, "late", chakra.COMP_NODE, data_deps=(3,))
+    (tmp_path / "p.0.et").write_bytes(gzip.decompress(PYTORCH.read_bytes())
+                                      + chakra.delimited(node))
+    f = tmp_path / "s.yaml"
+    f.write_text(with_workload(chakra=f"{{path: {tmp_path / 'p.0.et'}, replicate: true}}"))
+    assert cli.main(["validate", str(f)]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and f"{f}: invalid scenario (1 problem):\n" in err
+    assert len(err.strip().splitlines()) == 2  # the file's line, the problem's
+    assert (f"workload.chakra: {tmp_path / 'p.0.et'}: node 999 (late): field data_deps names node "
+            f"3, which this file does not have; Chakra's feeder would never issue this node") in err
+    assert "convert the trace again, or remove 3 from the node's data_deps" in err
