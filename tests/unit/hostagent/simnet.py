@@ -104,6 +104,21 @@ class SimNet:
     def path(self, side: str, ev: int) -> PathModel:
         return self.paths.setdefault((side, ev), PathModel())
 
+    def lose(self, which: Callable[[str, wire.Header, int], bool]) -> list[int]:
+        """Drop every datagram `which(side, header, times dropped so far)` picks, before
+        its path sees it; returns the list the EV of each dropped one is appended to."""
+        dropped: list[int] = []
+        send = self._send
+
+        def lossy(side: str, ev: int, data: bytes) -> None:
+            h, _ = wire.decode(data)
+            if which(side, h, len(dropped)):
+                dropped.append(ev)
+                return
+            send(side, ev, data)
+        self._send = lossy  # type: ignore[method-assign]
+        return dropped
+
     def _send(self, side: str, ev: int, data: bytes) -> None:
         model = self.path(side, ev)
         rng = self.rng

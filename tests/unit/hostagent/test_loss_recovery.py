@@ -42,16 +42,8 @@ def run_with_one_loss(policy: EVPolicy) -> tuple[MrcQP, MrcQP, float, int]:
     a, b, bufs = mrc_pair(total, seed=4, policy=policy)
     post_all(a, writes)
     net = SimNet(a, b, seed=4)
-    lost: list[int] = []
-    send = net._send
-
-    def lose_first_copy(side: str, ev: int, data: bytes) -> None:
-        h, _ = wire.decode(data)
-        if side == "a" and h.type == wire.DATA and h.psn == 5 and not lost:
-            lost.append(ev)
-            return
-        send(side, ev, data)
-    net._send = lose_first_copy
+    lost = net.lose(lambda side, h, n: side == "a" and h.type == wire.DATA and h.psn == 5
+                    and n == 0)
     net.run(lambda: len(events(a, WriteDone)) == 1)
     assert bytes(bufs[1]) == writes[0][0]
     return a, b, net.now, lost[0]

@@ -34,16 +34,8 @@ def test_a_resent_packet_lost_again_is_gap_nacked_again():
     a, b, bufs = mrc_pair(total, seed=3)
     post_all(a, writes)
     net = SimNet(a, b, seed=3)
-    copies: list[int] = []
-    send = net._send
-
-    def lose_two_copies(side: str, ev: int, data: bytes) -> None:
-        h, _ = wire.decode(data)
-        if side == "a" and h.type == wire.DATA and h.psn == 5 and len(copies) < 2:
-            copies.append(ev)
-            return
-        send(side, ev, data)
-    net._send = lose_two_copies
+    copies = net.lose(lambda side, h, n: side == "a" and h.type == wire.DATA and h.psn == 5
+                      and n < 2)
     net.run(lambda: len(events(a, WriteDone)) == 1)
     assert bytes(bufs[1]) == writes[0][0]
     assert len(copies) == 2 and copies[0] != copies[1], copies
