@@ -64,6 +64,17 @@ def table(views: list[RunView]) -> str:
     return "\n".join(lines) + "\n"
 
 
+OVERLAPS_NAMED = 3  # a fault overlapping more is named with the first few and a count
+
+
+def _some(names: list[str]) -> str:
+    """The overlapping disturbances, the first few named: 32 NIC losses starting together
+    would otherwise list 31 others under each."""
+    if len(names) <= OVERLAPS_NAMED:
+        return ", ".join(names)
+    return f"{', '.join(names[:OVERLAPS_NAMED])} and {len(names) - OVERLAPS_NAMED} more"
+
+
 def recoveries(views: list[RunView]) -> str:
     """Per disturbance, each run's recovery time and bytes lost; empty without faults."""
     if all(v.recoveries.empty for v in views):
@@ -73,7 +84,7 @@ def recoveries(views: list[RunView]) -> str:
     first = views[0].recoveries.reset_index(drop=True)
     for i, d in first.iterrows():
         end = f"{d['end']:.2f} s" if pd.notna(d["end"]) else "the end"
-        with_ = f"; overlaps {', '.join(d['overlaps'])}" if d.get("overlaps") else ""
+        with_ = f"; overlaps {_some(d['overlaps'])}" if d.get("overlaps") else ""
         lines.append(f"#   {d['label']}, {d['start']:.2f} s to {end}{with_}:")
         for v in views:
             if i >= len(v.recoveries):

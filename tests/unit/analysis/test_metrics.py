@@ -334,3 +334,10 @@ def test_a_host_port_names_its_leaf():
                           "link": ["h0-p0l0", "h0-p1l0", "h0-p0l0"],
                           "kind": ["host", "host", "host"]})
     assert M.host_leaves(links) == {("h0", 0): "p0l0", ("h0", 1): "p1l0"}
+
+
+def test_a_fault_overlapping_many_names_the_first_few_and_counts_the_rest():
+    from analysis.summary import OVERLAPS_NAMED, _some
+    names = [f"loss h{k} port of plane 0" for k in range(OVERLAPS_NAMED + 28)]
+    assert _some(names[:OVERLAPS_NAMED]) == ", ".join(names[:OVERLAPS_NAMED])
+    assert _some(names) == f"{', '.join(names[:OVERLAPS_NAMED])} and 28 more"
