@@ -34,7 +34,7 @@ class Variant:
 
     transport: str
     lossless: bool = False
-    overrides: tuple[tuple[str, str, str], ...] = ()  # (section, key, value)
+    overrides: tuple[tuple[str, str, str | int], ...] = ()  # (section, key, value)
     suffix: str = ""
 
 
@@ -46,6 +46,12 @@ VARIANTS = {
     # its NICs (mrc.untrimmed_loss): a stated variant, run when asked for
     "mrc-condemn": Variant("mrc", overrides=(("mrc", "untrimmed_loss", "condemn"),),
                            suffix="-condemn"),
+    # the same rule with 16 EVs a path, as a NIC keeps many EVs whatever the destination
+    # (mrc.evs_per_path; 128 a QP between leaves of the paper fabric, inside the paper's
+    # 100-256), so that condemning one takes a sixteenth of a path, not the path
+    "mrc-condemn-ev16": Variant("mrc", overrides=(("mrc", "untrimmed_loss", "condemn"),
+                                                  ("mrc", "evs_per_path", 16)),
+                                suffix="-condemn-ev16"),
 }
 DEFAULT_VARIANTS = ("mrc", "rocev2", "rocev2-lossless")
 FAITHFUL = "faithful"

@@ -1,6 +1,7 @@
 """Which path each packet of a QP takes: the EV set, its spraying policy and its health.
 
-Every EV is one physical path (plane, spine) of the fabric's EV table. A QP sprays over its
+Every EV takes one physical path (plane, spine) of the fabric; several may share one
+(`mrc.evs_per_path`), and each is judged on its own. A QP sprays over its
 *active* EVs, `active_per_plane` of each plane (a seeded choice, so that QPs spread over the
 spines); the rest of a plane are spares. States and events are ev_states.py's table (the
 spec's GOOD / ASSUMED_BAD / DENIED); every change goes through `_apply` and is recorded with

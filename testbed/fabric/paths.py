@@ -1,9 +1,10 @@
 """The EV table: for every ordered host pair, every path MRC can spray on.
 
-An entropy value (EV) names one physical path. Here it is (plane, spine), and the packet is
-steered onto it by its IPv6 destination: `<block p>:<uN spine>:<uN dst leaf>:<uN dst>::`, each
-router shifting its own uSID out. Hosts on the same leaf have one path per plane,
-`<block p>:<uN leaf>:<uN dst>::`. Static and stateless in the fabric, as in production MRC.
+A path is (plane, spine), and a packet is steered onto it by its IPv6 destination:
+`<block p>:<uN spine>:<uN dst leaf>:<uN dst>::`, each router shifting its own uSID out. Hosts
+on the same leaf have one path per plane, `<block p>:<uN leaf>:<uN dst>::`. Static and
+stateless in the fabric, as in production MRC. A QP's entropy values (EVs) map onto these
+paths, one each by default or several (`entropy_values`).
 """
 from __future__ import annotations
 
@@ -55,6 +56,18 @@ def evs(plan: FabricPlan, src: str, dst: str) -> list[EV]:
     same_leaf = plan.leaf_index(src) == plan.leaf_index(dst)
     spines = [None] if same_leaf else range(plan.scenario.fabric.spines_per_plane)
     return [ev(plan, src, dst, p, s) for p in range(plan.planes) for s in spines]
+
+
+def entropy_values(plan: FabricPlan, src: str, dst: str, per_path: int = 1) -> list[EV]:
+    """A QP's EV table toward dst: EV i takes path i mod P (P paths, `evs` order), so every
+    path has `per_path` EVs and each turn through the table crosses every path once.
+
+    Why more EVs than paths: in a NIC an EV is a hash input, and production NICs keep far
+    more of them than a pair has paths, so toward a host of the same leaf (one path a plane)
+    several EVs share each plane's path. Condemning one then takes a share of the path away,
+    not the whole plane."""
+    table = evs(plan, src, dst)
+    return [table[i % len(table)] for i in range(len(table) * per_path)]
 
 
 def pairs(plan: FabricPlan) -> Iterator[tuple[str, str]]:

@@ -38,7 +38,8 @@ def _spines(plan: FabricPlan) -> dict[tuple[str, int, int], float]:
     hosts = plan.scenario.rank_hosts()
     return {(h, r, i): (float("nan") if ev.spine is None else ev.spine)
             for h in hosts for r, peer in enumerate(hosts) if peer != h
-            for i, ev in enumerate(paths.evs(plan, h, peer))}
+            for i, ev in enumerate(paths.entropy_values(plan, h, peer,
+                                                        plan.scenario.mrc.evs_per_path))}
 
 
 def iteration_gaps(records: list[IterationRecord]) -> list[float]:

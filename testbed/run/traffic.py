@@ -82,7 +82,8 @@ def agent_configs(plan: FabricPlan, scenario: Scenario, transport: Transport,
         for r, peer in enumerate(hosts):
             if peer == host:
                 continue
-            evs = paths.evs(plan, host, peer)
+            evs = paths.entropy_values(plan, host, peer,
+                                       m.evs_per_path if transport == "mrc" else 1)
             peers.append(PeerConfig(
                 r, peer, [(i, e.plane, str(e.address)) for i, e in enumerate(evs)],
                 [str(plan.plain_address(peer, p)) for p in range(plan.planes)],

@@ -418,6 +418,11 @@ class MrcSettings(StrictModel):
     evs_per_plane: int | None = Field(
         None, ge=1, le=256, description="active EVs per plane (the rest are spares that replace "
         "a condemned one); default: every path but one where a plane has 4 or more paths")
+    evs_per_path: int = Field(
+        1, ge=1, le=64, description="EVs a QP keeps for each path toward a peer: a NIC's EVs "
+        "are hash inputs, many more than a pair's paths (the MRC paper's NICs keep 100-256), "
+        "so several share a path and condemning one leaves the path in use; with more than "
+        "one, every EV is active unless evs_per_plane says otherwise")
     ev_min_active: int = Field(1, ge=1, le=4096, description="no EV is marked ASSUMED_BAD "
                                "while only this many are GOOD (the spec's floor)")
     spray: Literal["round_robin", "random"] = "round_robin"
@@ -669,12 +674,14 @@ class Scenario(StrictModel):
         return planes * self.fabric.host_link.rate / 8e9, planes
 
     def active_evs_per_plane(self) -> int | None:
-        """MRC's active EVs per plane: as set, else every path but one where a plane has
-        4 or more paths (that one is a spare, as production keeps EV sets larger than the
-        active set), else every path (None). Fewer than 4 paths: a spare would idle a third
-        or more of a plane's spines."""
+        """MRC's active EVs per plane: as set, else every EV where a path has several, else
+        every path but one where a plane has 4 or more paths (that one is a spare, as
+        production keeps EV sets larger than the active set), else every path (None).
+        Fewer than 4 paths: a spare would idle a third or more of a plane's spines."""
         if self.mrc.evs_per_plane is not None:
             return self.mrc.evs_per_plane
+        if self.mrc.evs_per_path > 1:  # a path's other EVs stand in for a condemned one
+            return None
         spines = self.fabric.spines_per_plane
         return spines - 1 if spines >= SPARE_FROM_PATHS else None
 

@@ -64,6 +64,13 @@ def test_the_condemn_variant_is_mrc_condemning_untrimmed_losses_and_runs_only_wh
     assert "mrc-condemn" not in parse_variants(ap.parse_args([]).variants)
 
 
+def test_the_ev16_variant_condemns_with_16_evs_a_path():
+    name, text = variant_text(SCENARIO, "mrc-condemn-ev16", 2)
+    sc = parse(text, "t")
+    assert name == "base-s2-condemn-ev16"
+    assert (sc.mrc.untrimmed_loss, sc.mrc.evs_per_path) == ("condemn", 16)
+
+
 def test_the_lossless_variant_of_a_trimming_scenario_is_a_valid_scenario():
     text = SCENARIO.replace("host_link: {rate: 10Mbit}", "host_link: {rate: 10Mbit, "
                             "buffer: 100KB, trim_threshold: 100KB}")

@@ -9,6 +9,7 @@ from testbed import scenario
 from testbed.fabric.paths import (
     all_evs,
     covering_sample,
+    entropy_values,
     ev,
     ev_count,
     evs,
@@ -73,6 +74,16 @@ def test_same_leaf_evs(plan):
     assert [e.hops for e in got] == [("h0", "p0l0", "h1"), ("h0", "p1l0", "h1")]
     assert [e.spine for e in got] == [None, None]
     assert [e.label for e in got] == ["p0-local", "p1-local"]
+
+
+def test_several_evs_a_path_take_the_paths_in_turn(plan):
+    """Three EVs a path: EVs 0-3 cross the 4 paths of h0 -> h3 once, 4-7 again, and so on;
+    toward h1 (one path a plane) EVs 0, 2, 4 share plane 0's path."""
+    got = entropy_values(plan, "h0", "h3", 3)
+    assert [e.label for e in got] == ["p0s0", "p0s1", "p1s0", "p1s1"] * 3
+    local = entropy_values(plan, "h0", "h1", 3)
+    assert [e.label for e in local] == ["p0-local", "p1-local"] * 3
+    assert entropy_values(plan, "h0", "h3") == evs(plan, "h0", "h3")
 
 
 def test_same_leaf_ev_needs_same_leaf(plan):

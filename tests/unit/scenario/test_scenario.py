@@ -314,6 +314,24 @@ def test_denied_paths_become_denied_evs_per_pair(tmp_path):
     assert h0 == {"h1": [1], "h2": [1, 2, 3], "h3": [1, 2, 3]}
 
 
+def test_mrc_qps_get_evs_per_path_evs_for_every_path_and_rocev2_one(tmp_path):
+    """Two EVs a path on the default fabric (2 planes of 2 spines): 8 EVs toward a host of
+    another leaf, 4 toward one of the same leaf, each path's denial on both of its EVs;
+    RoCEv2's QPs take one path each and keep the plain table."""
+    from testbed.fabric.plan import make_plan
+    from testbed.run.traffic import agent_configs
+    sc = parse("name: d\nmrc: {evs_per_path: 2, denied: [{plane: 0, spine: 1}]}")
+    plan = make_plan(sc)
+    peers = {p.host: p for p in agent_configs(plan, sc, "mrc", tmp_path)["h0"].peers}
+    assert [(i, plane) for i, plane, _ in peers["h3"].evs] == [
+        (0, 0), (1, 0), (2, 1), (3, 1), (4, 0), (5, 0), (6, 1), (7, 1)]
+    assert peers["h3"].evs[1][2] == peers["h3"].evs[5][2] != peers["h3"].evs[0][2]
+    assert peers["h3"].denied == [1, 5]
+    assert [plane for _, plane, _ in peers["h1"].evs] == [0, 1, 0, 1]
+    roce = {p.host: p for p in agent_configs(plan, sc, "rocev2", tmp_path)["h0"].peers}
+    assert len(roce["h3"].evs) == 4
+
+
 def test_denying_every_path_is_an_error():
     msg = error_of("mrc: {denied: [{plane: 0}, {plane: 1, spine: 0}, {plane: 1, spine: 1}]}")
     assert "mrc.denied: every path is denied" in msg
@@ -404,3 +422,5 @@ def test_rocev2_runs_one_qp_per_plane_and_mrc_keeps_a_spare_where_planes_have_4_
     assert four.active_evs_per_plane() == 3
     assert parse("name: t\nfabric: {spines_per_plane: 4}\nmrc: {evs_per_plane: 4}"
                  ).active_evs_per_plane() == 4
+    assert parse("name: t\nfabric: {spines_per_plane: 4}\nmrc: {evs_per_path: 4}"
+                 ).active_evs_per_plane() is None, "several EVs a path: no spare path"
