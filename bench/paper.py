@@ -5,7 +5,8 @@ bench/fair.py) on the same seeds. Which spine each RoCEv2 QP lands on depends on
 its seeded source port; which EVs MRC keeps active is a seeded choice too: every variant gets
 every seed.
 
-    sudo .venv/bin/python -m bench.paper [--set paper|paper-real|validation] [--seeds 1,2,3]
+    sudo .venv/bin/python -m bench.paper [--set paper|paper-real|validation|validation-real]
+        [--seeds 1,2,3]
         [--variants mrc,rocev2,rocev2-lossless] [--against CHECKOUT] [--results DIR]
         [EXPERIMENT ...]
 
@@ -13,7 +14,9 @@ every seed.
 `--set paper-real` the same experiments as real 100 Gbit/s fabrics with 1 us hops in their own
 frame (scenarios/paper-real/);
 `--set validation` runs scenarios/validation/, fabrics and settings no constant was tuned on,
-each fault against the healthy control of its own fabric. `--against CHECKOUT` runs another
+each fault against the healthy control of its own fabric; `--set validation-real` the same as
+real fabrics in their own frame (scenarios/validation-real/: 100-200 Gbit/s, 0.7-2 us hops,
+other buffers than the paper set's). `--against CHECKOUT` runs another
 checkout of the project (another commit with its own venv) beside this one, seed by seed, its
 variants named `VARIANT@COMMIT`, each against a control run on its own code.
 
@@ -75,6 +78,9 @@ SETS: dict[str, tuple[Path, dict[str, tuple[str, str | None]]]] = {
         "1plane-incast": ("1plane-incast", "1plane-control"),
     }),
 }
+# the validation set as real fabrics in their own frame (scenarios/validation-real/): other
+# rates, hop and NIC latencies and buffers than the paper set's, the same experiments
+SETS["validation-real"] = (ROOT / "scenarios" / "validation-real", SETS["validation"][1])
 
 
 def windows(scenario) -> tuple[list[tuple[float, float]], float]:

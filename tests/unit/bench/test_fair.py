@@ -285,8 +285,9 @@ def test_every_experiment_of_a_set_has_its_files_and_valid_variants(which: str):
                 assert parse(copy, stem).name == name
 
 
-def test_validation_scenarios_say_so_and_use_their_own_controls():
-    folder, experiments = paper.SETS["validation"]
+@pytest.mark.parametrize("which", ["validation", "validation-real"])
+def test_validation_scenarios_say_so_and_use_their_own_controls(which: str):
+    folder, experiments = paper.SETS[which]
     files = sorted(folder.glob("*.yaml"))
     used = {s for pair in experiments.values() for s in pair if s is not None}
     assert {f.stem for f in files} == used, "every validation file is run, and only those"
