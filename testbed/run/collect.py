@@ -22,10 +22,12 @@ from hostagent.workloads import nccl
 from hostagent.workloads.iterations import IterationRecord
 from runcontract.table_io import frame_of, write_table
 from testbed.fabric import paths
+from testbed.fabric.frame import Frame
 from testbed.fabric.plan import FabricPlan
+from testbed.run.ideal import ideal_iteration
 from testbed.run.traffic import AgentOutcome
 from testbed.scenario import Scenario
-from testbed.scenario.units import format_rate
+from testbed.scenario.units import format_rate, format_time
 
 
 def _read(out: Path, host: str, name: str) -> Any:
@@ -185,14 +187,16 @@ def collect(out: Path, results_dir: Path, outcomes: list[AgentOutcome], plan: Fa
         write_table(results_dir, name, frame, (transport,))
     records = IterationRecord.of_rows(rows.iterations)
     table = (step_table(records, len(scenario.rank_hosts()), transport) if scenario.workload.steps
-             else summary_table(records, scenario, transport, link_rows))
+             else summary_table(records, plan, transport, link_rows))
     return Collected(table, frames["iterations"], frames["qps"])
 
 
-def summary_table(records: list[IterationRecord], scenario: Scenario, transport: str,
+def summary_table(records: list[IterationRecord], plan: FabricPlan, transport: str,
                   link_rows: list[dict[str, Any]] | None) -> str:
     """The nccl-tests table of the iterations every rank completed (an agent that failed
-    reported none or part of its own), the gaps between them, the share of the ideal."""
+    reported none or part of its own), the gaps between them, the share of the ideal: of
+    the bandwidth alone and with the path latency (testbed/run/ideal.py)."""
+    scenario = plan.scenario
     world = len(scenario.rank_hosts())
     ranks: dict[int, set[int]] = {}
     for r in records:
@@ -213,7 +217,24 @@ def summary_table(records: list[IterationRecord], scenario: Scenario, transport:
     table += (f"# Ideal bus bandwidth  : {ideal:.4g} GB/s ({planes} plane"
               f"{'s' if planes > 1 else ''} x {format_rate(scenario.fabric.host_link.rate)}); "
               f"measured {rows[0].busbw / ideal:.0%} of it\n")
-    return table + _overflow_line(scenario, link_rows)
+    return table + _latency_line(plan, transport, rows[0].time_us / 1e6) + _overflow_line(
+        scenario, link_rows)
+
+
+def _latency_line(plan: FabricPlan, transport: str, measured: float) -> str:
+    """The ideal iteration with the hops' latency, and the share of it the mean iteration
+    (emulated seconds) reached; real-frame times beside where the scenario has them."""
+    best = ideal_iteration(plan, transport)
+    if best is None:
+        return ""
+    frame = Frame.of(plan.scenario)
+
+    def both(seconds: float) -> str:
+        real = f" ({format_time(frame.in_real(seconds))} real)" if frame.real else ""
+        return f"{format_time(seconds)}{real}"
+    return (f"# Ideal with latency   : {both(best.seconds)} an iteration ({best.steps} steps: "
+            f"bytes at line rate {both(best.serialization)}, hops {both(best.latency)}); "
+            f"measured {best.seconds / measured:.0%} of it\n")
 
 
 def _overflow_line(scenario: Scenario, link_rows: list[dict[str, Any]] | None) -> str:

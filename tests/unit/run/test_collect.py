@@ -90,3 +90,20 @@ def test_the_summary_names_the_variant_and_lossless_overflow(tmp_path: Path):
     table = collect_table(out, res, [AgentOutcome(h, r, 0, {}) for r, h in enumerate(hosts)],
                        SC, "rocev2", link_rows=[link_row("p0l0", 1.0, 0)])
     assert "RoCEv2, lossy, Go-Back-N, DCQCN" in table and "Lossless" not in table
+
+
+def test_the_summary_gives_the_share_of_the_ideal_with_latency(tmp_path: Path):
+    """1 KiB all-reduce on 4 ranks, 0.5 s an iteration: the ideal with latency (ideal.py's
+    tests check its arithmetic) over 0.5 s is the share printed."""
+    from testbed.run.ideal import ideal_iteration
+    out, res = tmp_path / "agents", tmp_path / "run"
+    res.mkdir()
+    hosts = SC.rank_hosts()
+    for rank, host in enumerate(hosts):
+        write(out, host, [iteration(rank, host, k) for k in range(2)])
+    outcomes = [AgentOutcome(h, r, 0, {}) for r, h in enumerate(hosts)]
+    table = collect_table(out, res, outcomes, SC, "mrc")
+    best = ideal_iteration(make_plan(SC), "mrc")
+    assert best is not None
+    line = next(x for x in table.splitlines() if x.startswith("# Ideal with latency"))
+    assert "(6 steps: " in line and line.endswith(f"measured {best.seconds / 0.5:.0%} of it")
