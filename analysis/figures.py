@@ -20,7 +20,7 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 
-from .metrics import Percentile, percentiles
+from .metrics import Percentile, percentiles, together
 
 FORMATS = ("png", "pdf")
 # One style per series, in order: colour-blind-safe colours that also differ in gray level,
@@ -120,14 +120,11 @@ def save(fig: Figure, out_dir: Path, name: str) -> list[Path]:
 
 
 def same_window(disturbances: pd.DataFrame, t_max: float) -> list[list[Any]]:
-    """The disturbances (rows) grouped by kind and window, to the 10 ms a label shows, in the
-    order they first appear: faults applied together (a blackhole on every leaf of a spine) get
+    """The disturbances (rows) grouped by kind and window (metrics.together), in the order
+    they first appear: faults applied together (a blackhole on every leaf of a spine) get
     one shaded span and one label, not a stack of boxes over the plot."""
-    groups: dict[tuple[object, ...], list[Any]] = {}
-    for d in disturbances.itertuples():
-        end = d.end if pd.notna(d.end) else t_max
-        groups.setdefault((d.source, d.kind, round(d.start, 2), round(end, 2)), []).append(d)
-    return list(groups.values())
+    rows = list(disturbances.itertuples())
+    return [[rows[i] for i in group] for group in together(disturbances, t_max)]
 
 
 def _mark_disturbances(ax, disturbances: pd.DataFrame, reroutes: pd.Series | None,

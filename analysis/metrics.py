@@ -203,6 +203,38 @@ def used_links(links: pd.DataFrame, share: float = 0.01) -> frozenset[str]:
     return frozenset(per_link[per_link >= share * per_link.max()].index)
 
 
+TOGETHER_S = 0.01  # disturbances starting and ending within this are applied together
+
+
+def together(dist: pd.DataFrame, t_end: float) -> list[list[int]]:
+    """Row positions of `dist` grouped by source, kind and window (to TOGETHER_S), in the
+    order they first appear: faults stated together (a blackhole on every leaf of a spine, a
+    loss at every NIC) are applied within milliseconds of each other and are one disturbance
+    to the workload, not several each ended by the next one's start."""
+    groups: dict[tuple[object, ...], list[int]] = {}
+    for i, d in enumerate(dist.itertuples()):
+        end = d.end if pd.notna(d.end) else t_end
+        key = (d.source, d.kind, round(d.start / TOGETHER_S), round(end / TOGETHER_S))
+        groups.setdefault(key, []).append(i)
+    return list(groups.values())
+
+
+def as_one(dist: pd.DataFrame, t_end: float) -> pd.DataFrame:
+    """`dist` with each group of `together` as one row: from its first start to its last end
+    (NaN if any is never undone), its links united, labelled by its first member and how
+    many more were applied with it."""
+    rows = []
+    for group in together(dist, t_end):
+        part = dist.iloc[group]
+        first = part.iloc[0].to_dict()
+        more = f" and {len(group) - 1} more at once" if len(group) > 1 else ""
+        rows.append({**first, "label": f"{first['label']}{more}",
+                     "start": float(part["start"].min()),
+                     "end": math.nan if part["end"].isna().any() else float(part["end"].max()),
+                     "links": tuple(sorted({x for ls in part["links"] for x in ls}))})
+    return pd.DataFrame(rows, columns=dist.columns)
+
+
 def overlaps(dist: pd.DataFrame, t_end: float) -> list[list[str]]:
     """Per disturbance, the labels of the others whose time windows overlap its own (an
     event never undone lasts to `t_end`)."""
@@ -293,16 +325,18 @@ def recoveries(series: pd.Series, events: pd.DataFrame, bin_s: float, t_end: flo
                fraction: float = 0.9, pre_window: float = 1.0,
                used: frozenset[str] | None = None,
                ccts: pd.DataFrame | None = None) -> pd.DataFrame:
-    """`recovery` for each row of `disturbances(...)`, each judged until the next one starts
+    """`recovery` for each row of `disturbances(...)` (those applied together as one:
+    `as_one`), each judged until the next one starts
     (or `t_end`); `after_end_s` says how long after the disturbance ended goodput was back
     (negative: back while it lasted), since a fault that halves a path set keeps goodput
     down until it is undone. With `used` (the links this run carried traffic on): `on_paths`,
     how many of a fault's links the run used (a dip during a fault on none of them is not
     that fault's). `overlaps` names the disturbances whose windows overlap this one, and
     `slowdown` is the slowest iteration during it over the others' median (with `ccts`)."""
-    ordered = events.sort_values("start").reset_index(drop=True)
+    ordered = events.copy()
     if "links" not in ordered.columns:
         ordered["links"] = [()] * len(ordered)
+    ordered = as_one(ordered, t_end).sort_values("start").reset_index(drop=True)
     others = overlaps(ordered, t_end)
     rows = []
     for i, ev in ordered.iterrows():

@@ -213,6 +213,26 @@ def test_used_links_are_those_that_carried_the_run():
     assert used == {"h0-p0l0", "p0l0-p0s1"}  # 50 kB is below 1% of 10 MB
 
 
+def test_faults_applied_together_are_one_disturbance():
+    """Blackholes on both leaves of a spine, applied 4 ms apart, then a reboot: the first
+    two are one disturbance, judged until the reboot, whose dip and links are theirs; a lone
+    second blackhole would have been judged over 4 ms and never seen the dip."""
+    s = _dip([100, 100, 100, 100, 20, 60, 100, 100, 100, 100])
+    events = pd.DataFrame({"source": ["fault"] * 3,
+                           "kind": ["blackhole", "blackhole", "router_reboot"],
+                           "label": ["blackhole p0 leaf 0-spine 0", "blackhole p0 leaf 1-spine 0",
+                                     "router_reboot p0s0"],
+                           "start": [2.0, 2.004, 4.0], "end": [3.5, 3.502, 4.5],
+                           "links": [("p0l0-p0s0",), ("p0l1-p0s0",), ("p0l0-p0s0",)]})
+    r = M.recoveries(s, events, 0.5, t_end=5.0)
+    assert r["label"].tolist() == ["blackhole p0 leaf 0-spine 0 and 1 more at once",
+                                   "router_reboot p0s0"]
+    first = r.iloc[0]
+    assert (first["start"], first["end"]) == (2.0, 3.502)
+    assert first["links"] == ("p0l0-p0s0", "p0l1-p0s0")
+    assert first["recovery_s"] == pytest.approx(1.0) and first["dipped"]
+
+
 def test_a_dip_during_a_fault_on_unused_links_is_not_blamed_on_it():
     """Overlapping faults: a plane-1 fault the run never used, and a plane-0 one it did. The
     run dipped; the summary must say the plane-1 fault was off its paths, that the two
