@@ -3,7 +3,10 @@
 in htsim (htsim_uec for MRC, htsim_roce with PFC for RoCEv2) and on the testbed, on
 the same seeds, and one table puts them side by side: the collective's completion time (CCT)
 and its flows' completion times p50 / p99, each as a ratio to the ideal, min / median / max
-over the seeds, and the ratio of the medians, testbed over htsim.
+over the seeds, and the ratio of the medians, testbed over htsim. For chained flows (a ring)
+a row `CCT, htsim at arrival` gives htsim's CCT had each step started when its predecessor's
+last byte arrived, as the testbed's ring does, rather than when its sender had it all
+acknowledged, as htsim's triggers do (htsim_files.arrival_cct_us).
 
     sudo flock /tmp/testbed-run.lock .venv/bin/python -m bench.htsim --htsim DIR
         [--seeds 1,2,3] [--variants mrc,rocev2,rocev2-lossless] [--results DIR]
@@ -29,7 +32,7 @@ from analysis.load import RunError, load_run
 from analysis.metrics import cct
 from bench import fair
 from bench.common import ROOT
-from bench.htsim_files import HtsimError, Inputs, ideal_cct, inputs
+from bench.htsim_files import Flow, HtsimError, Inputs, arrival_cct_us, ideal_cct, inputs
 from bench.htsim_output import Completion, completions, event
 from testbed.errors import ScenarioError
 from testbed.scenario import load
@@ -105,23 +108,42 @@ def run_htsim(binary: Path, args: list[str], workdir: Path, flows: int,
 
 @dataclass(frozen=True)
 class Measure:
-    """One run's ratios to the ideal: CCT, and the flows' completion times p50 and p99."""
+    """One run's ratios to the ideal: CCT, and the flows' completion times p50 and p99; for
+    htsim's chained flows also the CCT had each started at its predecessor's arrival."""
 
     cct: float
     p50: float
     p99: float
     fidelity: str = fair.FAITHFUL
+    cct_arrival: float | None = None
 
 
-def htsim_measure(done: list[Completion], sizes: dict[str, list[int]], ideal_s: float,
+def matched(inp: Inputs, prefix: str, done: list[Completion]) -> list[tuple[Flow, Completion]]:
+    """Each finished flow with the flow it is: by name (`prefix_src_dst`), the flows of one
+    pair in id order against its completions in start order (flows of one pair start in id
+    order; htsim_roce prints no flow id)."""
+    ours: dict[str, list[Flow]] = {}
+    for f in sorted(inp.flows, key=lambda f: f.id):
+        ours.setdefault(f"{prefix}_{f.src}_{f.dst}", []).append(f)
+    order = {name: iter(flows) for name, flows in ours.items()}
+    return [(next(order[c.name]), c) for c in sorted(done, key=lambda c: c.start_us)]
+
+
+def htsim_measure(pairs: list[tuple[Flow, Completion]], inp: Inputs, ideal_s: float,
                   rate: float) -> Measure:
     """Ratios from htsim's flows (us): the CCT is the last finish (every chain starts at 0);
-    each flow's ideal is its bytes at the host link's `rate` (bit/s of htsim's frame)."""
-    order = {name: iter(s) for name, s in sizes.items()}
-    fct = [c.fct_us / (next(order[c.name]) * 8 / rate * 1e6) for c in
-           sorted(done, key=lambda c: c.start_us)]
+    each flow's ideal is its bytes at the host link's `rate` (bit/s of htsim's frame). Where
+    flows are chained, also the CCT had each started at its predecessor's arrival
+    (`arrival_cct_us`), which is when the testbed's ring starts a step."""
+    fct = [c.fct_us / (f.size * 8 / rate * 1e6) for f, c in pairs]
     p50, p99 = np.percentile(fct, [50, 99])
-    return Measure(max(c.end_us for c in done) / (ideal_s * 1e6), float(p50), float(p99))
+    ideal_us = ideal_s * 1e6
+    arrival = None
+    if any(f.after is not None for f, _ in pairs):
+        ends = {f.id: c.end_us for f, c in pairs}
+        arrival = arrival_cct_us([f for f, _ in pairs], ends, inp.return_us) / ideal_us
+    return Measure(max(c.end_us for _, c in pairs) / ideal_us, float(p50), float(p99),
+                   cct_arrival=arrival)
 
 
 def testbed_measure(run_dir: Path, ideal_s: float, rate: float) -> Measure:
@@ -138,14 +160,6 @@ def testbed_measure(run_dir: Path, ideal_s: float, rate: float) -> Measure:
     p50, p99 = np.percentile(fct.to_numpy(), [50, 99])
     return Measure(float(timed["cct"].median()) / ideal_s, float(p50), float(p99),
                    run.meta.verdict or "-")
-
-
-def flow_sizes(inp: Inputs, prefix: str) -> dict[str, list[int]]:
-    """Each flow name's sizes in start order (flows of one pair start in id order)."""
-    out: dict[str, list[int]] = {}
-    for f in sorted(inp.flows, key=lambda f: f.id):
-        out.setdefault(f"{prefix}_{f.src}_{f.dst}", []).append(f.size)
-    return out
 
 
 def spread_text(values: list[float]) -> str:
@@ -193,8 +207,8 @@ def scenario_rows(file: Path, sit: fair.Sitting, bins: dict[str, Path],
                 missing.append([file.stem, name, seed, str(exc)])
                 continue
             prefix = "Uec" if name == "htsim_uec" else "Roce"
-            sim[name].append(htsim_measure(done, flow_sizes(inp, prefix), ideal / inp.dilation,
-                                           inp.host_rate * inp.dilation))
+            sim[name].append(htsim_measure(matched(inp, prefix, done), inp,
+                                           ideal / inp.dilation, inp.host_rate * inp.dilation))
             print(f"{file.stem} {name} s{seed}: CCT {sim[name][-1].cct:.2f} x ideal",
                   file=sys.stderr, flush=True)
         for variant in variants if on_testbed else ():
@@ -215,10 +229,14 @@ def scenario_rows(file: Path, sit: fair.Sitting, bins: dict[str, Path],
     rows: list[list[object]] = []
     for variant in variants:
         h, t = sim[COUNTERPART[variant]], bed[variant]
-        for metric in ("cct", "p50", "p99"):
-            hv, tv = [getattr(m, metric) for m in h], [getattr(m, metric) for m in t]
-            rows.append([file.stem, variant, COUNTERPART[variant],
-                         {"cct": "CCT", "p50": "flow p50", "p99": "flow p99"}[metric],
+        arrival = [m.cct_arrival for m in h if m.cct_arrival is not None]
+        for metric, label in (("cct", "CCT"), ("arrival", "CCT, htsim at arrival"),
+                              ("p50", "flow p50"), ("p99", "flow p99")):
+            if metric == "arrival" and not arrival:
+                continue
+            hv = arrival if metric == "arrival" else [getattr(m, metric) for m in h]
+            tv = [getattr(m, "cct" if metric == "arrival" else metric) for m in t]
+            rows.append([file.stem, variant, COUNTERPART[variant], label,
                          spread_text(hv), spread_text(tv), ratio_text(tv, hv),
                          f"{len(h)}+{len(t)} of {len(sit.seeds)}"])
     return rows

@@ -19,6 +19,7 @@ when they say exactly that (`failed_spines`).
 from __future__ import annotations
 
 import random
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from hostagent.protocol.wire import HEADER_SIZE
@@ -124,6 +125,25 @@ def matrix(nodes: int, flows: list[Flow]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def arrival_cct_us(flows: list[Flow], ends_us: dict[int, float],
+                   return_us: Callable[[Flow], float]) -> float:
+    """The collective's completion time (us) had each flow started when its predecessor's
+    last byte arrived, as the testbed's ring starts a step, instead of when its sender had
+    every byte acknowledged (htsim's send_done_trigger): each flow's end, less its own
+    acknowledgement's return and those of every flow before it in its chain. Exact while
+    flows that start earlier meet the same queues; an estimate otherwise."""
+    by_id = {f.id: f for f in flows}
+
+    def earlier(f: Flow) -> float:
+        total = 0.0
+        while f.after is not None:
+            f = by_id[f.after]
+            total += return_us(f)
+        return total
+
+    return max(ends_us[f.id] - return_us(f) - earlier(f) for f in flows)
+
+
 def ideal_cct(flows: list[Flow], rate: float) -> float:
     """Seconds the busiest host link needs for its bytes (sent or received) at `rate` bit/s:
     the collective's completion time with no header, latency or congestion."""
@@ -148,6 +168,16 @@ class Inputs:
     uec: list[str]
     roce: list[str] | None  # None: htsim_roce cannot build this fabric
     notes: list[str] = field(default_factory=list)
+    hop_us: float = 0.0  # one link's latency in htsim's frame
+    per_leaf: int = 1  # hosts per leaf: hosts n and m share a leaf when n // per_leaf does
+
+    def return_us(self, flow: Flow) -> float:
+        """Microseconds (htsim's frame) from the last byte reaching a flow's receiver to its
+        acknowledgement reaching the sender: the links back (2 on one leaf, else 4) at
+        `hop_us` each; htsim has no NIC latency, and an ACK's serialization is under 1% of it
+        at these rates."""
+        links = 2 if flow.src // self.per_leaf == flow.dst // self.per_leaf else 4
+        return links * self.hop_us
 
     @property
     def matrix(self) -> str:
@@ -246,7 +276,8 @@ def inputs(sc: Scenario, uec_paths: int = 64, lb: str = "bitmap",
            "-trimsize", str(IP_UDP + HEADER_SIZE)]
     roce = ([*common, *shape, "-strat", "ecmp_host", "-paths", "1",
              *(["-dcqcn", str(low)] if dcqcn else [])] if auto else None)
-    return Inputs(f.host_count, flows, d, host.rate, topo_file, uec, roce, notes)
+    return Inputs(f.host_count, flows, d, host.rate, topo_file, uec, roce, notes, hop_us,
+                  f.hosts_per_leaf)
 
 
 def topology_file(sc: Scenario, dilation: float, hop_us: float) -> str:

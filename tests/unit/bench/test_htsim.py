@@ -219,3 +219,36 @@ def test_a_spine_degraded_on_every_leaf_for_the_whole_run_is_htsims_failed():
 def test_a_fault_htsim_cannot_build_is_refused(text):
     with pytest.raises(HtsimError, match="-failed"):
         inputs(parse(text, "t"))
+
+
+def test_the_arrival_cct_takes_back_each_acknowledgements_return_along_the_chain():
+    """A ring on 4 hosts of 2 leaves, 1 us hops: h0->h1 is on one leaf (an ACK comes back
+    over 2 links, 2 us), h1->h2 crosses the spines (4 links, 4 us). The step-1 flow h1->h2
+    waited for h0->h1 of step 0; it ends at 30 us, so at arrival it would have ended
+    30 - 4 (its own ACK) - 2 (its predecessor's) = 24 us; every other flow ends at 10."""
+    from bench.htsim_files import arrival_cct_us
+    inp = inputs(parse(REAL.format(leaves=2, spines=2, hpl=2), "t"))
+    assert inp.hop_us == 1 and inp.per_leaf == 2
+    ends = {f.id: 10.0 for f in inp.flows}
+    last = next(f for f in inp.flows if f.id == 4 + 2)  # step 1, rank 1: h1 -> h2
+    before = next(f for f in inp.flows if f.id == last.after)
+    assert (last.src, last.dst, before.src, before.dst) == (1, 2, 0, 1)
+    ends[last.id] = 30.0
+    assert arrival_cct_us(inp.flows, ends, inp.return_us) == pytest.approx(24.0)
+
+
+def test_completions_are_matched_to_their_flows_by_pair_in_order():
+    """Each pair's flows in id order against its completions in start order: a flow of step
+    k started at 10k us and ended at 10(k+1) (1 MiB all-reduce, 6 steps: CCT 60 us)."""
+    from bench.htsim import htsim_measure, matched
+    from bench.htsim_output import Completion
+    inp = inputs(parse(REAL.format(leaves=2, spines=2, hpl=2), "t"))
+    step = {f.id: (f.id - 1) // 4 for f in inp.flows}
+    done = [Completion(f"Uec_{f.src}_{f.dst}", 10.0 * step[f.id], 10.0 * (step[f.id] + 1))
+            for f in reversed(inp.flows)]
+    pairs = matched(inp, "Uec", done)
+    assert all(c.start_us == 10.0 * step[f.id] for f, c in pairs)
+    m = htsim_measure(pairs, inp, ideal_s=30e-6, rate=100e9)
+    assert m.cct == pytest.approx(2.0)
+    # a last-step flow's chain crosses 6 flows, alternating 2 and 4 us returns: 18 us back
+    assert m.cct_arrival == pytest.approx((60.0 - 18.0) / 30.0)
