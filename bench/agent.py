@@ -19,11 +19,11 @@
 2. Ring all-reduce busbw against the ideal (planes used x host link rate) on quickstart (links
    at 25 Mbit/s, a rate the agents sustain; 4096 B packets), for both transports.
 
-    sudo .venv/bin/python -m bench.agent
-    sudo BENCH_TIMEOUT=0.2 .venv/bin/python -m bench.agent   # another ACK timeout, s
+    sudo .venv/bin/python -m bench.agent [--timeout S]   # S: another ACK timeout, s
 """
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import re
@@ -51,12 +51,6 @@ qp: {{mss: {mss}, max_cwnd: 1MiB, init_cwnd: 256KiB, gso: {gso}{timeout}}}
 agents: {{mode: {mode}}}
 """
 BUSBW = ROOT / "scenarios" / "quickstart.yaml"
-# The path's ACK timeout, s: the scenario's default (11.4 ms for these links) unless
-# BENCH_TIMEOUT is set. Here the CPU, not the link, sets the RTT (a 1 MiB window takes two
-# agents 30-60 ms to turn around): MRC used to time out whole windows, resend them and fail
-# at the default, and this bench ran at 0.2 s; it converges now (hostagent/protocol/qp.py).
-TIMEOUT: float | None = (float(os.environ["BENCH_TIMEOUT"]) if os.environ.get("BENCH_TIMEOUT")
-                         else None)
 
 
 def iperf3(network, bidir: bool, seconds: float = 4.0) -> dict:
@@ -111,9 +105,16 @@ def agent(network, sc, transport: str, batched: bool = True) -> dict:
 
 
 def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    # Here the CPU, not the link, sets the RTT (a 1 MiB window takes two agents 30-60 ms to
+    # turn around): MRC used to time out whole windows, resend them and fail at the default,
+    # and this bench ran at 0.2 s; it converges now (hostagent/protocol/qp.py).
+    ap.add_argument("--timeout", type=float, metavar="S",
+                    help="the path's ACK timeout, s (default: the scenario's, 11.4 ms here)")
+    args = ap.parse_args()
     print(f"1. one fabric path, {MSS} B payload + {HEADER_SIZE} B transport header per packet")
     def parse(gso: bool, mode: str = "pooled"):
-        timeout = "" if TIMEOUT is None else f", timeout: {TIMEOUT}"
+        timeout = "" if args.timeout is None else f", timeout: {args.timeout}"
         return scenario_mod.parse(PATH.format(mss=MSS, gso=str(gso).lower(), mode=mode,
                                               timeout=timeout), "bench")
 
