@@ -73,7 +73,7 @@ class BackgroundTraffic:
             src = str(plan.plain_address(flow.src, flow.plane))
             args = ["-c", dst, "-B", src, "-p", str(flow.port), "-J",
                     "-t", f"{flow.duration:g}"]
-            if flow.protocol == "udp":
+            if flow.kind == "udp":
                 args += ["-u", "-b", str(flow.rate)]
             elif flow.rate is not None:
                 args += ["-b", str(flow.rate)]
@@ -109,7 +109,7 @@ class BackgroundTraffic:
             report = json.loads((self.out / f"flow{flow.index}-client.json").read_text())
             if report.get("error"):
                 raise ValueError(report["error"])
-            sent = report["end"]["sum_sent" if flow.protocol == "tcp" else "sum"]
+            sent = report["end"]["sum_sent" if flow.kind == "tcp" else "sum"]
             return out | {"ran": True, "seconds": float(sent["seconds"]),
                           "bytes": int(sent["bytes"])}
         except (OSError, ValueError, KeyError, TypeError) as exc:

@@ -66,7 +66,7 @@ def facts(scenario: Scenario, transport: str) -> RunFacts:
         real_rate=f.real_rate, variant=scenario.variant(transport),
         ctrl_deps_dropped=None if chakra is None else chakra.ctrl_deps_dropped(
             scenario.rank_hosts()),
-        background=tuple(BackgroundWindow(b.pattern, b.protocol, b.plane, b.at,
+        background=tuple(BackgroundWindow(b.pattern, b.kind, b.plane, b.at,
                                           b.at + b.duration)  # emulated, as the run's events
                          for b in Frame.of(scenario).background(scenario.background)))
 

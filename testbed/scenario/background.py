@@ -32,7 +32,7 @@ class Background(BaseModel):
     duration: Annotated[float, TimeIn(0, limits.MAX_TIME, above=True)] = Field(
         description="whole seconds (iperf3 -t); in the real frame (fabric.real_rate), rounded "
                     "to whole emulated seconds")
-    protocol: Literal["tcp", "udp"] = "tcp"
+    kind: Literal["tcp", "udp"] = Field("tcp", description="the flows' transport (iperf3)")
     rate: Annotated[int, RateIn(limits.MIN_RATE, limits.MAX_RATE)] | None = Field(
         None, description="per flow; UDP needs it (iperf3 would read 0 as unlimited), TCP "
                           "takes all it can")
@@ -44,9 +44,17 @@ class Background(BaseModel):
     src: str | None = Field(None, max_length=40, description="elephant: sender")
     dst: str | None = Field(None, max_length=40, description="elephant: receiver")
 
+    @model_validator(mode="before")
+    @classmethod
+    def _renamed(cls, data: object) -> object:
+        """`protocol` was this field's old name: say so instead of a bare "extra input"."""
+        if isinstance(data, dict) and "protocol" in data:
+            raise ValueError(f"`protocol` is now `kind`: write `kind: {data['protocol']}`")
+        return data
+
     @model_validator(mode="after")
     def _fits_pattern(self) -> Background:
-        if self.protocol == "udp" and self.rate is None:
+        if self.kind == "udp" and self.rate is None:
             raise ValueError("a UDP background flow needs a rate (iperf3 -b)")
         need = {"incast": ("receiver",), "elephant": ("src", "dst"), "permutation": ()}
         missing = [k for k in need[self.pattern] if getattr(self, k) is None]
@@ -66,7 +74,7 @@ class Flow:
     src: str
     dst: str
     plane: int
-    protocol: str
+    kind: str
     rate: int | None
     start: float
     duration: float
@@ -97,7 +105,7 @@ def flows(hosts: list[str], patterns: list[Background], seed: int) -> list[Flow]
                     break
             pairs = list(zip(hosts, order, strict=True))
         for src, dst in pairs:
-            out.append(Flow(len(out), src, dst, b.plane, b.protocol, b.rate, b.at, b.duration,
+            out.append(Flow(len(out), src, dst, b.plane, b.kind, b.rate, b.at, b.duration,
                             k))
     return out
 

@@ -64,7 +64,7 @@ def test_quickstart_across_two_servers_proves_every_ev_and_rank(tmp_path: Path,
     fidelity monitor runs on both servers and the verdict covers both."""
     tunnel = make_plan(scenario_mod.parse(QUICK, "t")).port_to("p0l0", "p0s1").ifname
     runs = run_scenario(QUICK + "cluster: {emulated: 2}\n" + """background:
-  - {pattern: elephant, src: h0, dst: h2, at: 0.1, duration: 1, protocol: udp, rate: 2Mbit,
+  - {pattern: elephant, src: h0, dst: h2, at: 0.1, duration: 1, kind: udp, rate: 2Mbit,
      plane: 1}
 """, tmp_path, results_dir, "--capture", tunnel)
     assert [r.name.rsplit("-", 1)[1] for r in runs] == ["mrc", "rocev2"]
@@ -300,7 +300,7 @@ def test_clean_after_a_killed_run_removes_everything_on_every_server(tmp_path: P
     file = tmp_path / "long.yaml"
     file.write_text(BASE + """transport: [mrc]
 workload: {collective: all_reduce, size: 1MiB, iterations: 200}
-background: [{pattern: elephant, src: h0, dst: h2, at: 0.0, duration: 60, protocol: udp,
+background: [{pattern: elephant, src: h0, dst: h2, at: 0.0, duration: 60, kind: udp,
               rate: 1Mbit}]
 cluster: {emulated: 2}
 """)

@@ -185,7 +185,7 @@ qp: {{mss: 4096}}
 workload: {{collective: all_gather, size: 1MiB, iterations: 2, warmup: 0, ranks: [h0, h2]}}
 {background}
 """
-UDP_INCAST = ("background:\n  - {pattern: incast, at: 0.0, duration: 60, protocol: udp, "
+UDP_INCAST = ("background:\n  - {pattern: incast, at: 0.0, duration: 60, kind: udp, "
               "rate: 20Mbit, receiver: h0, senders: [h1, h3], plane: 0}")
 
 

@@ -125,7 +125,7 @@ qp: {mss: 4096}
 transport: [mrc]
 workload: {size: 1MiB, iterations: 10, warmup: 0}
 background:
-  - {pattern: incast, at: 0.2, duration: 1, protocol: udp, rate: 15Mbit, receiver: h0,
+  - {pattern: incast, at: 0.2, duration: 1, kind: udp, rate: 15Mbit, receiver: h0,
      plane: 0}
 """, tmp_path, results_dir)
     meta = json.loads((run / "meta.json").read_text())

@@ -16,6 +16,13 @@ def test_incast_defaults_to_every_other_host():
         ("h0", "h2", 5301), ("h1", "h2", 5302), ("h3", "h2", 5303)]
 
 
+def test_kind_reaches_every_flow_of_its_pattern():
+    got = flows(HOSTS, [Background(pattern="incast", duration=1, receiver="h0"),
+                        Background(pattern="elephant", duration=1, src="h1", dst="h2",
+                                   kind="udp", rate=1_000_000)], seed=1)
+    assert [f.kind for f in got] == ["tcp", "tcp", "tcp", "udp"]
+
+
 def test_permutation_is_a_seeded_derangement():
     one = flows(HOSTS, [Background(pattern="permutation", duration=1)], seed=7)
     assert sorted(f.src for f in one) == HOSTS and sorted(f.dst for f in one) == HOSTS
@@ -24,9 +31,12 @@ def test_permutation_is_a_seeded_derangement():
 
 
 @pytest.mark.parametrize("text, message", [
-    ("[{pattern: incast, duration: 1, protocol: udp, receiver: h0}]",
+    ("[{pattern: incast, duration: 1, kind: udp, receiver: h0}]",
      "a UDP background flow needs a rate"),
     ("[{pattern: elephant, duration: 1, src: h0}]", "elephant needs dst"),
+    # the field's old name is answered with the rename, not a bare "extra input"
+    ("[{pattern: incast, duration: 1, protocol: udp, receiver: h0}]",
+     "`protocol` is now `kind`: write `kind: udp`"),
     ("[{pattern: permutation, duration: 1, receiver: h0}]", "permutation does not take receiver"),
     ("[{pattern: incast, duration: 1, receiver: h9}]", "['h9'] are not hosts of this fabric"),
     ("[{pattern: elephant, duration: 1, src: h1, dst: h1}]", "needs two different hosts"),

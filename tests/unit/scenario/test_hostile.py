@@ -169,7 +169,7 @@ LINK = "{plane: 0, leaf: 0, spine: 0}"
     (f"faults: [{{at: 1, kind: degrade, target: {LINK}, rate: -1000}}]", "faults.0.rate"),
     (f"faults: [{{at: 1, kind: degrade, target: {LINK}, rate: 1Gbit}}]",
      "is not below the link's rate"),
-    ("background: [{pattern: elephant, src: h0, dst: h1, duration: 1, protocol: udp, rate: 0}]",
+    ("background: [{pattern: elephant, src: h0, dst: h1, duration: 1, kind: udp, rate: 0}]",
      "background.0.rate"),
     (f"faults: [{{at: 1, kind: loss, target: {LINK}, probability: 0.00001}}]",
      "faults.0.probability"),
