@@ -173,11 +173,20 @@ class FabricPlan:
 
 
 def make_plan(scenario: Scenario) -> FabricPlan:
+    """The plan a build realizes; refused while a link rate is still `auto`."""
     if scenario.auto_links():  # every build plans first: none runs at the placeholder rate
         raise ScenarioError(
             f"{scenario.name}: {', '.join(scenario.auto_links())} rate is auto and has not been "
             f"chosen yet", "run it with `mrc-testbed run` (which chooses it), or give the "
                            "scenario's with_rate(budget.choose_rate(...).rate) to scripts")
+    return layout(scenario)
+
+
+def layout(scenario: Scenario) -> FabricPlan:
+    """The fabric's nodes, ports and links, named and wired as the plan has them, whatever the
+    rate: for checks of names alone (the fault timeline's targets) before `rate: auto` is
+    chosen. With `rate: auto` its links carry the placeholder rate the scenario was validated
+    at, so nothing that reads a rate may use it: builds use `make_plan`."""
     f, naming = scenario.fabric, scenario.naming
     nodes: dict[str, Node] = {}
     hosts = tuple(naming.host_name(i) for i in range(f.host_count))

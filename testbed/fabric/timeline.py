@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from typing import Literal, cast
 
 from testbed.errors import ScenarioError
-from testbed.fabric.plan import FabricPlan, make_plan
+from testbed.fabric.plan import FabricPlan, layout
 from testbed.scenario import Scenario
 from testbed.scenario.faults import HOST_KINDS, PARAMS, Fault, Target
 
@@ -199,11 +199,20 @@ def _resolve(actions: list[Action], faults: list[Fault], problems: list[str]) ->
 
 def check(scenario: Scenario, source: str) -> None:
     """What the schema alone cannot check: that the faults name parts of this fabric and never
-    contradict each other. Raises `ScenarioError` in the schema's format."""
+    contradict each other. Raises `ScenarioError` in the schema's format. Needs no chosen rate:
+    a timeline reads the fabric's names only, the same at every rate (`layout`), so `validate`
+    and drills check a `rate: auto` scenario's timeline in full before a run chooses the rate."""
+    if scenario.faults:
+        check_plan(layout(scenario), source)
+
+
+def check_plan(plan: FabricPlan, source: str) -> None:
+    """`check` on the plan a run has made at the rate it will run, so the run plans once."""
+    scenario = plan.scenario
     if not scenario.faults:
         return
     try:
-        schedule(make_plan(scenario), scenario.faults, scenario.routing.convergence_delay)
+        schedule(plan, scenario.faults, scenario.routing.convergence_delay)
     except TimelineError as exc:
         n = len(exc.problems)
         raise ScenarioError(f"{source}: invalid scenario ({n} problem{'s' if n > 1 else ''}):\n"

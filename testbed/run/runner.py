@@ -31,7 +31,7 @@ from testbed.emulation.telemetry import Sampler
 from testbed.errors import EnvironmentProblem, TestbedError, VerificationFailed
 from testbed.fabric.frame import Frame, dilation
 from testbed.fabric.plan import FabricPlan, make_plan
-from testbed.fabric.timeline import schedule
+from testbed.fabric.timeline import check_plan, schedule
 from testbed.fabric.timers import timers
 from testbed.kernel import features
 from testbed.kernel.fabric_queue import FabricQueues
@@ -130,7 +130,8 @@ def run(scenario: Scenario, scenario_text: str, options: RunOptions,
                 calibrate.calibrate(progress)
         if not only_fabric:  # at the rate that will run, before any build
             progress.say(feasible.check(scenario, scenario.name).lines()[-1])
-        plan = make_plan(scenario)
+        plan = make_plan(scenario)  # once per run: every phase and transport is handed it
+        check_plan(plan, scenario.name)  # the fault timeline, at the rate that will run
         if scenario.cluster is not None:
             for line in placement_lines(plan):
                 progress.say(f"  {line}")
