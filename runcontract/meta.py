@@ -1,12 +1,12 @@
 """`meta.json`, the record of one run: what ran, on what, how it ended, and the numbers a
 report needs that no table holds.
 
-It is a versioned contract: the testbed writes it only through `RunMeta` (testbed/run/
-results.py), every reader reads it through `read_meta`, which upgrades the versions it knows
-and refuses newer ones with a message, never a half-understood record. `schema_version` counts
-changes a reader must know about; a folder written before the key existed is version 1.
-`schemas/meta.schema.json` is this model's JSON Schema (`make schemas`), for notebooks and
-tools in other languages.
+It is a versioned contract: the testbed writes it only through `RunMeta` (`write_meta` in
+testbed/lifecycle/files.py), every reader reads it through `read_meta`, which upgrades the
+versions it knows and refuses newer ones with a message, never a half-understood record.
+`schema_version` counts changes a reader must know about; a folder written before the key
+existed is version 1. `schemas/meta.schema.json` is this model's JSON Schema (`make schemas`),
+for notebooks and tools in other languages.
 """
 from __future__ import annotations
 

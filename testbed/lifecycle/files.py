@@ -14,6 +14,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from runcontract import META
+from runcontract.meta import MetaError, RunMeta, parse_meta
 
 
 def write_bytes(path: Path, data: bytes, mode: int = 0o644) -> None:
@@ -42,19 +43,26 @@ def make_dir(path: Path) -> None:
     path.mkdir(mode=0o755)
 
 
+def write_meta(run_dir: Path, meta: RunMeta) -> None:
+    """A run's meta.json, only ever from its model: what is written is a record every reader
+    parses (`parse_meta`), of the current version."""
+    write_json(run_dir / META, meta.to_json())
+
+
 def mark_ended_elsewhere(run_dir: Path, status_text: str) -> None:
-    """For a run whose runner died: record that it did not finish, if nothing else did."""
+    """For a run whose runner died: record that it did not finish, if nothing else did. A
+    file that is not a record this testbed reads (damaged, or of a newer version) is left as
+    it is: rewriting what is not understood would lose what the newer writer put there."""
     meta_path = run_dir / META
     try:
         if meta_path.is_symlink() or run_dir.is_symlink():
             return  # not a folder this testbed made
-        meta = json.loads(meta_path.read_text())
-    except (OSError, ValueError):
+        meta = parse_meta(json.loads(meta_path.read_text()), str(meta_path))
+    except (OSError, ValueError, MetaError):
         return
-    if isinstance(meta, dict) and meta.get("status") == "running":
-        meta.update(status="crashed", error=status_text,
-                    ended=datetime.now(timezone.utc).isoformat())
+    if meta.status == "running":
+        meta.status, meta.error, meta.ended = "crashed", status_text, datetime.now(timezone.utc)
         try:
-            write_json(meta_path, meta)
+            write_meta(run_dir, meta)
         except OSError:
             pass  # a full or read-only disk: `list` still tells a dead run from a live one

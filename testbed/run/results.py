@@ -23,7 +23,7 @@ from runcontract import META, SCENARIO, BackgroundWindow, RunFacts, RunMeta
 from runcontract.meta import MetaError, Status, read_meta
 from testbed.errors import EnvironmentProblem
 from testbed.fabric.frame import Frame
-from testbed.lifecycle.files import make_dir, write_json, write_text
+from testbed.lifecycle.files import make_dir, write_json, write_meta, write_text
 from testbed.run.similarity import similarity
 from testbed.scenario import Scenario
 
@@ -99,7 +99,7 @@ class RunResults:
 
     def save(self) -> None:
         try:
-            write_json(self.dir / META, self.meta.to_json())
+            write_meta(self.dir, self.meta)
         except OSError as exc:
             raise _unwritable(self.dir, exc) from None
 

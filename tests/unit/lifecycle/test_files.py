@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from runcontract.meta import SCHEMA_VERSION, read_meta
 from testbed import scenario
 from testbed.errors import EnvironmentProblem
 from testbed.lifecycle.files import mark_ended_elsewhere, write_json, write_text
@@ -74,3 +75,38 @@ def test_mark_ended_elsewhere_ignores_what_is_not_a_record(tmp_path: Path):
     (tmp_path / "meta.json").write_text("[]")
     mark_ended_elsewhere(tmp_path, "crashed")  # no AttributeError
     assert (tmp_path / "meta.json").read_text() == "[]"
+
+
+def _running(tmp_path: Path) -> Path:
+    """A results folder as a runner leaves it when it dies: meta.json says `running`."""
+    return RunResults(tmp_path, scenario.parse("name: x", "x"), "name: x\n", 1, "mrc").dir
+
+
+def test_a_run_ended_elsewhere_is_recorded_through_its_model(tmp_path: Path):
+    run = _running(tmp_path)
+    before = json.loads((run / "meta.json").read_text())
+    mark_ended_elsewhere(run, "its runner died")
+    after = json.loads((run / "meta.json").read_text())
+    assert {k for k in after if after[k] != before[k]} == {"status", "error", "ended"}
+    meta = read_meta(run)  # the record every reader reads, written as the runner writes it
+    assert (meta.status, meta.error) == ("crashed", "its runner died")
+    assert after["ended"] == meta.to_json()["ended"]
+
+
+def test_a_record_of_an_older_version_is_rewritten_in_the_current_one(tmp_path: Path):
+    run = _running(tmp_path)
+    old = json.loads((run / "meta.json").read_text())
+    for key in ("schema_version", "gave_up", "similarity"):  # version 1 had none of them
+        del old[key]
+    (run / "meta.json").write_text(json.dumps(old))
+    mark_ended_elsewhere(run, "its runner died")
+    assert json.loads((run / "meta.json").read_text())["schema_version"] == SCHEMA_VERSION
+
+
+def test_a_record_newer_than_this_testbed_is_left_as_it_is(tmp_path: Path):
+    run = _running(tmp_path)
+    newer = {**json.loads((run / "meta.json").read_text()), "schema_version": SCHEMA_VERSION + 1,
+             "a_later_key": 1}
+    (run / "meta.json").write_text(json.dumps(newer))
+    mark_ended_elsewhere(run, "its runner died")
+    assert json.loads((run / "meta.json").read_text()) == newer

@@ -7,12 +7,15 @@ import os
 import subprocess
 import sys
 import time
+from datetime import datetime, timezone
 from pathlib import Path
 
 import pytest
 
+from runcontract.meta import RunMeta
 from testbed.errors import EnvironmentProblem
 from testbed.lifecycle import cleanup, registry
+from testbed.lifecycle.files import write_meta
 from testbed.lifecycle.registry import NodeRecord, RunRecord, RunRegistry
 
 
@@ -165,7 +168,8 @@ def test_a_proven_shell_takes_its_whole_namespace_and_marked_processes_go_too(tm
         record = _record("dead-run", tmp_path, {
             "h0": NodeRecord(shell.pid, ino, registry.start_time(shell.pid)),
             "h1": NodeRecord(orphan.pid + 10**6, cleanup.netns_of(orphan.pid), 5)})
-        (tmp_path / "meta.json").write_text(json.dumps({"status": "running"}))
+        write_meta(tmp_path, RunMeta(run_id="dead-run", scenario="x", transport=None, seed=1,
+                                     status="running", started=datetime.now(timezone.utc)))
         assert cleanup.clean_record(record, "crashed") >= 3
         assert not any(_alive(p) for p in (shell, helper, orphan))
         assert json.loads((tmp_path / "meta.json").read_text())["status"] == "crashed"
