@@ -25,7 +25,7 @@ import socket
 import sys
 import time
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import asdict
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -189,6 +189,24 @@ async def linger_until_peers_done(cfg: AgentConfig, out: Path) -> None:
                       min(LINGER_MAX, cfg.timeout))
 
 
+@dataclass
+class _HostRun:
+    """One host's run as it goes: what it records (filled as iterations complete: a timeout
+    keeps those that did), the instruments timed from the common start, and how it ended."""
+
+    records: list[IterationRecord]
+    messages: list[MessageRecord] = field(default_factory=list)
+    nodes: list[NodeRecord] = field(default_factory=list)  # a training step's (steps.json)
+    ev_load: list[EvLoadRow] = field(default_factory=list)
+    executor: StepExecutor | None = None  # a training step's; None: a looped collective
+    cpu_at_start: tuple[float, float] | None = None
+    window: LagWindow | None = None  # this host's share of the process's loop-lag monitor
+    sampler: int | None = None  # this host's key in EV_LOAD
+    status: str = "ok"
+    error: str | None = None
+    ran_to_end: bool = False  # every iteration ran (verified or not): peers may need our ACKs
+
+
 async def run(cfg: AgentConfig, out: Path, ns: str | None = None) -> dict[str, Any]:
     """The workload of one host; `ns`: the network namespace its sockets are opened in (None:
     this thread's)."""
@@ -196,74 +214,95 @@ async def run(cfg: AgentConfig, out: Path, ns: str | None = None) -> dict[str, A
     nic = Nic(len(cfg.plain), cfg.nic.rate_bps, cfg.nic.limit) if cfg.nic else None
     drv = driver.Driver(cfg.rank, cfg.world, listen, peers, gso=cfg.gso, nic=nic,
                         latency={peer.rank: peer.latency for peer in cfg.peers})
-    messages: list[MessageRecord] = []
-    # filled as iterations complete: a timeout keeps those that did
-    records: list[IterationRecord] = ProgressRecords(out / PROGRESS_FILE)
-    ev_load: list[EvLoadRow] = []
-    sampler: int | None = None  # this host's key in EV_LOAD
-    cpu_at_start: tuple[float, float] | None = None
-    window: LagWindow | None = None  # this host's share of the process's loop-lag monitor
-    status, error = "ok", None
-    ran_to_end = False  # every iteration ran (verified or not): peers may still need our ACKs
-    w = cfg.workload
-    nodes: list[NodeRecord] = []  # a training step's node records (steps.json)
-    executor: StepExecutor | None = None
+    host = _HostRun(ProgressRecords(out / PROGRESS_FILE))
+    try:
+        await _run_workload(cfg, out, drv, peers, host)
+    finally:
+        await _wind_down(cfg, out, drv, host)
+    _write_records(cfg, out, host, peers, drv.wall_offset)
+    return _result(cfg, host)
+
+
+async def _run_workload(cfg: AgentConfig, out: Path, drv: driver.Driver, peers: QPsByPeer,
+                        host: _HostRun) -> None:
+    """From registering the workload to its last iteration, or to why it stopped short (a QP
+    that failed, the deadline, the runner's SIGTERM): `host.status` and `host.error`."""
     try:
         # the buffer peers write into must exist before anyone may send: register, then ready
-        workload, executor = _workload(cfg, drv, records, nodes, messages)
+        workload, host.executor = _workload(cfg, drv, host.records, host.nodes, host.messages)
         await wait_for_start(cfg, out)
-        if executor is not None:  # straggler windows count from the common start, as faults do
-            executor.origin = float(Path(cfg.start_file).read_text())
-        cpu_at_start = _cpu_times()
-        window = PROCESS_LAG.get().start()  # from the common start: the workload's lag and CPU
-        if cfg.ev_sample_period:
-            sampler = EV_LOAD.get().start(peers, cfg.ev_sample_period, drv.wall_offset, ev_load)
+        # straggler windows count from the common start, as faults do
+        if host.executor is not None:
+            host.executor.origin = float(Path(cfg.start_file).read_text())
+        _start_watching(cfg, drv, peers, host)
         await asyncio.wait_for(workload(), cfg.timeout)
-        ran_to_end = True
-        wrong = [r for r in records if not r.verified]
+        host.ran_to_end = True
+        wrong = [r for r in host.records if not r.verified]
         if wrong:
-            status, error = ("failed", f"{len(wrong)} iterations with a wrong result: "
-                             f"{wrong[0].error}")
+            host.status, host.error = ("failed", f"{len(wrong)} iterations with a wrong "
+                                       f"result: {wrong[0].error}")
     except driver.TransportFailed as exc:
-        status, error = "failed", f"transport failed: {exc}"
+        host.status, host.error = "failed", f"transport failed: {exc}"
     except (asyncio.TimeoutError, TimeoutError) as exc:
-        status, error = "failed", str(exc) or f"no completion within {cfg.timeout:.0f} s"
+        host.status, host.error = "failed", str(exc) or f"no completion within {cfg.timeout:.0f} s"
     except asyncio.CancelledError:  # SIGTERM from the runner (stop_on_signal): keep what is done
-        status, error = "stopped", "stopped by the runner (SIGTERM)"
-    finally:
-        if sampler is not None:
-            EV_LOAD.get().stop(sampler)
-        if window is not None:
-            window.close()
-        # Only a host that ran every iteration waits for its peers. One whose collective failed
-        # (a QP failed, its time ran out) leaves none of them anything to complete: it reports at
-        # once, so that the runner ends the run (pooled: by this host's result.json; it had
-        # waited here LINGER_MAX for peers that could never be done).
-        if ran_to_end:
-            try:
-                await linger_until_peers_done(cfg, out)
-            except asyncio.CancelledError:  # stopped by the runner while lingering: what
-                pass  # this host did and how it ended stand, and are written below
-        drv.close()
-    (out / "iterations.json").write_text(_rows(records))
-    if w.steps is not None:
-        (out / "steps.json").write_text(_rows(nodes))
+        host.status, host.error = "stopped", "stopped by the runner (SIGTERM)"
+
+
+def _start_watching(cfg: AgentConfig, drv: driver.Driver, peers: QPsByPeer,
+                    host: _HostRun) -> None:
+    """The CPU, the loop lag and the EVs' load, from the common start: the workload's, not the
+    agent's start-up."""
+    host.cpu_at_start = _cpu_times()
+    host.window = PROCESS_LAG.get().start()
     if cfg.ev_sample_period:
-        (out / "ev_load.json").write_text(json.dumps(ev_load_document(ev_load)))
-    (out / "messages.json").write_text(_rows(messages))
-    (out / "loop_lag.json").write_text(json.dumps(window.samples() if window else []))
-    (out / "paths.json").write_text(json.dumps(path_report(peers, drv.wall_offset),
-                                               default=float))
+        host.sampler = EV_LOAD.get().start(peers, cfg.ev_sample_period, drv.wall_offset,
+                                           host.ev_load)
+
+
+async def _wind_down(cfg: AgentConfig, out: Path, drv: driver.Driver, host: _HostRun) -> None:
+    """Stop the instruments, wait for the peers if this host ran every iteration, close the
+    sockets. Only such a host waits: one whose collective failed (a QP failed, its time ran
+    out) leaves none of them anything to complete; it reports at once, so that the runner ends
+    the run (pooled: by this host's result.json; it had waited here LINGER_MAX for peers that
+    could never be done)."""
+    if host.sampler is not None:
+        EV_LOAD.get().stop(host.sampler)
+    if host.window is not None:
+        host.window.close()
+    if host.ran_to_end:
+        try:
+            await linger_until_peers_done(cfg, out)
+        except asyncio.CancelledError:  # stopped by the runner while lingering: what
+            pass  # this host did and how it ended stand, and are written after
+    drv.close()
+
+
+def _write_records(cfg: AgentConfig, out: Path, host: _HostRun, peers: QPsByPeer,
+                   wall_offset: float) -> None:
+    """The host's records into its folder, for the runner's tables."""
+    (out / "iterations.json").write_text(_rows(host.records))
+    if cfg.workload.steps is not None:
+        (out / "steps.json").write_text(_rows(host.nodes))
+    if cfg.ev_sample_period:
+        (out / "ev_load.json").write_text(json.dumps(ev_load_document(host.ev_load)))
+    (out / "messages.json").write_text(_rows(host.messages))
+    (out / "loop_lag.json").write_text(json.dumps(host.window.samples() if host.window else []))
+    (out / "paths.json").write_text(json.dumps(path_report(peers, wall_offset), default=float))
+
+
+def _result(cfg: AgentConfig, host: _HostRun) -> dict[str, Any]:
+    """How the host ended, for result.json; a step that never ended says what it waited in."""
+    records, cpu = host.records, host.cpu_at_start
     result: dict[str, Any] = {
-        "status": status, "error": error, "host": cfg.host, "rank": cfg.rank,
+        "status": host.status, "error": host.error, "host": cfg.host, "rank": cfg.rank,
         "transport": cfg.transport, "iterations": len(records),
         "verified": bool(records) and all(r.verified for r in records),
-        "cpu_start_s": None if cpu_at_start is None else sum(cpu_at_start),
-        "cpu_start": None if cpu_at_start is None else {"user_s": cpu_at_start[0],
-                                                          "system_s": cpu_at_start[1]},
-        "loop_lag": window.summary() if window else {}}
-    if executor is not None and not ran_to_end:  # a step that never ended: what it waited in
-        result["waiting"] = waits = executor.waiting()
+        "cpu_start_s": None if cpu is None else sum(cpu),
+        "cpu_start": None if cpu is None else {"user_s": cpu[0], "system_s": cpu[1]},
+        "loop_lag": host.window.summary() if host.window else {}}
+    if host.executor is not None and not host.ran_to_end:
+        result["waiting"] = waits = host.executor.waiting()
         for wait in waits:
             log.error("waiting in iteration %d, node %d (%s), a %s, on ranks %s",
                       wait["iteration"], wait["node"], wait["name"], wait["kind"], wait["on"])
