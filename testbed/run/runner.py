@@ -98,6 +98,7 @@ def run(scenario: Scenario, scenario_text: str, options: RunOptions,
     built from the same seed, so results compare 1:1), or hold the fabric / open the CLI.
     Always tears down. Returns the results folders."""
     progress.say(describe(scenario))
+    cluster = scenario.cluster  # the servers under the fabric, the same at any rate
     with interrupts.deferred(), contextlib.ExitStack() as held:
         with progress.phase("preflight") as info:
             found = preflight(progress, held)
@@ -115,15 +116,16 @@ def run(scenario: Scenario, scenario_text: str, options: RunOptions,
                 FabricQueues().close()  # built and accepted by this kernel, or a clear error
                 found["fabric_queue"] = True
                 done += ", eBPF ECN/trimming"
-            if scenario.cluster is not None:
-                cluster_preflight(scenario.cluster)
+            if cluster is not None:
+                cluster_preflight(cluster)
                 done += ", cluster tools (sshd, ssh, nsenter, ethtool)"
             info["done"] = done
         rate_auto = None
         only_fabric = options.verify_only or options.cli or options.hold > 0
-        if scenario.auto_links() or options.calibrate:
+        auto = scenario.auto_links()
+        if auto or options.calibrate:
             from testbed.run import calibrate  # builds a fabric of its own: only when asked
-            if scenario.auto_links():
+            if auto:
                 scenario, rate_auto = calibrate.choose(scenario, progress, options.calibrate,
                                                        workload=not only_fabric)
             else:
@@ -132,7 +134,7 @@ def run(scenario: Scenario, scenario_text: str, options: RunOptions,
             progress.say(feasible.check(scenario, scenario.name).lines()[-1])
         plan = make_plan(scenario)  # once per run: every phase and transport is handed it
         check_plan(plan, scenario.name)  # the fault timeline, at the rate that will run
-        if scenario.cluster is not None:
+        if cluster is not None:
             for line in placement_lines(plan):
                 progress.say(f"  {line}")
         for ifname in options.capture:
@@ -143,14 +145,17 @@ def run(scenario: Scenario, scenario_text: str, options: RunOptions,
         for transport in transports:
             if transport is not None:
                 progress.say(f"transport {transport}:")
-            dirs.append(_run_once(scenario, scenario_text, options, progress, plan, found,
-                                  transport, rate_auto))
+            dirs.append(_run_once(plan, scenario_text, options, progress, found, transport,
+                                  rate_auto))
     return dirs
 
 
-def _run_once(scenario: Scenario, scenario_text: str, options: RunOptions, progress: Progress,
-              plan: FabricPlan, found: dict[str, bool | str], transport: Transport | None,
+def _run_once(plan: FabricPlan, scenario_text: str, options: RunOptions, progress: Progress,
+              found: dict[str, bool | str], transport: Transport | None,
               rate_auto: dict[str, Any] | None = None) -> Path:
+    """One transport's run on a fabric of its own, built from the run's one plan (its
+    scenario at the rate chosen), recorded in a results folder of its own."""
+    scenario = plan.scenario
     results: RunResults | None = None
     registry: RunRegistry | None = None
     network: Network | None = None
@@ -309,14 +314,13 @@ def _bounds(scenario: Scenario, period: float) -> fidelity.Bounds:
 
 
 def _judge(monitor: FidelityMonitor, sampler: Sampler, lags: list[fidelity.AgentLag],
-           scenario: Scenario, period: float, since: float | None) -> fidelity.Verdict:
+           bounds: fidelity.Bounds, since: float | None) -> fidelity.Verdict:
     """The run's fidelity verdict from what the monitor, the telemetry and the agents saw:
     each machine that forwarded the fabric judged on its own ports, its own agents and its
     own CPU (from `since`, the agents' common start: their start-up is not the workload's);
     the worst of them is the run's."""
     times = sorted({r["time"] for r in sampler.rows})
     interval = max((b - a for a, b in zip(times, times[1:])), default=None)
-    bounds = _bounds(scenario, period)
     judged = []
     for machine in monitor.machines:
         hist, gap_ns, late_ns = machine.histogram()
@@ -455,10 +459,9 @@ def _collect(network: Network, results: RunResults, tools: _Instruments,
         ran = tools.background.windows(meta.workload_start, list(meta.facts.background))
         meta.facts = replace(meta.facts, background=tuple(ran))  # what ran, for the figures
     meta.telemetry = _telemetry_record(tools.sampler)
-    lags = _agent_lags(out, outcomes, done.iterations,
-                       _bounds(scenario, tools.sampler.period).port_queue_s)
-    verdict = _judge(tools.monitor, tools.sampler, lags, scenario, tools.sampler.period,
-                     meta.workload_start)
+    bounds = _bounds(scenario, tools.sampler.period)
+    lags = _agent_lags(out, outcomes, done.iterations, bounds.port_queue_s)
+    verdict = _judge(tools.monitor, tools.sampler, lags, bounds, meta.workload_start)
     meta.fidelity = Fidelity.model_validate(verdict.to_json())
     meta.gave_up = gave_up(done.qps, scenario.rank_hosts(), meta.workload_start)
     write_fidelity_tables(results.dir, tools.monitor)

@@ -55,7 +55,7 @@ def test_a_run_plans_once(tmp_path: Path, monkeypatch):
     monkeypatch.setattr(cli, "_require_root", lambda args: None)
     monkeypatch.setattr(runner, "preflight", lambda progress, held: {"end_sids": "seg6local"})
     handed = []
-    monkeypatch.setattr(runner, "_run_once", lambda *a, **k: handed.append(a[4]) or tmp_path)
+    monkeypatch.setattr(runner, "_run_once", lambda *a, **k: handed.append(a[0]) or tmp_path)
     f = tmp_path / "down.yaml"
     f.write_text(FIXED_WITH_FAULTS)
     assert cli.main(["run", str(f), "--verify-only", "--results", str(tmp_path), "--quiet"]) == 0
