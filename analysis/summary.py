@@ -255,8 +255,17 @@ def chakra(views: list[RunView]) -> str:
                    if (dropped := v.run.facts.ctrl_deps_dropped) is not None)
 
 
+def algorithm(views: list[RunView]) -> str:
+    """One line per run whose scenario chose the collective's algorithm (meta.json
+    `facts.algorithm`); with auto, what the cost model said of each."""
+    return "".join(f"# algorithm {v.label}: {line}\n" for v in views
+                   if v.run.facts.algorithm is not None
+                   and (line := v.run.facts.algorithm_line()) is not None)
+
+
 def text(views: list[RunView]) -> str:
     head = (step_report.table(views) if all(map(step_report.is_step_run, views))
             else table(views) + dilation(views))
-    return (head + chakra(views) + similarity(views) + gave_up(views) + fidelity(views)
-            + protocol(views) + writes(views) + recoveries(views) + fault_timing(views))
+    return (head + algorithm(views) + chakra(views) + similarity(views) + gave_up(views)
+            + fidelity(views) + protocol(views) + writes(views) + recoveries(views)
+            + fault_timing(views))

@@ -47,6 +47,11 @@ class RunFacts:
     # the reader dropped, as Chakra's feeder does (docs/manual/chakra.md); None: another
     # workload, or a run recorded before it was counted
     ctrl_deps_dropped: tuple[int, ...] | None = None
+    # the collective's algorithm as it ran (hostagent/workloads/algorithms.py), for a step graph
+    # its setting; None: the collective's default (ring; direct for all-to-all)
+    algorithm: str | None = None
+    # `auto`: the modelled seconds of each algorithm it chose among (emulated)
+    algorithm_modelled: dict[str, float] | None = None
 
     @property
     def baseline(self) -> str:
@@ -59,6 +64,15 @@ class RunFacts:
         here, divided by it, is the time at the real rate, for what scales with the rate."""
         host = self.link_rates.get("host")
         return None if self.real_rate is None or not host else self.real_rate / host
+
+    def algorithm_line(self) -> str | None:
+        """'tree (auto; modelled: ring 2.1 ms, tree 1.6 ms)', or None when the scenario chose no
+        algorithm: what the summary and report say of it."""
+        if self.algorithm is None:
+            return None
+        modelled = self.algorithm_modelled
+        return self.algorithm + ("" if not modelled else " (auto; modelled: " + ", ".join(
+            f"{name} {seconds * 1e3:.3g} ms" for name, seconds in modelled.items()) + ")")
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)

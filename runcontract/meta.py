@@ -22,7 +22,7 @@ from runcontract.facts import RunFacts
 from runcontract.record import Record
 from runcontract.similarity import Similarity
 
-SCHEMA_VERSION: Final = 3
+SCHEMA_VERSION: Final = 4
 
 Status = Literal["running", "complete", "failed", "interrupted", "crashed", "gave_up"]
 Verdict = Literal["faithful", "degraded", "not faithful"]
@@ -163,7 +163,13 @@ def _from_v2(data: dict[str, Any]) -> dict[str, Any]:
     return {**data, "schema_version": 3}
 
 
-_UPGRADES = {1: _from_v1, 2: _from_v2}
+def _from_v3(data: dict[str, Any]) -> dict[str, Any]:
+    """Version 3 is version 4 without `facts.algorithm` and `facts.algorithm_modelled`: every
+    collective ran its default algorithm (None)."""
+    return {**data, "schema_version": 4}
+
+
+_UPGRADES = {1: _from_v1, 2: _from_v2, 3: _from_v3}
 
 
 def parse_meta(data: object, where: str = "meta.json") -> RunMeta:

@@ -40,6 +40,7 @@ from hostagent.runtime.config import AgentConfig
 from hostagent.runtime.ev_load import EV_LOAD, EvLoadRow, ev_load_document
 from hostagent.runtime.file_wait import FILES
 from hostagent.runtime.loop_lag import PROCESS_LAG, LagWindow
+from hostagent.workloads.algorithms import Algorithm, Choice
 from hostagent.workloads.collectives import DTYPE, Communicator
 from hostagent.workloads.graph import RankPlan
 from hostagent.workloads.iterations import IterationRecord, MessageRecord, run_iterations
@@ -318,13 +319,22 @@ def _workload(cfg: AgentConfig, drv: driver.Driver, records: list[IterationRecor
     if w.steps is not None:
         executor = StepExecutor(drv, RankPlan.from_dict(w.steps), seed=cfg.seed,
                                 clock=time.time, compute_scale=w.compute_scale,
-                                jitter=w.compute_jitter, stragglers=w.stragglers)
+                                jitter=w.compute_jitter, stragglers=w.stragglers,
+                                algorithm=w.algorithm, fabric=w.cost_fabric())
         return functools.partial(run_steps, executor, w.iterations, w.warmup, records, nodes,
                                  messages), executor
     return functools.partial(
         run_iterations, drv, w.collective, w.size, w.iterations, w.warmup, w.compute_gap,
-        cfg.seed, time.time, comm=Communicator(drv, w.size // DTYPE.itemsize),
-        messages=messages, records=records), None
+        cfg.seed, time.time,
+        comm=Communicator(drv, w.size // DTYPE.itemsize, trees=w.algorithm == "tree"),
+        messages=messages, records=records, algorithm=_looped(w.algorithm)), None
+
+
+def _looped(algorithm: Choice | None) -> Algorithm | None:
+    """The looped collective's algorithm, which the run chose before the agents started."""
+    if algorithm == "auto":
+        raise ValueError("the looped collective's algorithm arrives chosen, not auto")
+    return algorithm
 
 
 def _rows(records: Sequence[IterationRecord | NodeRecord | MessageRecord]) -> str:

@@ -15,6 +15,7 @@ from typing import Any
 from hostagent.protocol.dcqcn import CONSTANTS as DCQCN
 from hostagent.protocol.evs import EVPolicy
 from hostagent.protocol.qp import QPConfig
+from hostagent.workloads.algorithms import Choice, Fabric
 from hostagent.workloads.collectives import Kind
 
 # (start, end or None for the run's end, factor): a straggler's window, in seconds after the
@@ -53,6 +54,15 @@ class WorkloadConfig:
     compute_scale: float = 1.0  # what compute times are stretched by (the time dilation)
     compute_jitter: float = 0.0
     stragglers: list[Straggler] = field(default_factory=list)
+    # the collective's algorithm: the run's choice for the looped collective (never auto), or
+    # a step graph's setting, which with auto chooses per node by the cost model over the
+    # fabric's one-way latency (s) and a rank's rate (bytes/s) below
+    algorithm: Choice | None = None
+    cost_latency: float = 0.0
+    cost_rate: float = 0.0
+
+    def cost_fabric(self) -> Fabric | None:
+        return Fabric(self.cost_latency, self.cost_rate) if self.cost_rate > 0 else None
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> WorkloadConfig:

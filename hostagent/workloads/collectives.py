@@ -1,4 +1,5 @@
-"""Collectives over RDMA WRITE: ring all-reduce, ring all-gather, ring reduce-scatter, all-to-all.
+"""Collectives over RDMA WRITE: all-reduce (ring or NCCL's double binary tree), ring all-gather,
+ring reduce-scatter, all-to-all (direct or pairwise); algorithms.py says what each algorithm is.
 
 They see the network only through an Endpoint, so the same code runs over MRC, RoCEv2 and the
 loopback. Data is float32, reduction is sum. Ring neighbours are rank+1 (right, where this rank
@@ -14,14 +15,21 @@ elements; B = ceil(C / world) is the largest block):
     half 0: [ data: world x B ][ slot 0: B ] ... [ slot world-2: B ]
     half 1: the same again
 
+A Communicator built with `trees=True` gives each half a slot area of at least 4 x H elements,
+H = ceil(C / 2): tree t's reduction receives child j's partials at slot 2t + j, H wide (each
+tree carries one half of the array).
+
 Collective call k uses half k % 2. In it, the data area holds this rank's working array: the
 reduced blocks, all-gather blocks written by the left neighbour straight into their final place,
 and all-to-all blocks (the one from rank q at q x its block size). Reduce-scatter step s lands in
 slot s, because the receiver still needs its own partial sum of that block. So within a call
-every byte a peer writes has a place of its own.
+every byte a peer writes has a place of its own. A tree's broadcast writes the final sums
+straight into the child's data area, where the child's own partial was: by then the parent
+holds every byte of that partial (its sum came from it), so the child's write of it is done.
 
 Why two halves suffice across calls: a rank finishes call k only once every peer has started
-call k (the ring's chain of waits passes through every rank; all-to-all waits for every rank),
+call k (the ring's chain of waits passes through every rank, a tree's broadcast follows its
+root's sum of every rank, all-to-all waits for every rank),
 so every peer has finished call k-1, the last to use the half that call k+1 writes into. Each
 imm is (k mod 2**16) << 16 | step, so a wait cannot be met by an imm of another step or of a
 nearby call, even on a transport that remembers imms as a set; the tag wraps after 2**16 calls,
@@ -36,6 +44,8 @@ from typing import TYPE_CHECKING, Literal, cast
 import numpy as np
 
 from hostagent.protocol.endpoint import Endpoint, MessageStats
+from hostagent.workloads import algorithms
+from hostagent.workloads.algorithms import Algorithm
 
 if TYPE_CHECKING:
     from typing_extensions import Buffer
@@ -45,6 +55,7 @@ KINDS: tuple[Kind, ...] = ("all_reduce", "all_gather", "reduce_scatter", "all_to
 DTYPE = np.dtype(np.float32)
 _STEP_BITS = 16  # imm = call tag (high 16 bits) | step (low 16 bits)
 MAX_WORLD = 2**(_STEP_BITS - 1)  # all-reduce has 2 x (world - 1) steps
+_TREE_STEPS = 4  # a chunk's steps: (up, down) x (tree 0, tree 1)
 
 
 def registered_region(elements: int) -> np.ndarray:
@@ -72,11 +83,15 @@ class Communicator:
     the endpoint's region, which an endpoint allows once: reuse one Communicator for a sweep.
     Given `region` (float32, at least `region_elements` long) it works in that array instead and
     registers nothing: the caller registered a larger region that several Communicators share,
-    each over its own endpoint view (hostagent/workloads/steps.py).
+    each over its own endpoint view (hostagent/workloads/steps.py). `trees` reserves the room a
+    tree all-reduce needs (see the module's layout); without it a call asking for one is refused.
+    `tree_chunk` (elements) fixes the tree's pipeline chunk, NCCL's rule when None
+    (algorithms.tree_chunk_bytes).
     """
 
     def __init__(self, endpoint: Endpoint, capacity: int, *,
-                 region: np.ndarray | None = None) -> None:
+                 region: np.ndarray | None = None, trees: bool = False,
+                 tree_chunk: int | None = None) -> None:
         if not 1 <= endpoint.world <= MAX_WORLD:
             raise ValueError(f"world {endpoint.world} is outside 1..{MAX_WORLD}")
         if capacity < 0:
@@ -84,7 +99,17 @@ class Communicator:
         self.endpoint = endpoint
         self.capacity = capacity
         self.block = -(-capacity // endpoint.world)
-        self.half = (2 * endpoint.world - 1) * self.block  # elements
+        self.trees = trees
+        self.tree_slot = -(-capacity // 2)
+        self.half = self.region_elements(endpoint.world, capacity, trees=trees) // 2
+        if tree_chunk is not None and tree_chunk < 1:
+            raise ValueError(f"tree_chunk must be at least 1 element, not {tree_chunk}")
+        self.tree_chunk = tree_chunk
+        if trees:
+            chunk = tree_chunk or algorithms.tree_chunk_bytes(0, 1) // DTYPE.itemsize  # smallest
+            if -(-self.tree_slot // chunk) * _TREE_STEPS >= 2**_STEP_BITS:
+                raise ValueError(f"capacity {capacity} is too large for a tree all-reduce: "
+                                 f"its chunks would need more than {2**_STEP_BITS} steps")
         if region is None:
             self._region = registered_region(2 * self.half)
             # numpy's stubs declare the buffer protocol for Python 3.12+ only (mypy checks 3.11)
@@ -99,9 +124,11 @@ class Communicator:
         self._messages: list[MessageStats] = []
 
     @staticmethod
-    def region_elements(world: int, capacity: int) -> int:
+    def region_elements(world: int, capacity: int, *, trees: bool = False) -> int:
         """float32 elements of the region a Communicator of `world` ranks and `capacity` uses."""
-        return 2 * (2 * world - 1) * -(-capacity // world)
+        block = -(-capacity // world)
+        slots = max((world - 1) * block, 4 * -(-capacity // 2) if trees else 0)
+        return 2 * (world * block + slots)
 
     def input_size(self, kind: Kind, count: int) -> int:
         """Elements this rank passes in: its own block for all-gather, the whole array otherwise."""
@@ -120,47 +147,59 @@ class Communicator:
         return mine if kind == "reduce_scatter" else self.endpoint.world * mine
 
     async def run(self, kind: Kind, send: np.ndarray, count: int,
-                  out: np.ndarray | None = None) -> np.ndarray:
+                  out: np.ndarray | None = None, algorithm: Algorithm | None = None
+                  ) -> np.ndarray:
         """Run one collective over a `count`-element array; returns a fresh array (this rank's
         block for reduce-scatter, its n blocks from all ranks for all-to-all, else all `count`),
         or fills `out` (float32[output_size]) and returns it: a loop of calls reuses one.
-        Every rank must make the same calls in the same order."""
-        self._check(kind, send, count)
+        Every rank must make the same calls, with the same algorithm (the collective's default
+        when None), in the same order."""
+        chosen = self._check(kind, send, count, algorithm)
         if out is not None:
             _check_shape(f"{kind} of {count} elements on rank {self.endpoint.rank} returns", out,
                          self.output_size(kind, count))
-        result = await self._run(kind, send, count)
+        result = await self._run(kind, chosen, send, count)
         if out is None:  # the region's half is written again two calls later
             return result.copy()
         np.copyto(out, result)
         return out
 
-    async def run_in_place(self, kind: Kind, send: np.ndarray, count: int) -> np.ndarray:
+    async def run_in_place(self, kind: Kind, send: np.ndarray, count: int,
+                           algorithm: Algorithm | None = None) -> np.ndarray:
         """`run`, returning the result where the collective left it: a read-only view of the
         region, valid until this Communicator's next call starts (peers write this half again
         only in the call after it). A caller that reads the result once before its next call,
         as a verifying loop does, is spared copying megabytes (and bringing in their pages)."""
-        self._check(kind, send, count)
-        view = (await self._run(kind, send, count)).view()
+        chosen = self._check(kind, send, count, algorithm)
+        view = (await self._run(kind, chosen, send, count)).view()
         view.flags.writeable = False
         return view
 
-    def _check(self, kind: Kind, send: np.ndarray, count: int) -> None:
-        if kind not in _ALGORITHMS:
+    def _check(self, kind: Kind, send: np.ndarray, count: int,
+               algorithm: Algorithm | None) -> Algorithm:
+        if kind not in KINDS:
             raise ValueError(f"unknown collective {kind!r}; known: {', '.join(KINDS)}")
+        chosen = algorithms.default(kind) if algorithm is None else algorithm
+        algorithms.check(kind, chosen)
+        if chosen not in algorithms.AVAILABLE[kind]:  # only `auto` passes check() and not this
+            raise ValueError("`auto` is chosen per size before the call (algorithms.choose)")
+        if chosen == "tree" and not self.trees:
+            raise ValueError("this Communicator was built without room for trees (trees=True)")
         if not 0 <= count <= self.capacity:
             raise ValueError(f"count {count} is outside 0..{self.capacity} (the capacity)")
         _check_shape(f"{kind} of {count} elements on rank {self.endpoint.rank} takes", send,
                      self.input_size(kind, count))
         if self._running:
             raise RuntimeError("one collective at a time: every rank must run them in order")
+        return chosen
 
-    async def _run(self, kind: Kind, send: np.ndarray, count: int) -> np.ndarray:
+    async def _run(self, kind: Kind, algorithm: Algorithm, send: np.ndarray,
+                   count: int) -> np.ndarray:
         call = _Call(self, count)
         self._calls += 1
         self._running = True
         try:
-            return await _ALGORITHMS[kind](call, np.ascontiguousarray(send))
+            return await _ALGORITHMS[kind, algorithm](call, np.ascontiguousarray(send))
         finally:
             call.abandon()
             self._running = False
@@ -189,6 +228,8 @@ class _Call:
         self.data_at = (comm._calls % 2) * comm.half  # element offsets, same in every region
         self.slots_at = self.data_at + self.world * comm.block
         self.slot_size = comm.block
+        self.tree_slot = comm.tree_slot
+        self.tree_chunk = comm.tree_chunk
         self.data = self.region[self.data_at:self.slots_at]
         self._tag: int = (comm._calls % 2**_STEP_BITS) << _STEP_BITS
         self._comm = comm
@@ -217,12 +258,16 @@ class _Call:
         if not write.cancelled() and write.exception() is None:
             self._comm._messages.append(write.result())
 
+    def send(self, peer: int, source: np.ndarray, remote_element: int, step: int) -> None:
+        """Start a write that `drain` collects. The caller goes on without its acknowledgement
+        (a round trip of idle link per step otherwise): its source is not modified again until
+        the peer has all of it."""
+        self._writes.append(self.write(peer, source, remote_element, step))
+
     async def ring_step(self, step: int, source: np.ndarray, remote_element: int) -> None:
         """Start the write to the right neighbour and wait for the left one's write of the same
-        step. The next step does not wait for this write's acknowledgement (a round trip of
-        idle link per step otherwise): its source block is never modified again within the
-        call, and `drain` collects every write before the call returns."""
-        self._writes.append(self.write(self.right, source, remote_element, step))
+        step."""
+        self.send(self.right, source, remote_element, step)
         await self.endpoint.wait_imm(self.left, self.imm(step))
 
     def abandon(self) -> None:
@@ -299,10 +344,83 @@ async def _all_to_all(call: _Call, send: np.ndarray) -> np.ndarray:
     return call.data[:call.world * mine]
 
 
+async def _pairwise_all_to_all(call: _Call, send: np.ndarray) -> np.ndarray:
+    """The blocks of `_all_to_all`, placed alike, written one peer a round (algorithms.py)."""
+    mine = call.block_size(call.rank)
+    call.data[call.rank * mine:(call.rank + 1) * mine] = send[call.block(call.rank)]
+    for step, (to, source) in enumerate(algorithms.pairwise_rounds(call.world, call.rank)):
+        call.send(to, send[call.block(to)], call.data_at + call.rank * call.block_size(to), step)
+        await call.endpoint.wait_imm(source, call.imm(step))
+    await call.drain()
+    return call.data[:call.world * mine]
+
+
+async def _tree_all_reduce(call: _Call, send: np.ndarray) -> np.ndarray:
+    """NCCL's double binary tree: tree t reduces and broadcasts half t of the array, both at
+    once, each pipelined in chunks."""
+    call.data[:call.count] = send
+    halves = block_bounds(call.count, 2)
+    depth = algorithms.tree_depth(call.world)
+    await asyncio.gather(*(
+        _tree(call, t, node, range(halves[t], halves[t + 1]), depth)
+        for t, node in enumerate(algorithms.double_tree(call.world, call.rank))))
+    await call.drain()
+    return call.data[:call.count]
+
+
+async def _tree(call: _Call, tree: int, node: algorithms.TreeNode, elements: range,
+                depth: int) -> None:
+    """One tree's half: chunks go up (wait for the children's partials, add them, pass the sum
+    to the parent) and come down (wait for the parent's final sums, pass them on) at once, so
+    chunk i+1 climbs while chunk i descends. At least one chunk, possibly empty, keeps every
+    rank in step when the half is empty."""
+    size = call.tree_chunk or (algorithms.tree_chunk_bytes(len(elements) * DTYPE.itemsize, depth)
+                               // DTYPE.itemsize)
+    chunks = [range(lo, min(lo + size, elements.stop))
+              for lo in range(elements.start, max(elements.stop, elements.start + 1), size)]
+    parent = node.parent
+    slot_of = 0  # where this rank's partials go in the parent's region
+    if parent is not None:
+        siblings = algorithms.double_tree(call.world, parent)[tree].children
+        slot_of = call.slots_at + (2 * tree + siblings.index(call.rank)) * call.tree_slot
+
+    def step(chunk: int, down: bool) -> int:
+        return (chunk * 2 + tree) * 2 + down
+
+    async def up() -> None:
+        for i, chunk in enumerate(chunks):
+            part = call.data[chunk.start:chunk.stop]
+            await asyncio.gather(*(call.endpoint.wait_imm(c, call.imm(step(i, False)))
+                                   for c in node.children))
+            offset = chunk.start - elements.start
+            for j, _ in enumerate(node.children):
+                slot = call.slots_at + (2 * tree + j) * call.tree_slot + offset
+                part += call.region[slot:slot + len(chunk)]
+            if parent is not None:
+                call.send(parent, part, slot_of + offset, step(i, False))
+            else:
+                for child in node.children:  # the root's sums are final: down they go
+                    call.send(child, part, call.data_at + chunk.start, step(i, True))
+
+    async def down(parent: int) -> None:
+        for i, chunk in enumerate(chunks):
+            await call.endpoint.wait_imm(parent, call.imm(step(i, True)))
+            for child in node.children:
+                call.send(child, call.data[chunk.start:chunk.stop], call.data_at + chunk.start,
+                          step(i, True))
+
+    if parent is None:
+        await up()
+    else:
+        await asyncio.gather(up(), down(parent))
+
+
 # Each returns its result as a view of the region, which `run` copies out.
-_ALGORITHMS: dict[str, Callable[[_Call, np.ndarray], Awaitable[np.ndarray]]] = {
-    "all_reduce": _all_reduce,
-    "all_gather": _all_gather,
-    "reduce_scatter": _reduce_scatter,
-    "all_to_all": _all_to_all,
+_ALGORITHMS: dict[tuple[str, Algorithm], Callable[[_Call, np.ndarray], Awaitable[np.ndarray]]] = {
+    ("all_reduce", "ring"): _all_reduce,
+    ("all_reduce", "tree"): _tree_all_reduce,
+    ("all_gather", "ring"): _all_gather,
+    ("reduce_scatter", "ring"): _reduce_scatter,
+    ("all_to_all", "direct"): _all_to_all,
+    ("all_to_all", "pairwise"): _pairwise_all_to_all,
 }

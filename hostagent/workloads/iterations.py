@@ -30,6 +30,7 @@ from typing import Any
 import numpy as np
 
 from hostagent.protocol.endpoint import Endpoint, MessageStats
+from hostagent.workloads.algorithms import Algorithm
 from hostagent.workloads.collectives import DTYPE, KINDS, Communicator, Kind
 
 log = logging.getLogger(__name__)
@@ -227,7 +228,8 @@ async def run_iterations(endpoint: Endpoint, kind: Kind, nbytes: int, iterations
                          warmup: int, compute_gap_s: float, seed: int,
                          clock: Callable[[], float], *, comm: Communicator | None = None,
                          messages: list[MessageRecord] | None = None,
-                         records: list[IterationRecord] | None = None) -> list[IterationRecord]:
+                         records: list[IterationRecord] | None = None,
+                         algorithm: Algorithm | None = None) -> list[IterationRecord]:
     """`warmup` then `iterations` calls (numbered 0.., warmup first), each verified.
 
     `compute_gap_s` is slept between calls, standing for the compute a training step does
@@ -237,13 +239,14 @@ async def run_iterations(endpoint: Endpoint, kind: Kind, nbytes: int, iterations
     is given, and iteration records to `records` as each completes (so a caller that times out
     keeps those that did). Without `comm` a Communicator sized for `nbytes` is built, which
     registers the endpoint's region: pass one Communicator (of the largest size) to every size
-    of a sweep.
+    of a sweep. `algorithm` is the collective's (its default when None), never `auto`: the
+    caller chooses per size (algorithms.choose).
     """
     count, remainder = divmod(nbytes, DTYPE.itemsize)
     if remainder:
         raise ValueError(f"nbytes {nbytes} is not a whole number of float32 elements")
     if comm is None:
-        comm = Communicator(endpoint, count)
+        comm = Communicator(endpoint, count, trees=algorithm == "tree")
     elif comm.endpoint is not endpoint:
         raise ValueError("comm was built on another endpoint")
     rank, world = endpoint.rank, endpoint.world
@@ -257,7 +260,7 @@ async def run_iterations(endpoint: Endpoint, kind: Kind, nbytes: int, iterations
             await asyncio.sleep(compute_gap_s)
         inputs(kind, seed, iteration, rank, world, count, out=send)
         start = clock()
-        result = await comm.run_in_place(kind, send, count)
+        result = await comm.run_in_place(kind, send, count, algorithm)
         end = clock()
         want = await expected_async(kind, seed, iteration, rank, world, count)
         ok, bad = verify(kind, result, want)

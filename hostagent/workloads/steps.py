@@ -49,6 +49,8 @@ from typing import TYPE_CHECKING, Any, cast
 import numpy as np
 
 from hostagent.protocol.endpoint import Endpoint, MessageStats
+from hostagent.workloads import algorithms
+from hostagent.workloads.algorithms import Algorithm, Choice
 from hostagent.workloads.collectives import DTYPE, Communicator, Kind, registered_region
 from hostagent.workloads.graph import Node, RankPlan, stream
 from hostagent.workloads.iterations import (
@@ -79,7 +81,8 @@ class Layout:
     size: Mapping[int, int]  # rank -> elements
 
     @classmethod
-    def of(cls, plan: RankPlan) -> Layout:
+    def of(cls, plan: RankPlan, *, trees: bool = False) -> Layout:
+        """`trees`: every group's Communicator has room for a tree all-reduce."""
         group_base: dict[tuple[str, int], int] = {}
         slot_base: dict[tuple[int, int], int] = {}
         size: dict[int, int] = {}
@@ -89,7 +92,8 @@ class Layout:
                 members = plan.groups[name]
                 if rank in members:
                     group_base[(name, rank)] = at
-                    at += Communicator.region_elements(len(members), plan.capacities[name])
+                    at += Communicator.region_elements(len(members), plan.capacities[name],
+                                                       trees=trees)
             for (src, dst), elements in sorted(plan.channels.items()):
                 if dst == rank:
                     slot_base[(src, dst)] = at
@@ -178,12 +182,18 @@ def _seed(seed: int, *parts: object) -> int:
 
 class StepExecutor:
     """One rank's step graph over `endpoint`. Build it on every rank before traffic starts (it
-    registers the region), then `await run_iteration(k)` for k = 0, 1, ... on each."""
+    registers the region), then `await run_iteration(k)` for k = 0, 1, ... on each.
+
+    `algorithm` (ring, tree or auto; ring when None) is every all-reduce's; auto chooses per
+    node by the cost model over `fabric`, from the node's bytes and its group's size, the same
+    on every rank. Other collectives run their default."""
 
     def __init__(self, endpoint: Endpoint, plan: RankPlan, *, seed: int,
                  clock: Callable[[], float], compute_scale: float = 1.0,
                  sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
-                 jitter: float = 0.0, stragglers: Sequence[Window] = ()) -> None:
+                 jitter: float = 0.0, stragglers: Sequence[Window] = (),
+                 algorithm: Choice | None = None,
+                 fabric: algorithms.Fabric | None = None) -> None:
         if compute_scale <= 0:
             raise ValueError(f"compute_scale must be above 0, not {compute_scale}")
         if not 0 <= jitter < 1:
@@ -191,6 +201,12 @@ class StepExecutor:
         if endpoint.world != plan.world or endpoint.rank != plan.graph.rank:
             raise ValueError(f"a plan for rank {plan.graph.rank} of {plan.world} on the endpoint "
                              f"of rank {endpoint.rank} of {endpoint.world}")
+        if algorithm is not None:
+            algorithms.check("all_reduce", algorithm)
+        if algorithm == "auto" and fabric is None:
+            raise ValueError("algorithm auto needs the fabric its cost model reads")
+        self._algorithm, self._fabric = algorithm, fabric
+        trees = algorithm in ("tree", "auto")
         self.endpoint, self.plan, self.seed = endpoint, plan, seed
         self.rank = endpoint.rank
         self._clock, self._scale, self._sleep = clock, compute_scale, sleep
@@ -198,7 +214,7 @@ class StepExecutor:
         self.origin = 0.0  # the workload's start on `clock`: what straggler windows count from
         self.order = plan.graph.order()
         self._before = plan.graph.predecessors()
-        self.layout = Layout.of(plan)
+        self.layout = Layout.of(plan, trees=trees)
         self._region = registered_region(max(1, self.layout.size[self.rank]))
         endpoint.register(memoryview(cast("Buffer", self._region)).cast("B"))
         self._comms: dict[str, Communicator] = {}
@@ -207,11 +223,12 @@ class StepExecutor:
             if self.rank not in members:
                 continue
             at = self.layout.group_base[(name, self.rank)]
-            size = Communicator.region_elements(len(members), plan.capacities[name])
+            size = Communicator.region_elements(len(members), plan.capacities[name],
+                                                trees=trees)
             view = _GroupView(endpoint, members, gid,
                               {m: self.layout.group_base[(name, m)] for m in members})
             self._comms[name] = Communicator(view, plan.capacities[name],
-                                             region=self._region[at:at + size])
+                                             region=self._region[at:at + size], trees=trees)
         # per-iteration data: the index of each collective in its group, of each message in
         # its channel (the same numbers on both sides), counted over the node list
         self._index: dict[int, int] = {}
@@ -322,13 +339,21 @@ class StepExecutor:
         await self._sleep(max(0.0, end - self._clock()))
         return end
 
+    def algorithm_of(self, kind: Kind, nbytes: int, comm: Communicator) -> Algorithm | None:
+        """The algorithm a collective node runs (None: its default)."""
+        if kind != "all_reduce" or self._algorithm is None:
+            return None
+        return algorithms.choose(kind, self._algorithm, nbytes, comm.endpoint.world,
+                                 cast(algorithms.Fabric, self._fabric))
+
     async def _execute(self, node: Node, iteration: int,
                        data: np.ndarray | None) -> np.ndarray | None:
         """Run a communication node; its result (a collective's or a receive's array)."""
         if node.kind == "collective":
             comm = self._comms[cast(str, node.group)]
-            return await comm.run(cast(Kind, node.collective), cast(np.ndarray, data),
-                                  node.bytes // DTYPE.itemsize)
+            kind = cast(Kind, node.collective)
+            return await comm.run(kind, cast(np.ndarray, data), node.bytes // DTYPE.itemsize,
+                                  algorithm=self.algorithm_of(kind, node.bytes, comm))
         seq = (iteration * self._per_iteration[cast(tuple[str, Any], stream(node))]
                + self._index[node.id]) & _SEQ_MASK
         peer = cast(int, node.peer)

@@ -28,6 +28,7 @@ from hostagent.workloads.nccl import bus_factor
 from testbed.fabric.latency import PathShape, one_way_latency
 from testbed.fabric.paths import evs
 from testbed.fabric.plan import FabricPlan
+from testbed.run import algorithm
 
 # ring steps of one iteration, in units of world - 1
 _RING_STEPS = {"all_reduce": 2, "all_gather": 1, "reduce_scatter": 1}
@@ -59,11 +60,12 @@ def _arrival_delay(plan: FabricPlan, src: str, dst: str) -> float:
 
 
 def ideal_iteration(plan: FabricPlan, transport: str) -> IdealIteration | None:
-    """The ideal iteration of the scenario's collective (None: a step-graph workload)."""
+    """The ideal iteration of the scenario's collective (None: a step-graph workload, or an
+    algorithm other than the ring and the direct all-to-all)."""
     sc = plan.scenario
     w = sc.workload
-    if w.steps:
-        return None
+    if w.steps or algorithm.resolve(sc).algorithm not in ("ring", "direct"):
+        return None  # the bound below is the ring's and the direct all-to-all's
     hosts = sc.rank_hosts()
     world = len(hosts)
     rate = sc.ideal_busbw(transport)[0] * 8e9  # bit/s a rank injects

@@ -24,6 +24,7 @@ from runcontract.meta import MetaError, Status, read_meta
 from testbed.errors import EnvironmentProblem
 from testbed.fabric.frame import Frame
 from testbed.lifecycle.files import make_dir, write_json, write_meta, write_text
+from testbed.run import algorithm
 from testbed.run.similarity import similarity
 from testbed.scenario import Scenario
 
@@ -56,6 +57,7 @@ def facts(scenario: Scenario, transport: str) -> RunFacts:
         tiers |= {n.spine_name(p, s): "spine" for s in range(f.spines_per_plane)}
     ideal, planes = scenario.ideal_busbw(transport)
     chakra = scenario.workload.chakra
+    chosen = algorithm.resolve(scenario)
     return RunFacts(
         scenario=scenario.name, description=scenario.description or "",
         collective=scenario.workload.collective, size=scenario.workload.size,
@@ -66,6 +68,7 @@ def facts(scenario: Scenario, transport: str) -> RunFacts:
         real_rate=f.real_rate, variant=scenario.variant(transport),
         ctrl_deps_dropped=None if chakra is None else chakra.ctrl_deps_dropped(
             scenario.rank_hosts()),
+        algorithm=chosen.recorded, algorithm_modelled=chosen.modelled,
         background=tuple(BackgroundWindow(b.pattern, b.kind, b.plane, b.at,
                                           b.at + b.duration)  # emulated, as the run's events
                          for b in Frame.of(scenario).background(scenario.background)))

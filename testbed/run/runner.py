@@ -465,7 +465,9 @@ def _collect(network: Network, results: RunResults, tools: _Instruments,
     meta.fidelity = Fidelity.model_validate(verdict.to_json())
     meta.gave_up = gave_up(done.qps, scenario.rank_hosts(), meta.workload_start)
     write_fidelity_tables(results.dir, tools.monitor)
+    chosen = None if meta.facts is None else meta.facts.algorithm_line()
     table = (done.table + verdict.line() + "\n" + _dilation_line(scenario, done.iterations)
+             + (f"# Algorithm            : {chosen}\n" if chosen else "")
              + f"# Protocol build       : {compiled.line(meta.protocol.model_dump())}\n"
              + "".join(f"# Gave up              : {g.line()}; a job would abort here\n"
                        for g in meta.gave_up))

@@ -46,6 +46,7 @@ from testbed.fabric.timeline import straggler_windows
 from testbed.fabric.timers import timers
 from testbed.fabric.windows import windows
 from testbed.lifecycle import interrupts
+from testbed.run import algorithm
 from testbed.run.waiting import ProgressRule, stop, wait_for_agents
 from testbed.scenario import Scenario
 from testbed.scenario.schema import Transport
@@ -77,6 +78,7 @@ def agent_configs(plan: FabricPlan, scenario: Scenario, transport: Transport,
     dcqcn = (DcqcnSettings(**scenario.dcqcn.model_dump(), **asdict(gains(scenario)[0]))
              if transport == "rocev2" else None)
     configs = {}
+    chosen = algorithm.resolve(scenario)
     for rank, host in enumerate(hosts):
         peers = []
         for r, peer in enumerate(hosts):
@@ -90,7 +92,10 @@ def agent_configs(plan: FabricPlan, scenario: Scenario, transport: Transport,
                 [i for i, e in enumerate(evs) if _denied(e, m.denied)],
                 latency=peer_latency(plan, peer, host)))
         workload = WorkloadConfig(w.collective, w.size, w.iterations, w.warmup,
-                                  frame.compute_gap(scenario))
+                                  frame.compute_gap(scenario),
+                                  algorithm=chosen.algorithm or chosen.setting,
+                                  cost_latency=chosen.fabric.latency_s,
+                                  cost_rate=chosen.fabric.bytes_per_s)
         if job is not None:
             workload.steps = job.plan(rank).to_dict()
             workload.compute_scale = frame.dilation

@@ -41,6 +41,8 @@ from hostagent.protocol.qp import (
 )
 from hostagent.protocol.rocev2 import MAX_RETRY_CNT, NCCL_IB_RETRY_CNT, NCCL_IB_TIMEOUT
 from hostagent.protocol.wire import HEADER_SIZE
+from hostagent.workloads import algorithms
+from hostagent.workloads.algorithms import Choice
 from testbed.errors import ScenarioError
 from testbed.scenario import limits
 from testbed.scenario import source as source_
@@ -280,6 +282,7 @@ class Verify(StrictModel):
 
 SPARE_FROM_PATHS = 4  # planes with this many paths or more keep one spare EV by default
 Collective = Literal["all_reduce", "all_gather", "reduce_scatter", "all_to_all"]
+STEP_ALGORITHMS = ("ring", "tree", "auto")
 Transport = Literal["mrc", "rocev2"]
 # What each transport's agent implements whatever the scenario (hostagent/protocol/rocev2.py,
 # mrc.py): its name, loss recovery and congestion control, as a run's label names them.
@@ -310,6 +313,12 @@ class Workload(StrictModel):
     compute_jitter: float = Field(
         0.0, ge=0, le=0.5, description="a step's compute nodes each take their time times a "
                                        "factor uniform in 1 +- this, seeded per rank")
+    algorithm: Choice | None = Field(
+        None, description="the collective's algorithm (hostagent/workloads/algorithms.py): "
+        "all-reduce ring or tree (NCCL's double binary tree), all-to-all direct or pairwise, "
+        "auto (the cheapest by the cost model, from the fabric's latency and rate, per size); "
+        "default: ring, and direct for all-to-all. A training step or Chakra trace applies it "
+        "to each collective that has it (ring, tree or auto there)")
 
     @property
     def steps(self) -> bool:
@@ -320,6 +329,22 @@ class Workload(StrictModel):
     def _one_step_source(self) -> Workload:
         if self.training is not None and self.chakra is not None:
             raise ValueError("workload: training and chakra are two step sources; give one")
+        return self
+
+    @model_validator(mode="after")
+    def _algorithm_exists(self) -> Workload:
+        if self.algorithm is None:
+            return self
+        if self.steps:
+            if self.algorithm not in STEP_ALGORITHMS:
+                raise ValueError(f"workload.algorithm {self.algorithm!r}: a step graph takes "
+                                 f"{', '.join(STEP_ALGORITHMS)} (all-reduce's; its other "
+                                 "collectives run their default)")
+            return self
+        try:
+            algorithms.check(self.collective, self.algorithm)
+        except algorithms.AlgorithmError as exc:
+            raise ValueError(f"workload.algorithm: {exc}") from None
         return self
 
     @field_validator("size")

@@ -28,7 +28,8 @@ def _view(label: str, record: dict | None, folder: Path) -> SimpleNamespace:
     run = SimpleNamespace(steps=steps, tables={"steps": steps}, world=2,
                           meta=run_meta(protocol=record), dir=folder, transport="mrc",
                           messages=pd.DataFrame(), events=pd.DataFrame(),
-                          facts=SimpleNamespace(scenario="s", ctrl_deps_dropped=None),
+                          facts=SimpleNamespace(scenario="s", ctrl_deps_dropped=None,
+                                                algorithm=None),
                           scenario={"name": "s"})
     return SimpleNamespace(label=label, run=run, recoveries=pd.DataFrame())
 

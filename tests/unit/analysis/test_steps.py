@@ -172,7 +172,8 @@ def _view(folder, label, times, comm, transport="mrc", scenario=None):
     folder.mkdir()
     run = SimpleNamespace(steps=_frame(times, comm), world=2, dir=folder, transport=transport,
                           scenario=scenario or {"name": label},
-                          facts=SimpleNamespace(scenario="s", ctrl_deps_dropped=None))
+                          facts=SimpleNamespace(scenario="s", ctrl_deps_dropped=None,
+                                                algorithm=None))
     return SimpleNamespace(label=label, run=run)
 
 
@@ -237,7 +238,8 @@ def test_the_summary_of_step_runs_is_the_step_table(tmp_path):
     run = SimpleNamespace(steps=steps, tables={"steps": steps}, world=2, meta=run_meta(),
                           dir=tmp_path, transport="mrc", scenario={"name": "s"},
                           messages=pd.DataFrame(), events=pd.DataFrame(),
-                          facts=SimpleNamespace(scenario="s", ctrl_deps_dropped=None))
+                          facts=SimpleNamespace(scenario="s", ctrl_deps_dropped=None,
+                                                algorithm=None))
     view = SimpleNamespace(label="mrc", run=run, recoveries=pd.DataFrame())
     text = summary.text([view])
     assert text.startswith("# training step on 2 ranks (s), timed iterations\n")

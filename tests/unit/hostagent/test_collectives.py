@@ -18,6 +18,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from hostagent.workloads.algorithms import AVAILABLE
 from hostagent.workloads.collectives import KINDS, Communicator, block_bounds, registered_region
 from hostagent.workloads.iterations import IterationRecord, expected, inputs, run_iterations
 from hostagent.workloads.loopback import Flip, LoopbackEndpoint, LoopbackFabric
@@ -26,6 +27,10 @@ WORLDS = (1, 2, 3, 4, 8)
 COUNTS = (0, 1, 5, 8, 37, 256)  # empty, below every world, not divisible, divisible
 FABRICS = {"in-order": {}, "reordered": {"reorder": True, "chunk": 7, "seed": 3}}
 TIMEOUT = 10.0  # a lost imm shows as a timeout, not a hung test run
+# every collective with every algorithm it has; trees in chunks of 3 elements, so even these
+# small arrays climb and descend in many pipelined chunks
+CASES = [(kind, algorithm) for kind in KINDS for algorithm in AVAILABLE[kind]]
+TREE_CHUNK = 3
 
 
 def run_ranks(world: int, per_rank: Callable[[LoopbackEndpoint], Awaitable], **fabric) -> list:
@@ -41,10 +46,13 @@ def run_ranks(world: int, per_rank: Callable[[LoopbackEndpoint], Awaitable], **f
 
 def iterate(world: int, kind: str, count: int, *, iterations: int = 2, warmup: int = 1,
             data_seed: int = 0, gap: Callable[[int], float] = lambda rank: 0.0,
-            **fabric) -> list[IterationRecord]:
+            algorithm: str | None = None, **fabric) -> list[IterationRecord]:
+    def comm(ep: LoopbackEndpoint) -> Communicator:
+        return Communicator(ep, count, trees=algorithm == "tree", tree_chunk=TREE_CHUNK)
+
     per_rank = run_ranks(world, lambda ep: run_iterations(
-        ep, kind, 4 * count, iterations, warmup, gap(ep.rank), data_seed, time.perf_counter),
-        **fabric)
+        ep, kind, 4 * count, iterations, warmup, gap(ep.rank), data_seed, time.perf_counter,
+        comm=comm(ep), algorithm=algorithm), **fabric)
     return [record for records in per_rank for record in records]
 
 
@@ -58,27 +66,28 @@ def assert_all_verified(records: list[IterationRecord], world: int, calls: int) 
 @pytest.mark.parametrize("fabric", FABRICS)
 @pytest.mark.parametrize("count", COUNTS)
 @pytest.mark.parametrize("world", WORLDS)
-@pytest.mark.parametrize("kind", KINDS)
-def test_collective_verified(kind, world, count, fabric):
-    records = iterate(world, kind, count, **FABRICS[fabric])
+@pytest.mark.parametrize(("kind", "algorithm"), CASES)
+def test_collective_verified(kind, algorithm, world, count, fabric):
+    records = iterate(world, kind, count, algorithm=algorithm, **FABRICS[fabric])
     assert_all_verified(records, world, calls=3)
 
 
-@given(world=st.integers(1, 8), count=st.integers(0, 200), seed=st.integers(0, 2**32),
-       kind=st.sampled_from(KINDS), reorder=st.booleans(),
+@given(world=st.integers(1, 12), count=st.integers(0, 200), seed=st.integers(0, 2**32),
+       case=st.sampled_from(CASES), reorder=st.booleans(),
        chunk=st.one_of(st.none(), st.integers(1, 40)))
-@settings(max_examples=60, deadline=None)
-def test_collective_verified_property(world, count, seed, kind, reorder, chunk):
+@settings(max_examples=80, deadline=None)
+def test_collective_verified_property(world, count, seed, case, reorder, chunk):
+    kind, algorithm = case
     records = iterate(world, kind, count, iterations=2, warmup=0, data_seed=seed,
-                      reorder=reorder, chunk=chunk, seed=seed)
+                      algorithm=algorithm, reorder=reorder, chunk=chunk, seed=seed)
     assert_all_verified(records, world, calls=2)
 
 
-@pytest.mark.parametrize("kind", KINDS)
-def test_skewed_ranks(kind):
+@pytest.mark.parametrize(("kind", "algorithm"), CASES)
+def test_skewed_ranks(kind, algorithm):
     """Odd ranks compute longer between calls, so even ranks run ahead into the next call."""
     records = iterate(5, kind, 23, iterations=4, gap=lambda rank: 0.002 * (rank % 2),
-                      **FABRICS["reordered"])
+                      algorithm=algorithm, **FABRICS["reordered"])
     assert_all_verified(records, 5, calls=5)
 
 

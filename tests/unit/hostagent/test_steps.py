@@ -12,6 +12,8 @@ from typing import cast
 import pytest
 
 from hostagent.protocol.mrc import MrcQP
+from hostagent.workloads.algorithms import Fabric
+from hostagent.workloads.collectives import Communicator
 from hostagent.workloads.graph import Graph, Job, Node, RankPlan
 from hostagent.workloads.loopback import Flip, LoopbackFabric
 from hostagent.workloads.steps import Layout, NodeRecord, StepExecutor, stretched
@@ -24,13 +26,13 @@ TIMEOUT = 20.0
 
 
 def run_job(job: Job, iterations: int = 2, clock=time.perf_counter, scale: float = 1.0,
-            sleep=asyncio.sleep, **fabric) -> list[NodeRecord]:
+            sleep=asyncio.sleep, algorithm=None, cost=None, **fabric) -> list[NodeRecord]:
     job.validate()
     net = LoopbackFabric(job.world, **fabric)
 
     async def rank(r: int) -> list[NodeRecord]:
         ex = StepExecutor(net.endpoint(r), job.plan(r), seed=11, clock=clock,
-                          compute_scale=scale, sleep=sleep)
+                          compute_scale=scale, sleep=sleep, algorithm=algorithm, fabric=cost)
         out = []
         for it in range(iterations):
             out += await ex.run_iteration(it)
@@ -76,6 +78,27 @@ def test_concurrent_groups_on_shared_connections_verify():
     overlapping = sum(overlap(by(records, r, it)[1], by(records, r, it)[2])
                       for r in range(4) for it in range(2))
     assert overlapping == 8, "groups a and b ran their first collectives at the same time"
+
+
+@pytest.mark.parametrize("algorithm", ["tree", "auto"])
+def test_a_step_runs_its_all_reduces_as_the_setting_says_and_verifies(algorithm, monkeypatch):
+    """The two groups' all-reduces as trees (auto: a 1 s latency makes the tree cheaper at
+    these sizes), beside collectives that keep their default; every byte verified."""
+    ran: list[tuple[str, str | None]] = []
+    run = Communicator.run
+
+    async def spy(self, kind, send, count, out=None, algorithm=None):
+        ran.append((kind, algorithm))
+        return await run(self, kind, send, count, out, algorithm)
+
+    monkeypatch.setattr(Communicator, "run", spy)
+    cost = Fabric(latency_s=1.0, bytes_per_s=1e9)
+    records = run_job(two_groups_on_the_same_ranks(), algorithm=algorithm, cost=cost,
+                      **REORDERED)
+    assert [r.error for r in records if not r.verified] == []
+    assert len(records) == 4 * 2 * 5
+    assert sorted(set(ran)) == [("all_gather", None), ("all_reduce", "tree"),
+                                ("all_to_all", None), ("reduce_scatter", None)]
 
 
 def test_dependencies_are_respected():
