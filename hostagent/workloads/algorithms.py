@@ -156,6 +156,28 @@ class Fabric:
             raise ValueError(f"a fabric needs latency >= 0, rate > 0 and mtu > 0, not {self}")
 
 
+def latency_steps(kind: str, algorithm: Algorithm, world: int) -> int:
+    """Messages one after another on an iteration's longest chain, each paying a latency."""
+    n = world
+    if n <= 1:
+        return 0
+    if algorithm == "tree":
+        return 2 * tree_depth(n)
+    if algorithm == "direct":
+        return 1
+    return (2 if kind == "all_reduce" else 1) * (n - 1)  # ring; pairwise: n - 1 rounds
+
+
+def port_bytes(kind: str, algorithm: Algorithm, nbytes: float, world: int) -> float:
+    """Bytes the busiest rank sends in one call of `kind` over `nbytes` (the whole array)."""
+    n = world
+    if n <= 1:
+        return 0.0
+    if algorithm == "tree":  # interior in one tree (its half up once, down twice), a leaf in
+        return 2 * nbytes    # the other (its half up once)
+    return (2 if kind == "all_reduce" else 1) * (n - 1) / n * nbytes
+
+
 def times(kind: str, nbytes: int, world: int, fabric: Fabric) -> dict[Algorithm, float]:
     """Modelled seconds of one call of `kind` over `nbytes` (the whole array) for each algorithm
     the collective has.
@@ -169,19 +191,15 @@ def times(kind: str, nbytes: int, world: int, fabric: Fabric) -> dict[Algorithm,
     latencies and the same bytes.
     """
     check(kind, "auto")
-    if world <= 1:
-        return dict.fromkeys(AVAILABLE[kind], 0.0)
-    lat, rate, n = fabric.latency_s, fabric.bytes_per_s, world
-    block = nbytes / n
-    if kind == "all_reduce":
-        depth = tree_depth(n)
-        chunk = min(tree_chunk_bytes(nbytes // 2, depth), nbytes / 2)
-        return {"ring": 2 * (n - 1) * (lat + block / rate),
-                "tree": 2 * depth * (lat + chunk / rate) + 2 * nbytes / rate}
-    if kind in ("all_gather", "reduce_scatter"):
-        return {"ring": (n - 1) * (lat + block / rate)}
-    out = (n - 1) * block / rate
-    return {"direct": lat + out, "pairwise": (n - 1) * lat + out}
+    lat, rate = fabric.latency_s, fabric.bytes_per_s
+    out: dict[Algorithm, float] = {}
+    for algorithm in AVAILABLE[kind]:
+        steps = latency_steps(kind, algorithm, world)
+        fill = 0.0
+        if algorithm == "tree" and world > 1:  # each level waits for a chunk, up and down
+            fill = steps * min(tree_chunk_bytes(nbytes // 2, tree_depth(world)), nbytes / 2)
+        out[algorithm] = steps * lat + (port_bytes(kind, algorithm, nbytes, world) + fill) / rate
+    return out
 
 
 def choose(kind: str, choice: str, nbytes: int, world: int, fabric: Fabric) -> Algorithm:

@@ -2,27 +2,28 @@
 
 A dilated fabric runs D times slower than the real one it stands for, so a scenario stated in
 the real frame can ask for hours without saying so. The estimate is the workload at the ideal
-rate (a lower bound: its bytes over what a rank injects on its planes, one path latency per
-ring step, the compute, all emulated) or the fault timeline and background flows, whichever
-ends later; once per transport, each on its own fabric; building and verifying the fabric not
-counted. A scenario whose estimate passes its `max_wall_time` is refused with the arithmetic.
+rate (a lower bound: the busiest rank's bytes over what it injects on its planes, one path
+latency per step on the algorithm's longest chain (hostagent/workloads/algorithms.py), the
+compute, all emulated) or the fault timeline and background flows, whichever ends later; once
+per transport, each on its own fabric; building and verifying the fabric not counted. A
+scenario whose estimate passes its `max_wall_time` is refused with the arithmetic.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import cast
 
-from hostagent.workloads.nccl import bus_factor
+from hostagent.workloads import algorithms
+from hostagent.workloads.algorithms import Algorithm
 from testbed.errors import ScenarioError
 from testbed.fabric.frame import Frame
 from testbed.fabric.latency import ACROSS_A_SPINE, one_way_latency
+from testbed.run import algorithm
 from testbed.run.traffic import step_job
 from testbed.scenario import Scenario
 from testbed.scenario.faults import Fault
 from testbed.scenario.schema import Transport
 from testbed.scenario.units import format_rate, format_size, format_time
-
-# ring steps of one iteration of each collective (all_to_all writes to every peer at once)
-_RING_STEPS = {"all_reduce": 2, "all_gather": 1, "reduce_scatter": 1, "all_to_all": 0}
 
 
 @dataclass(frozen=True)
@@ -97,8 +98,10 @@ def _transport(scenario: Scenario, transport: Transport, frame: Frame) -> Transp
     job = step_job(scenario)
     if job is None:
         ranks = len(scenario.rank_hosts())
-        return TransportTime(transport, iterations, w.size * bus_factor(w.collective, ranks),
-                             rate, _RING_STEPS[w.collective] * (ranks - 1) or 1, latency,
+        chosen = cast(Algorithm, algorithm.resolve(scenario).algorithm)
+        return TransportTime(transport, iterations,
+                             algorithms.port_bytes(w.collective, chosen, w.size, ranks), rate,
+                             algorithms.latency_steps(w.collective, chosen, ranks) or 1, latency,
                              frame.compute_gap(scenario), iterations - 1)
     busiest = max(job.graphs, key=lambda g: sum(n.bytes for n in g.nodes))
     return TransportTime(

@@ -41,6 +41,17 @@ def test_the_estimate_by_hand():
     assert found.total == pytest.approx(TOTAL)
 
 
+def test_a_tree_counts_its_levels_and_a_pairwise_all_to_all_its_rounds():
+    """4 ranks: a tree of depth 2 waits 2 x 2 latencies and its busiest rank sends the array
+    twice; a pairwise all-to-all waits 3 rounds, sending 3/4 of the array."""
+    tree = wall_time.estimate(parse(SCENARIO.replace("size: 1MiB", "size: 1MiB, algorithm: tree"),
+                                    "t")).transports[0]
+    assert (tree.steps, tree.bytes) == (4, 2 * 2**20)
+    pairwise = wall_time.estimate(parse(SCENARIO.replace(
+        "size: 1MiB", "size: 1MiB, collective: all_to_all, algorithm: pairwise"), "t"))
+    assert (pairwise.transports[0].steps, pairwise.transports[0].bytes) == (3, 2**20 * 3 / 4)
+
+
 def test_a_step_graph_counts_its_compute_every_iteration():
     text = (Path(__file__).resolve().parents[3] / "scenarios" / "training-quickstart.yaml"
             ).read_text()
