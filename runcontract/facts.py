@@ -66,13 +66,9 @@ class RunFacts:
         return None if self.real_rate is None or not host else self.real_rate / host
 
     def algorithm_line(self) -> str | None:
-        """'tree (auto; modelled: ring 2.1 ms, tree 1.6 ms)', or None when the scenario chose no
-        algorithm: what the summary and report say of it."""
-        if self.algorithm is None:
-            return None
-        modelled = self.algorithm_modelled
-        return self.algorithm + ("" if not modelled else " (auto; modelled: " + ", ".join(
-            f"{name} {seconds * 1e3:.3g} ms" for name, seconds in modelled.items()) + ")")
+        """What the summary and report say of the algorithm (None: the scenario chose none)."""
+        return None if self.algorithm is None else algorithm_line(self.algorithm,
+                                                                  self.algorithm_modelled)
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -82,6 +78,13 @@ class RunFacts:
         """Raises KeyError or TypeError when `data` is not a whole record."""
         return cls(**{**data, "background": tuple(BackgroundWindow(**b)
                                                   for b in data.get("background", ()))})
+
+
+def algorithm_line(algorithm: str, modelled: dict[str, float] | None) -> str:
+    """'tree (auto; modelled: ring 2.1 ms, tree 1.6 ms)': the algorithm, and with `auto` each
+    algorithm's modelled seconds (emulated)."""
+    return algorithm + ("" if not modelled else " (auto; modelled: " + ", ".join(
+        f"{name} {seconds * 1e3:.3g} ms" for name, seconds in modelled.items()) + ")")
 
 
 def ctrl_deps_line(counts: Sequence[int]) -> str:

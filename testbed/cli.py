@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import cast
 
 from runcontract import RunMeta, UserError, read_meta
+from runcontract.facts import algorithm_line
 from testbed import scenario
 from testbed.errors import EnvironmentProblem, NotFaithful, TestbedError
 from testbed.fabric import latency, timeline, timers
@@ -25,7 +26,7 @@ from testbed.fabric.plan import make_plan
 from testbed.kernel import features
 from testbed.lifecycle import cleanup, interrupts, registry
 from testbed.lifecycle.progress import Progress
-from testbed.run import feasible, results, wall_time
+from testbed.run import algorithm, feasible, results, wall_time
 from testbed.scenario.units import format_rate
 from testbed.version import version
 
@@ -259,6 +260,9 @@ def _frame_preview(sc: scenario.Scenario) -> None:
                   f"checked by `run` at the rate it chooses")
         return
     print(f"  {Frame.of(sc).line(sc)}")
+    chosen = algorithm.resolve(sc)
+    if chosen.recorded is not None:
+        print(f"  algorithm: {algorithm_line(chosen.recorded, chosen.modelled)}")
     for line in [*latency.lines(make_plan(sc)), *timers.lines(sc),
                  *wall_time.estimate(sc).lines()]:
         print(f"  {line}")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from testbed import scenario
+from testbed import cli, scenario
 from testbed.run.algorithm import cost_fabric, resolve
 
 # D = 10,000: a 1 us hop is 10 ms emulated, a 0.5 us NIC 5 ms; 2 planes of 10 Mbit/s
@@ -41,3 +41,19 @@ def test_without_a_setting_the_default_runs_and_nothing_is_recorded():
 def test_a_step_graph_keeps_its_setting_for_the_agents_to_apply_per_node():
     got = resolve(parse("{training: {dp: 4}, algorithm: auto}"))
     assert (got.algorithm, got.recorded) == (None, "auto")
+
+
+def test_validate_says_what_auto_will_run(tmp_path, capsys):
+    path = tmp_path / "auto.yaml"
+    text = REAL.replace("qp: {mss: 4096}", "qp: {mss: 4096, compress_above_rtts: 50}")
+    path.write_text(f"name: t\n{text}workload: {{size: 16KiB, algorithm: auto}}\n")
+    assert cli.main(["validate", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "  algorithm: tree (auto; modelled: ring " in out
+
+
+def test_validate_refuses_an_algorithm_the_collective_lacks(tmp_path, capsys):
+    path = tmp_path / "bad.yaml"
+    path.write_text("name: t\nworkload: {collective: reduce_scatter, algorithm: tree}\n")
+    assert cli.main(["validate", str(path)]) == 2
+    assert "reduce_scatter has no 'tree' algorithm; it has ring" in capsys.readouterr().err
