@@ -1,23 +1,26 @@
 #!/usr/bin/env python3
-"""Ring against tree all-reduce: busbw by size for both algorithms and both transports, on a
-healthy fabric and with one spine degraded to a quarter of its rate for the whole run, and
-where `auto`'s choice lands against the faster of the two. Every run in one sitting, every
-variant on the same seeds.
+"""A collective's algorithms side by side (all-reduce: ring against tree; all-to-all: direct
+against pairwise): busbw by size for each algorithm and both transports, on a healthy fabric
+and with one spine degraded to a quarter of its rate for the whole run, and where `auto`'s
+choice lands against the faster of the two. Every run in one sitting, every variant on the
+same seeds.
 
-    sudo .venv/bin/python -m bench.algorithms [--scenario FILE] [--sizes 64KiB,1MiB,4MiB]
-        [--seeds 1] [--variants mrc,rocev2] [--results DIR]
+    sudo .venv/bin/python -m bench.algorithms [--scenario FILE] [--collective all_reduce]
+        [--sizes 64KiB,1MiB,4MiB] [--seeds 1] [--variants mrc,rocev2] [--results DIR]
 
 The scenario (default scenarios/paper-real/control.yaml: 8 ranks over 2 planes, 100 Gbit/s,
-1 us hops) runs once per size, algorithm, variant, seed and fabric (healthy; `degraded`: plane
+1 us hops), with `--collective` (default all_reduce) in place of its own, runs once per size,
+algorithm, variant, seed and fabric (healthy; `degraded`: plane
 0's leaf 0 - spine 1 link at 0.25 of its rate from the start). Iterations shrink with the size
 so that no run carries more than about 16 MiB a rank (at least 4 timed). `auto` is not run:
 it runs what the cost model picks (hostagent/workloads/algorithms.py, over the fabric as
 testbed/run/algorithm.py sees it), which the table names beside the measured faster one.
 
 Each cell is busbw (nccl-tests' mean loop time) as a share of the ideal (a rank's planes at line
-rate), min/median/max over the seeds whose run was `faithful` and verified; `tree/ring` is the
-ratio of the medians; `auto/best` the share auto's pick gets of the faster one's. Results
-folders go to results/algorithms-<utc>/, every number to its algorithms.json.
+rate), min/median/max over the seeds whose run was `faithful` and verified; `tree/ring` (or
+`pairwise/direct`) is the ratio of the medians; `auto/best` the share auto's pick gets of the
+faster one's. Results folders go to results/algorithms-<utc>/, every number to its
+algorithms.json.
 """
 from __future__ import annotations
 
@@ -26,17 +29,17 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 from statistics import median
-from typing import Any
+from typing import Any, cast
 
 from bench import fair
 from bench.common import ROOT, loaded, results_folder, say, timed_iterations
 from hostagent.workloads import algorithms
+from hostagent.workloads.collectives import Kind
 from hostagent.workloads.nccl import busbw
 from testbed.run.algorithm import cost_fabric
 from testbed.scenario.schema import load as load_scenario
 from testbed.scenario.units import format_size, parse_size
 
-ALGORITHMS = ("ring", "tree")
 FABRICS = ("healthy", "degraded")
 DEGRADED = {"faults": [{"at": 0.0, "kind": "degrade", "fraction": 0.25,
                         "target": {"plane": 0, "leaf": 0, "spine": 1}}]}
@@ -67,7 +70,7 @@ def measure(run_dir: Path | None, err: str) -> Cell:
     facts, world = run.facts, int(timed["ranks"].max()) if len(timed) else 0
     if not len(timed):
         return Cell(None, False, "no timed iteration")
-    bw = busbw("all_reduce", world, facts.size, float(timed["cct"].mean()))
+    bw = busbw(cast(Kind, facts.collective), world, facts.size, float(timed["cct"].mean()))
     faithful = run.meta.verdict == fair.FAITHFUL and bool(timed["verified"].all())
     return Cell(bw / facts.ideal_busbw, faithful,
                 "" if faithful else f"{run.meta.verdict}, verified {bool(timed['verified'].all())}")
@@ -84,6 +87,9 @@ def main() -> int:
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--scenario", type=Path, default=ROOT / "scenarios/paper-real/control.yaml",
                     help="the fabric and workload (an all-reduce) every run uses")
+    ap.add_argument("--collective", default="all_reduce",
+                    choices=[k for k, a in algorithms.AVAILABLE.items() if len(a) == 2],
+                    help="the collective whose two algorithms run (default: %(default)s)")
     ap.add_argument("--sizes", default="64KiB,1MiB,4MiB",
                     help="array sizes, comma-separated, with units (default: %(default)s)")
     ap.add_argument("--seeds", default="1", help="comma-separated (default: %(default)s)")
@@ -97,21 +103,23 @@ def main() -> int:
         scenario, _ = load_scenario(args.scenario)
     except (ValueError, OSError) as exc:
         ap.error(str(exc))
-    if scenario.workload.collective != "all_reduce" or scenario.workload.steps:
-        ap.error(f"{args.scenario}: the workload must be an all-reduce (ring and tree)")
+    if scenario.workload.steps:
+        ap.error(f"{args.scenario}: the workload must be a collective, not a step graph")
+    kind = args.collective
+    first, second = algorithms.AVAILABLE[kind]
     out = args.results or results_folder("algorithms")
     world, fabric = len(scenario.rank_hosts()), cost_fabric(scenario)
     cells: dict[tuple[int, str, str, str], list[Cell]] = {}
-    total = len(sizes) * len(variants) * len(FABRICS) * len(ALGORITHMS) * len(seeds)
+    total = len(sizes) * len(variants) * len(FABRICS) * 2 * len(seeds)
     done = 0
     for seed in seeds:
         for size in sizes:
             for variant in variants:
                 for fab in FABRICS:
-                    for alg in ALGORITHMS:
+                    for alg in (first, second):
                         done += 1
                         overrides: dict[str, Any] = {"workload": {
-                            "size": size, "algorithm": alg, "warmup": 1,
+                            "collective": kind, "size": size, "algorithm": alg, "warmup": 1,
                             "iterations": iterations_for(size)}}
                         if fab == "degraded":
                             overrides |= DEGRADED
@@ -125,28 +133,28 @@ def main() -> int:
                             + (f" ({cell.note})" if cell.note else ""))
     rows = []
     for size in sizes:
-        pick = algorithms.choose("all_reduce", "auto", size, world, fabric)
+        pick = algorithms.choose(kind, "auto", size, world, fabric)
         for variant in variants:
             for fab in FABRICS:
                 kept = {alg: [c.share for c in cells[(size, variant, fab, alg)]
-                              if c.faithful and c.share is not None] for alg in ALGORITHMS}
+                              if c.faithful and c.share is not None] for alg in (first, second)}
                 med = {alg: median(v) if v else None for alg, v in kept.items()}
-                ring, tree = med["ring"], med["tree"]
+                a, b = med[first], med[second]
                 best = max((v for v in med.values() if v is not None), default=None)
                 got = med[pick]
                 rows.append([format_size(size), variant, fab,
-                             f"{spread_text(kept['ring'])} (n={len(kept['ring'])})",
-                             f"{spread_text(kept['tree'])} (n={len(kept['tree'])})",
-                             f"{tree / ring:.2f}" if ring and tree else "-", pick,
+                             f"{spread_text(kept[first])} (n={len(kept[first])})",
+                             f"{spread_text(kept[second])} (n={len(kept[second])})",
+                             f"{b / a:.2f}" if a and b else "-", pick,
                              f"{got / best:.2f}" if got and best else "-"])
-    print(fair.header("Ring against tree all-reduce", ["bench.algorithms", *_argv(args)]))
+    print(fair.header(f"{kind}: {first} against {second}", ["bench.algorithms", *_argv(args)]))
     where = args.scenario.relative_to(ROOT) if args.scenario.is_relative_to(ROOT) else args.scenario
     print(f"- scenario: {where}, {world} ranks; cost model's fabric: one-way "
           f"{fabric.latency_s * 1e6:.1f} us, {fabric.bytes_per_s * 8 / 1e6:.1f} Mbit/s a rank "
           "(emulated)")
     print(f"- results: {out}\n- seeds: {', '.join(map(str, seeds))}")
     print("- busbw as a share of the ideal, min/median/max over faithful, verified runs\n")
-    print(fair.table(["size", "variant", "fabric", "ring", "tree", "tree/ring", "auto picks",
+    print(fair.table(["size", "variant", "fabric", first, second, f"{second}/{first}", "auto picks",
                       "auto/best"], rows))
     (out / "algorithms.json").write_text(json.dumps(
         {f"{s}|{v}|{f}|{a}": [vars(c) for c in cs] for (s, v, f, a), cs in cells.items()},
@@ -155,7 +163,8 @@ def main() -> int:
 
 
 def _argv(args: argparse.Namespace) -> list[str]:
-    return [f"--scenario {args.scenario}", f"--sizes {args.sizes}", f"--seeds {args.seeds}",
+    return [f"--scenario {args.scenario}", f"--collective {args.collective}",
+            f"--sizes {args.sizes}", f"--seeds {args.seeds}",
             f"--variants {args.variants}"]
 
 
