@@ -16,7 +16,9 @@ so that no run carries more than about 16 MiB a rank (at least 4 timed). `auto` 
 it runs what the cost model picks (hostagent/workloads/algorithms.py, over the fabric as
 testbed/run/algorithm.py sees it), which the table names beside the measured faster one.
 
-Each cell is busbw (nccl-tests' mean loop time) as a share of the ideal (a rank's planes at line
+Each cell is busbw (nccl-tests' loop time: each rank's timed loop, averaged over the ranks, as
+the summary's table; not the mean CCT, which counts twice what consecutive iterations overlap
+when ranks drift apart) as a share of the ideal (a rank's planes at line
 rate), min/median/max over the seeds whose run was `faithful` and verified; `tree/ring` (or
 `pairwise/direct`) is the ratio of the medians; `auto/best` the share auto's pick gets of the
 faster one's. Results folders go to results/algorithms-<utc>/, every number to its
@@ -29,13 +31,12 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 from statistics import median
-from typing import Any, cast
+from typing import Any
 
+from analysis import metrics
 from bench import fair
-from bench.common import ROOT, loaded, results_folder, say, timed_iterations
+from bench.common import ROOT, loaded, results_folder, say
 from hostagent.workloads import algorithms
-from hostagent.workloads.collectives import Kind
-from hostagent.workloads.nccl import busbw
 from testbed.run.algorithm import cost_fabric
 from testbed.scenario.schema import load as load_scenario
 from testbed.scenario.units import format_size, parse_size
@@ -66,14 +67,24 @@ def measure(run_dir: Path | None, err: str) -> Cell:
     run = loaded(run_dir)
     if run is None:
         return Cell(None, False, f"{run_dir.name} did not complete")
-    timed = timed_iterations(run)
-    facts, world = run.facts, int(timed["ranks"].max()) if len(timed) else 0
-    if not len(timed):
-        return Cell(None, False, "no timed iteration")
-    bw = busbw(cast(Kind, facts.collective), world, facts.size, float(timed["cct"].mean()))
-    faithful = run.meta.verdict == fair.FAITHFUL and bool(timed["verified"].all())
-    return Cell(bw / facts.ideal_busbw, faithful,
-                "" if faithful else f"{run.meta.verdict}, verified {bool(timed['verified'].all())}")
+    iterations = run.tables["iterations"]
+    try:
+        (row,) = metrics.nccl_rows(iterations)
+    except ValueError as exc:  # an iteration some rank did not finish, or none timed
+        return Cell(None, False, str(exc))
+    verified = row.wrong == 0
+    faithful = run.meta.verdict == fair.FAITHFUL and verified
+    return Cell(row.busbw / run.facts.ideal_busbw, faithful,
+                "" if faithful else f"{run.meta.verdict}, verified {verified}")
+
+
+def earlier(file: Path, variant: str, seed: int, out: Path, overrides: dict[str, Any],
+            label: str) -> Path | None:
+    """The run folder an earlier sitting made for this run (fair.run_variant's naming)."""
+    name, _ = fair.variant_text(file.read_text(), variant, seed, overrides)
+    runs = out / "runs" / f"{name}-{variant}{label}"
+    made = sorted(p for p in runs.iterdir() if p.is_dir()) if runs.is_dir() else []
+    return made[-1] if made else None
 
 
 def spread_text(values: list[float]) -> str:
@@ -96,6 +107,9 @@ def main() -> int:
     ap.add_argument("--variants", default="mrc,rocev2",
                     help="bench/fair.py variants (default: %(default)s)")
     ap.add_argument("--results", type=Path, default=None, help="results folder")
+    ap.add_argument("--again", type=Path, default=None, metavar="DIR",
+                    help="measure the runs of an earlier sitting of the same options (its "
+                         "results folder) instead of running them")
     args = ap.parse_args()
     try:
         sizes = [parse_size(s.strip()) for s in args.sizes.split(",") if s.strip()]
@@ -107,7 +121,7 @@ def main() -> int:
         ap.error(f"{args.scenario}: the workload must be a collective, not a step graph")
     kind = args.collective
     first, second = algorithms.AVAILABLE[kind]
-    out = args.results or results_folder("algorithms")
+    out = args.again or args.results or results_folder("algorithms")
     world, fabric = len(scenario.rank_hosts()), cost_fabric(scenario)
     cells: dict[tuple[int, str, str, str], list[Cell]] = {}
     total = len(sizes) * len(variants) * len(FABRICS) * 2 * len(seeds)
@@ -124,8 +138,12 @@ def main() -> int:
                         if fab == "degraded":
                             overrides |= DEGRADED
                         label = f"-{format_size(size).replace(' ', '')}-{alg}-{fab}"
-                        run_dir, err = fair.run_variant(args.scenario, variant, seed, out,
-                                                        overrides=overrides, label=label)
+                        if args.again is None:
+                            run_dir, err = fair.run_variant(args.scenario, variant, seed, out,
+                                                            overrides=overrides, label=label)
+                        else:
+                            run_dir, err = earlier(args.scenario, variant, seed, out, overrides,
+                                                   label), "no run folder in the sitting"
                         cell = measure(run_dir, err)
                         cells.setdefault((size, variant, fab, alg), []).append(cell)
                         say(f"[{done}/{total}] seed {seed} {format_size(size)} {variant} {fab} "
@@ -163,8 +181,9 @@ def main() -> int:
 
 
 def _argv(args: argparse.Namespace) -> list[str]:
+    again = [f"--again {args.again}"] if args.again else []
     return [f"--scenario {args.scenario}", f"--collective {args.collective}",
-            f"--sizes {args.sizes}", f"--seeds {args.seeds}",
+            f"--sizes {args.sizes}", *again, f"--seeds {args.seeds}",
             f"--variants {args.variants}"]
 
 
