@@ -11,9 +11,10 @@ Pure functions, no IO: the collectives (collectives.py) run the patterns, the ru
   reduced up to its root and broadcast back down, pipelined in chunks (`tree_chunk_bytes`).
 - **direct** (all-to-all): every rank writes to every peer at once, as a grouped call of
   ncclSend/ncclRecv to all peers issues them.
-- **pairwise** (all-to-all): n-1 rounds; in round s rank r writes to r+s and waits for r-s, the
-  order NCCL's peer-to-peer scheduler gives a grouped all-to-all. Every receiver has exactly one
-  sender per round, so no port sees an (n-1)-to-1 incast.
+- **pairwise** (all-to-all): n-1 rounds; in round s rank r writes to r+s and waits for r-s
+  before its next round (MPI's pairwise exchange, in the order of peers NCCL's peer-to-peer
+  scheduler gives a grouped all-to-all, which lets several rounds overlap). Every receiver has
+  exactly one sender per round, so no port sees an (n-1)-to-1 incast.
 
 The cost model (`times`) is the alpha-beta model NCCL's tuning follows: a collective costs its
 sequential message latencies plus the bytes its busiest NIC port sends, at the link rate.
