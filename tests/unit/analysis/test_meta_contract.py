@@ -14,12 +14,13 @@ from runcontract import SCHEMA_VERSION, STATUSES, MetaError, parse_meta, read_me
 from runcontract.meta import RunMeta
 from tests.unit.made_runs import made_run
 
-# two runs of scenarios/quickstart.yaml each, as the testbed wrote them at versions 1 and 2
+# two runs of scenarios/quickstart.yaml each, as the testbed wrote them at versions 1, 2 and 3
 V1 = Path(__file__).parent / "runs_v1"
 V2 = Path(__file__).parent / "runs_v2"
+V3 = Path(__file__).parent / "runs_v3"  # written at 89aa1f2
 
 
-@pytest.mark.parametrize("folders", [V1, V2], ids=["v1", "v2"])
+@pytest.mark.parametrize("folders", [V1, V2, V3], ids=["v1", "v2", "v3"])
 def test_older_folders_render_a_comparison(folders: Path, tmp_path: Path):
     rendered = render_compare([folders / "quickstart-mrc", folders / "quickstart-rocev2"],
                               tmp_path)
@@ -34,6 +35,15 @@ def test_a_version_2_record_reads_without_similarity():
     meta = read_meta(V2 / "quickstart-mrc")
     assert (meta.schema_version, meta.similarity, meta.verdict) == (SCHEMA_VERSION, None,
                                                                    "faithful")
+
+
+def test_a_version_3_record_reads_as_the_default_algorithm():
+    raw = json.loads((V3 / "quickstart-rocev2" / "meta.json").read_text())
+    assert raw["schema_version"] == 3 and "algorithm" not in raw["facts"]
+    meta = read_meta(V3 / "quickstart-rocev2")
+    assert meta.schema_version == SCHEMA_VERSION and meta.facts is not None
+    assert (meta.facts.algorithm, meta.facts.algorithm_modelled) == (None, None)
+    assert meta.similarity is not None  # what version 3 added is kept
 
 
 def test_a_version_1_record_reads_as_the_current_one():
