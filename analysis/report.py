@@ -153,8 +153,10 @@ def dilation(views: list[RunView]) -> float | None:
 def _title(views: list[RunView], what: str) -> str:
     facts = views[0].run.facts
     names = ", ".join(dict.fromkeys(v.run.facts.scenario for v in views))
-    return (f"{what}: {names}, {facts.collective} of {facts.size:,} B on {views[0].run.world} "
-            f"ranks")
+    algorithms = sorted({a for v in views if (a := v.run.facts.algorithm) is not None})
+    how = f" ({', '.join(algorithms)})" if algorithms else ""
+    return (f"{what}: {names}, {facts.collective}{how} of {facts.size:,} B on "
+            f"{views[0].run.world} ranks")
 
 
 def fidelity_figure(view: RunView) -> Figure:
