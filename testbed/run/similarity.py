@@ -23,6 +23,7 @@ from testbed.fabric.latency import (
 from testbed.fabric.timeline import condition
 from testbed.fabric.timers import timers
 from testbed.fabric.windows import qp_bdp, windows
+from testbed.kernel.shaping import burst_bytes
 from testbed.run.traffic import nic_limits, step_job
 from testbed.scenario import Scenario
 from testbed.scenario.schema import Transport
@@ -96,7 +97,8 @@ def departures(scenario: Scenario) -> list[Departure]:
                 out.append(record)
     frame = Frame.of(scenario)
     if frame.real:
-        out += [*_routing(scenario, frame), *_nic_queue(scenario), *_background(scenario, frame)]
+        out += [*_routing(scenario, frame), *_nic_queue(scenario), *_shaper_burst(scenario),
+                *_background(scenario, frame)]
     return out
 
 
@@ -130,6 +132,21 @@ def _nic_queue(scenario: Scenario) -> list[Departure]:
         used=format_size(limit),
         why="the agents wake about once a millisecond (emulated): 4 ms of the emulated line "
             "keeps the port busy between two wake-ups")]
+
+
+def _shaper_burst(scenario: Scenario) -> list[Departure]:
+    """A shaped port that has idled sends its burst above line rate (testbed/kernel/shaping.py):
+    a collective's step that starts on an idle link ends that much sooner than the real
+    fabric allows."""
+    f = scenario.fabric
+    packet = scenario.qp.mss + HEADER_SIZE + FRAME_OVERHEAD
+    bursts = {burst_bytes(int(link.rate), f.mtu) for link in (f.host_link, f.fabric_link)}
+    used = " / ".join(f"{format_size(b)} ({b / packet:.1f} packets)" for b in sorted(bursts))
+    return [Departure(
+        quantity="link shaper burst", stated="none (line rate from the first byte)",
+        used=f"{used} at once after an idle period",
+        why="htb holds its rate on a busy 2-core host only with a burst of a few packets: a "
+            "step that starts on an idle link sends them at veth speed")]
 
 
 def _background(scenario: Scenario, frame: Frame) -> list[Departure]:

@@ -111,3 +111,13 @@ def test_runs_of_one_transport_carry_the_record_of_both():
     text = real("25Mbit", "qp: {compress_above_rtts: 50}\n")
     assert (similarity(parse(text + "transport: [mrc]\n", "t"))
             == similarity(parse(text + "transport: [rocev2]\n", "t")))
+
+
+def test_the_shapers_burst_is_a_departure_in_bytes_and_packets():
+    """4 x the 4,200 B MTU at 25 Mbit/s, where 1 ms at line rate is only 3,125 B: 16,800 B,
+    4.0 packets of 4,096 B of payload and 102 of headers and framing."""
+    slow = departures(real("25Mbit", "qp: {mss: 4096, compress_above_rtts: 50}\n")
+                      .replace("hop_latency: 1us", "hop_latency: 1us, mtu: 4200"))
+    assert slow["link shaper burst"].startswith("16.4 KiB (4.0 packets) at once")
+    assert "link shaper burst" not in {d.quantity for d in similarity(parse(
+        "name: t\nworkload: {size: 1KiB}\n", "t")).departures}  # no real fabric: no departure
