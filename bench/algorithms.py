@@ -121,6 +121,9 @@ def main() -> int:
         ap.error(f"{args.scenario}: the workload must be a collective, not a step graph")
     kind = args.collective
     first, second = algorithms.AVAILABLE[kind]
+    if args.again is not None and not (args.again / "runs").is_dir():
+        ap.error(f"--again {args.again}: no runs/ folder there; give the results folder of "
+                 "an earlier sitting of this bench")
     out = args.again or args.results or results_folder("algorithms")
     world, fabric = len(scenario.rank_hosts()), cost_fabric(scenario)
     cells: dict[tuple[int, str, str, str], list[Cell]] = {}

@@ -150,11 +150,10 @@ class Fabric:
 
     latency_s: float
     bytes_per_s: float
-    mtu: int = 4096
 
     def __post_init__(self) -> None:
-        if self.latency_s < 0 or self.bytes_per_s <= 0 or self.mtu <= 0:
-            raise ValueError(f"a fabric needs latency >= 0, rate > 0 and mtu > 0, not {self}")
+        if self.latency_s < 0 or self.bytes_per_s <= 0:
+            raise ValueError(f"a fabric needs latency >= 0 and rate > 0, not {self}")
 
 
 def latency_steps(kind: str, algorithm: Algorithm, world: int) -> int:

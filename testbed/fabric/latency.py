@@ -51,6 +51,17 @@ def one_way_latency(scenario: Scenario, shape: PathShape) -> float:
     return shape.links * frame.hop_latency(scenario) + 2 * frame.nic_latency(scenario)
 
 
+def arrival_delay(scenario: Scenario, shape: PathShape) -> float:
+    """Emulated seconds from a message's last byte leaving its sender to its arriving along
+    `shape`, queues empty: the path's latency and one full data packet's store-and-forward on
+    every link after the first."""
+    f = scenario.fabric
+    bits = (scenario.qp.mss + HEADER_SIZE + FRAME_OVERHEAD) * 8
+    forward = ((shape.host_links - 1) * bits / f.host_link.rate
+               + shape.fabric_links * bits / f.fabric_link.rate)
+    return one_way_latency(scenario, shape) + forward
+
+
 def round_trip(scenario: Scenario, shape: PathShape) -> float:
     """Emulated seconds of a round trip along `shape` with every queue empty: each
     store-and-forward link serializes a full data packet one way and its ACK the other, and

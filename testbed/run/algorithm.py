@@ -12,11 +12,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from hostagent.protocol.nic import FRAME_OVERHEAD
-from hostagent.protocol.wire import HEADER_SIZE
 from hostagent.workloads import algorithms
 from hostagent.workloads.algorithms import Algorithm, Choice
-from testbed.fabric.latency import ACROSS_A_SPINE, one_way_latency
+from testbed.fabric.latency import ACROSS_A_SPINE, arrival_delay
 from testbed.scenario.schema import Scenario
 
 
@@ -38,12 +36,8 @@ class Resolved:
 
 def cost_fabric(scenario: Scenario) -> algorithms.Fabric:
     f = scenario.fabric
-    bits = (scenario.qp.mss + HEADER_SIZE + FRAME_OVERHEAD) * 8
-    shape = ACROSS_A_SPINE
-    forward = ((shape.host_links - 1) * bits / f.host_link.rate
-               + shape.fabric_links * bits / f.fabric_link.rate)
-    return algorithms.Fabric(one_way_latency(scenario, shape) + forward,
-                             f.planes * f.host_link.rate / 8, mtu=scenario.qp.mss)
+    return algorithms.Fabric(arrival_delay(scenario, ACROSS_A_SPINE),
+                             f.planes * f.host_link.rate / 8)
 
 
 def resolve(scenario: Scenario) -> Resolved:

@@ -22,10 +22,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from hostagent.protocol.nic import FRAME_OVERHEAD
-from hostagent.protocol.wire import HEADER_SIZE
 from hostagent.workloads.nccl import bus_factor
-from testbed.fabric.latency import PathShape, one_way_latency
+from testbed.fabric.latency import PathShape, arrival_delay
 from testbed.fabric.paths import evs
 from testbed.fabric.plan import FabricPlan
 from testbed.run import algorithm
@@ -49,14 +47,8 @@ class IdealIteration:
 
 
 def _arrival_delay(plan: FabricPlan, src: str, dst: str) -> float:
-    """Emulated seconds from a block's last byte leaving src to its arriving at dst: the path's
-    latency and one packet's store-and-forward on every link after the first."""
-    sc = plan.scenario
-    shape = PathShape.of(plan, evs(plan, src, dst)[0])
-    bits = (sc.qp.mss + HEADER_SIZE + FRAME_OVERHEAD) * 8
-    forward = ((shape.host_links - 1) * bits / sc.fabric.host_link.rate
-               + shape.fabric_links * bits / sc.fabric.fabric_link.rate)
-    return one_way_latency(sc, shape) + forward
+    """Emulated seconds from a block's last byte leaving src to its arriving at dst."""
+    return arrival_delay(plan.scenario, PathShape.of(plan, evs(plan, src, dst)[0]))
 
 
 def ideal_iteration(plan: FabricPlan, transport: str) -> IdealIteration | None:

@@ -282,7 +282,7 @@ class Verify(StrictModel):
 
 SPARE_FROM_PATHS = 4  # planes with this many paths or more keep one spare EV by default
 Collective = Literal["all_reduce", "all_gather", "reduce_scatter", "all_to_all"]
-STEP_ALGORITHMS = ("ring", "tree", "auto")
+STEP_ALGORITHMS = (*algorithms.AVAILABLE["all_reduce"], "auto")  # a step graph's all-reduces
 Transport = Literal["mrc", "rocev2"]
 # What each transport's agent implements whatever the scenario (hostagent/protocol/rocev2.py,
 # mrc.py): its name, loss recovery and congestion control, as a run's label names them.

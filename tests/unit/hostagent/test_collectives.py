@@ -368,3 +368,14 @@ def test_call_ended_early_consumes_its_failed_writes(caplog):
         asyncio.run(main())
         gc.collect()  # asyncio reports an unretrieved exception when the task is collected
     assert [r.getMessage() for r in caplog.records if "never retrieved" in r.getMessage()] == []
+
+
+def test_a_tree_whose_chunks_would_overflow_the_step_numbering_is_refused():
+    """imm steps are 16 bits, 4 a chunk: 2**14 chunks of at least 32 KiB (8,192 elements) per
+    tree's half is the first count refused, before any region is made; one chunk fewer passes
+    that check (and fails only on the too-small region given here)."""
+    ep = LoopbackFabric(2).endpoint(0)
+    with pytest.raises(ValueError, match="too large for a tree all-reduce"):
+        Communicator(ep, 2 * 2**14 * 8192, trees=True)
+    with pytest.raises(ValueError, match="region must be"):
+        Communicator(ep, 2 * (2**14 - 1) * 8192, trees=True, region=np.zeros(1, np.float32))
