@@ -22,7 +22,7 @@ from runcontract.facts import RunFacts
 from runcontract.record import Record
 from runcontract.similarity import Similarity
 
-SCHEMA_VERSION: Final = 4
+SCHEMA_VERSION: Final = 5
 
 Status = Literal["running", "complete", "failed", "interrupted", "crashed", "gave_up"]
 Verdict = Literal["faithful", "degraded", "not faithful"]
@@ -98,6 +98,30 @@ class GaveUp(Record):
                 f"{self.timeouts} timeouts (retry budget {self.retry_budget_s:.2f} s)")
 
 
+class JobRecord(Record):
+    """One job of a run with several (scenario `jobs:`): where its ranks ran and, once its solo
+    control ran in the same sitting, its time beside it. In a job's own folder (`jobs/<name>/`,
+    `solo/<name>/`) it says which job the folder holds."""
+
+    name: str
+    hosts: list[str]
+    placement: str  # "spread (4 hosts)", "hosts as listed"
+    start_s: float  # after the run's common start, as the scenario states it
+    transport: str
+    solo: bool = False  # this folder is the job alone on the fabric (the control)
+    time_s: float | None = None  # mean timed iteration or step, emulated s, beside the others
+    solo_time_s: float | None = None  # the same alone, same fabric and seed
+    solo_run: str | None = None  # the control's folder, relative to the run's
+    solo_verdict: str | None = None  # the control's fidelity verdict
+
+    @property
+    def slowdown(self) -> float | None:
+        """The job's time beside the others over its time alone (1.0: no cost)."""
+        if self.time_s is None or not self.solo_time_s:
+            return None
+        return self.time_s / self.solo_time_s
+
+
 class RunMeta(Record):
     """One run's `meta.json`."""
 
@@ -131,6 +155,8 @@ class RunMeta(Record):
     similarity: Similarity | None = None  # against the real fabric (None: fabric-only run)
     rate_auto: dict[str, Any] | None = None  # `rate: auto`: the rate, its arithmetic
     cluster: dict[str, Any] | None = None  # the servers under the fabric (cluster mode)
+    job: JobRecord | None = None  # a job's folder: which job, of which run
+    jobs: list[JobRecord] = Field(default_factory=list)  # a run of several: each, in jobs/
 
     def to_json(self) -> dict[str, Any]:
         return self.model_dump(mode="json")
@@ -169,7 +195,12 @@ def _from_v3(data: dict[str, Any]) -> dict[str, Any]:
     return {**data, "schema_version": 4}
 
 
-_UPGRADES = {1: _from_v1, 2: _from_v2, 3: _from_v3}
+def _from_v4(data: dict[str, Any]) -> dict[str, Any]:
+    """Version 4 is version 5 without `job` and `jobs`: every run ran one workload."""
+    return {**data, "schema_version": 5}
+
+
+_UPGRADES = {1: _from_v1, 2: _from_v2, 3: _from_v3, 4: _from_v4}
 
 
 def parse_meta(data: object, where: str = "meta.json") -> RunMeta:

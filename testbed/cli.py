@@ -27,6 +27,7 @@ from testbed.kernel import features
 from testbed.lifecycle import cleanup, interrupts, registry
 from testbed.lifecycle.progress import Progress
 from testbed.run import algorithm, feasible, results, wall_time
+from testbed.scenario.job_views import lines as job_lines
 from testbed.scenario.units import format_rate
 from testbed.version import version
 
@@ -152,6 +153,9 @@ def _parser() -> argparse.ArgumentParser:
                    help="measure this machine's packet budget and pilot the scenario again "
                         "before the run (what `rate: auto` chooses from; otherwise the cached "
                         "ones are used)")
+    r.add_argument("--no-solo", action="store_true",
+                   help="with jobs: skip each job's run alone (its control), and with it the "
+                        "slowdown the other jobs cost it")
     r.add_argument("--quiet", action="store_true", help="only errors")
     r.add_argument("--no-report", action="store_true",
                    help="skip the report (HTML and figures) and the summary at the end")
@@ -222,6 +226,8 @@ def _cmd_validate(args) -> int:
             status = max(status, exc.exit_code)
             continue
         print(f"ok: {file}: {scenario.describe(sc)}")
+        for line in job_lines(sc):
+            print(f"  {line}")
         if sc.workload.chakra is not None:
             chakra = sc.workload.chakra
             print(f"  {chakra.loaded_line(chakra.ctrl_deps_dropped(sc.rank_hosts()))}")
@@ -316,7 +322,8 @@ def _cmd_run(args) -> int:
     sc, text = scenario.load(args.file)  # the fault timeline: checked by `run` on its plan
     progress = Progress(quiet=args.quiet)
     options = RunOptions(args.results, args.verify_only, args.hold, args.cli,
-                         tuple(args.capture), calibrate=args.calibrate)
+                         tuple(args.capture), calibrate=args.calibrate,
+                         solo=not args.no_solo)
     dirs = run(sc, text, options, progress)
     for d in dirs:
         progress.say(f"done: {d}")
@@ -362,6 +369,7 @@ def _report(dirs: list[Path], compare: bool, out: Path | None, each: bool = True
         summary,
     )
     progress = progress or Progress(quiet=True)  # report, compare: the paths say it all
+    dirs = [part for d in dirs for part in job_folders(d)]
     with progress.phase("report") as info:
         rendered = [render.render_run(d) for d in dirs] if each else []
         if compare:
@@ -372,6 +380,19 @@ def _report(dirs: list[Path], compare: bool, out: Path | None, each: bool = True
     print(summary.text(report.views_of(runs)), end="")
     for r in rendered:
         print(f"report: {r.html}")
+
+
+def job_folders(run: Path) -> list[Path]:
+    """A run of several jobs reports each job's folder (jobs/<name>, then solo/<name>, its
+    control); any other run, itself."""
+    try:
+        meta = read_meta(run)
+    except UserError:
+        return [run]  # the report says what is wrong with it
+    if not meta.jobs:
+        return [run]
+    return ([run / "jobs" / j.name for j in meta.jobs]
+            + [run / j.solo_run for j in meta.jobs if j.solo_run is not None])
 
 
 def _cmd_report(args) -> int:

@@ -28,6 +28,7 @@ from testbed.errors import ScenarioError
 from testbed.fabric.plan import FabricPlan, layout
 from testbed.scenario import Scenario
 from testbed.scenario.faults import HOST_KINDS, PARAMS, Fault, Target
+from testbed.scenario.job_views import views
 
 # "routed": routing has converged around the link (its ECMP next hops withdrawn); follows
 # "down" by the convergence delay. A blackhole or a loss is never seen by routing.
@@ -150,9 +151,11 @@ def _check_straggler(plan: FabricPlan, fault: Fault, i: int,
     """A straggler names a rank's host, and two on one host never overlap (which factor would
     hold is a guess, as for two faults of one kind on a link)."""
     host = cast(str, fault.target.host)
-    if host not in plan.scenario.rank_hosts():
+    scenario = next((v.scenario for v in views(plan.scenario) if host in v.hosts),
+                    plan.scenario)  # with jobs, the job whose rank it is
+    if host not in scenario.rank_hosts():
         return [f"faults.{i}: straggler on {host!r}, which runs no rank of the workload"]
-    if not plan.scenario.workload.steps:
+    if not scenario.workload.steps:
         return [f"faults.{i}: a straggler slows a training step's compute; the workload is a "
                 f"looped collective (give workload.training or workload.chakra)"]
     end = fault.at + fault.duration if fault.duration is not None else float("inf")

@@ -42,7 +42,7 @@ from testbed.errors import TestbedError
 from testbed.fabric import budget
 from testbed.lifecycle.progress import Progress
 from testbed.run.build import fabric
-from testbed.run.traffic import run_agents
+from testbed.run.traffic import parts, run_jobs
 from testbed.scenario import Scenario
 from testbed.scenario.schema import Transport
 from testbed.scenario.units import format_rate
@@ -66,11 +66,13 @@ def measure(network: Network, scenario: Scenario, transport: Transport, rate: in
     with tempfile.TemporaryDirectory(prefix="mrc-pilot-") as tmp:
         monitor.start()
         sampler.start()
+        every = parts(scenario, transport, Path(tmp) / "agents")  # with jobs, all together
+        first = every[0].out  # the window follows the first job's iterations
         try:
-            outcomes = run_agents(
-                network, scenario, transport, Path(tmp) / "agents",
-                on_start=lambda t0: marks.update(start=t0),
+            outcomes = [o for group in run_jobs(
+                network, every, on_start=lambda t0: marks.update(start=t0),
                 stop_when=lambda now, done: window_closed(marks["start"], done, now))
+                for o in group]
             marks["end"] = time.time()
         finally:
             sampler.stop()
@@ -78,8 +80,8 @@ def measure(network: Network, scenario: Scenario, transport: Transport, rate: in
         if not any("stopped_by_runner" in o.result for o in outcomes):
             # done within the window: it ends with the last iteration, not with the agents'
             # writing their files and exiting (a burst of CPU that is not the traffic's)
-            marks["end"] = min(marks["end"], traffic_end(Path(tmp) / "agents") or marks["end"])
-        done = iterations_done(Path(tmp) / "agents")
+            marks["end"] = min(marks["end"], traffic_end(first) or marks["end"])
+        done = iterations_done(first)
     failed = [o for o in outcomes
               if o.result.get("status") != "ok" and "stopped_by_runner" not in o.result]
     if failed or "start" not in marks:

@@ -75,19 +75,26 @@ def facts(scenario: Scenario, transport: str) -> RunFacts:
 
 
 class RunResults:
+    """A results folder: `<base>/<time>-<scenario>-<transport>`, or `<base>/<folder>` for a
+    job's folder inside its run's (`jobs/<name>`, `solo/<name>`). A run of several jobs
+    records no facts of its own: each job's folder has its job's."""
+
     def __init__(self, base: Path, scenario: Scenario, scenario_text: str, seed: int,
-                 transport: str | None = None) -> None:
+                 transport: str | None = None, folder: str | None = None) -> None:
         scenario_name = scenario.name
         stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
         label = f"{scenario_name}-{transport}" if transport else scenario_name
+        described = transport if not scenario.jobs else None
         try:
             base.mkdir(parents=True, exist_ok=True)
-            name = _new_folder(base, f"{stamp}-{label}")
+            name = _new_folder(base, folder or f"{stamp}-{label}")
             self.dir = base / name
             write_text(self.dir / SCENARIO, scenario_text)
         except OSError as exc:
             raise _unwritable(base, exc) from None
         self.run_id = name
+        self.scenario_text = scenario_text
+        self.parts: list[RunResults] = []  # its jobs' folders, which end as it ends
         self.meta = RunMeta(
             run_id=name, scenario=scenario_name, transport=transport,
             variant=scenario.variant(transport) if transport else None, seed=seed,
@@ -95,8 +102,8 @@ class RunResults:
             status="running", started=datetime.now(timezone.utc),
             scenario_sha256=hashlib.sha256(scenario_text.encode()).hexdigest(),
             command=list(sys.argv), runner_pid=os.getpid(), versions=_versions(),
-            facts=facts(scenario, transport) if transport else None,
-            similarity=similarity(scenario) if transport else None)
+            facts=facts(scenario, described) if described else None,
+            similarity=similarity(scenario) if described else None)
         self._t0 = time.monotonic()
         self.save()
 
@@ -123,6 +130,10 @@ class RunResults:
         return path
 
     def finish(self, status: Status, error: str | None, phases: dict[str, float]) -> None:
+        for part in self.parts:  # a job none of whose QPs gave up completed
+            part.meta.ended_in_phase = self.meta.ended_in_phase
+            part.finish("complete" if status == "gave_up" and not part.meta.gave_up
+                        else status, error, phases)
         m = self.meta
         m.status, m.error, m.ended = status, error, datetime.now(timezone.utc)
         m.phases = {k: round(v, 3) for k, v in phases.items()}

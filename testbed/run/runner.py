@@ -14,12 +14,21 @@ import sys
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from hostagent import compiled
 from hostagent.workloads import nccl
 from hostagent.workloads.iterations import IterationRecord
-from runcontract.meta import Background, Faults, Fidelity, ProtocolBuild, Status, Telemetry
+from runcontract.meta import (
+    Background,
+    Faults,
+    Fidelity,
+    JobRecord,
+    ProtocolBuild,
+    Status,
+    Telemetry,
+    read_meta,
+)
 from testbed.cluster.network import placement_lines, underlay_traffic
 from testbed.cluster.network import preflight as cluster_preflight
 from testbed.emulation.background import BackgroundTraffic
@@ -37,6 +46,7 @@ from testbed.kernel import features
 from testbed.kernel.fabric_queue import FabricQueues
 from testbed.kernel.link_gap import EDGES_PCT
 from testbed.lifecycle import cleanup, interrupts, registry
+from testbed.lifecycle.files import write_meta
 from testbed.lifecycle.progress import Progress
 from testbed.lifecycle.registry import RunRegistry
 from testbed.run import feasible
@@ -49,10 +59,12 @@ from testbed.run.build import (
 from testbed.run.collect import collect
 from testbed.run.gave_up import gave_up, unexplained
 from testbed.run.results import RunResults
-from testbed.run.traffic import AgentOutcome, nic_limits, run_agents
+from testbed.run.traffic import AgentOutcome, Part, nic_limits, run_jobs
 from testbed.run.waiting import stuck
 from testbed.scenario import Scenario, describe
 from testbed.scenario.background import flows
+from testbed.scenario.job_views import lines as job_lines
+from testbed.scenario.job_views import views
 from testbed.scenario.schema import Transport
 from testbed.scenario.units import format_rate, format_size
 
@@ -68,6 +80,7 @@ class RunOptions:
     cli: bool = False
     capture: tuple[str, ...] = ()  # interface names to capture during the workload
     calibrate: bool = False  # measure this machine's packet budget again (rate: auto)
+    solo: bool = True  # with jobs: each job alone too, after them together (its control)
 
 
 def preflight(progress: Progress, stack: contextlib.ExitStack) -> dict[str, bool | str]:
@@ -98,6 +111,8 @@ def run(scenario: Scenario, scenario_text: str, options: RunOptions,
     built from the same seed, so results compare 1:1), or hold the fabric / open the CLI.
     Always tears down. Returns the results folders."""
     progress.say(describe(scenario))
+    for line in job_lines(scenario):
+        progress.say(f"  {line}")
     cluster = scenario.cluster  # the servers under the fabric, the same at any rate
     with interrupts.deferred(), contextlib.ExitStack() as held:
         with progress.phase("preflight") as info:
@@ -147,14 +162,63 @@ def run(scenario: Scenario, scenario_text: str, options: RunOptions,
                 progress.say(f"transport {transport}:")
             dirs.append(_run_once(plan, scenario_text, options, progress, found, transport,
                                   rate_auto))
+            if transport is not None and scenario.jobs and options.solo:
+                _solo_controls(dirs[-1], plan, scenario_text, options, progress, found,
+                               transport, rate_auto)
     return dirs
+
+
+def _solo_controls(shared: Path, plan: FabricPlan, scenario_text: str, options: RunOptions,
+                   progress: Progress, found: dict[str, bool | str], transport: Transport,
+                   rate_auto: dict[str, Any] | None) -> None:
+    """Each job of the run in `shared` alone on a fabric of its own, built from the same plan
+    and seed, with the same fault timeline and background flows, started at the same time
+    after the common start: its control. Its time beside the others over its time alone is
+    the slowdown the other jobs cost it; the comparison joins the run's summary."""
+    meta = read_meta(shared)
+    for record in meta.jobs:
+        view = next(v for v in views(plan.scenario) if v.name == record.name)
+        progress.say(f"job {record.name} alone (its control), over {record.transport}:")
+        solo = _run_once(replace(plan, scenario=view.scenario), scenario_text,
+                         replace(options, results_base=shared / "solo"), progress, found,
+                         cast(Transport, record.transport), rate_auto,
+                         record.model_copy(update={"solo": True, "time_s": None}))
+        control = read_meta(solo).job
+        record.solo_time_s = None if control is None else control.time_s
+        record.solo_run = f"solo/{solo.name}"
+        record.solo_verdict = read_meta(solo).verdict
+    text = jobs_table(meta.jobs, meta.verdict)
+    progress.say(text)
+    write_meta(shared, meta)
+    with (shared / "summary.txt").open("a") as f:
+        f.write(text + "\n")
+
+
+def jobs_table(records: list[JobRecord], verdict: str | None) -> str:
+    """Each job beside the others against alone: the slowdown the others cost it."""
+    lines = ["# jobs together against each alone (same fabric, seed and timeline; time: the "
+             "mean timed iteration or step)",
+             f"#  {'job':<12} {'transport':<9} {'ranks':>5} {'together':>12} {'alone':>12} "
+             f"{'slowdown':>9}  placement"]
+    for r in records:
+        def ms(t: float | None) -> str:
+            return "-" if t is None else f"{t * 1e3:.2f} ms"
+        slow = "-" if r.slowdown is None else f"{r.slowdown:.3f}x"
+        lines.append(f"   {r.name:<12} {r.transport:<9} {len(r.hosts):>5} {ms(r.time_s):>12} "
+                     f"{ms(r.solo_time_s):>12} {slow:>9}  {r.placement}: {' '.join(r.hosts)}")
+    judged = [verdict] + [r.solo_verdict for r in records]
+    if any(v != "faithful" for v in judged):
+        lines.append("# NOT a result: a run here was not judged faithful (together: "
+                     f"{verdict}; alone: {', '.join(str(r.solo_verdict) for r in records)})")
+    return "\n".join(lines)
 
 
 def _run_once(plan: FabricPlan, scenario_text: str, options: RunOptions, progress: Progress,
               found: dict[str, bool | str], transport: Transport | None,
-              rate_auto: dict[str, Any] | None = None) -> Path:
+              rate_auto: dict[str, Any] | None = None, solo: JobRecord | None = None) -> Path:
     """One transport's run on a fabric of its own, built from the run's one plan (its
-    scenario at the rate chosen), recorded in a results folder of its own."""
+    scenario at the rate chosen), recorded in a results folder of its own; `solo`: the
+    plan is one job's, run alone as its control (in the folder named for it)."""
     scenario = plan.scenario
     results: RunResults | None = None
     registry: RunRegistry | None = None
@@ -165,7 +229,8 @@ def _run_once(plan: FabricPlan, scenario_text: str, options: RunOptions, progres
     original: BaseException | None = None
     try:
         results = RunResults(options.results_base, scenario, scenario_text,
-                             scenario.seed, transport)
+                             scenario.seed, transport, folder=None if solo is None else solo.name)
+        results.meta.job = solo
         results.meta.features = dict(found)
         results.meta.rate_auto = rate_auto  # the rate `auto` chose, its arithmetic, calibration
         results.save()
@@ -175,7 +240,7 @@ def _run_once(plan: FabricPlan, scenario_text: str, options: RunOptions, progres
             progress.say(f"  {chakra.loaded_line(facts.ctrl_deps_dropped)}")
         registry = RunRegistry(results.run_id, results.dir, scenario.name)
         network = make_network(plan, registry, progress)
-        _build_and_use(network, results, options, progress, transport)
+        _build_and_use(network, results, options, progress, transport, solo)
         status = "gave_up" if results.meta.gave_up else "complete"
     except KeyboardInterrupt as exc:  # Interrupted, from interrupts.checkpoint
         status, error, phase = "interrupted", str(exc) or "interrupted", progress.current
@@ -239,7 +304,8 @@ def _teardown(network: Network | None, registry: RunRegistry | None, plan: Fabri
 
 
 def _build_and_use(network: Network, results: RunResults, options: RunOptions,
-                   progress: Progress, transport: Transport | None) -> None:
+                   progress: Progress, transport: Transport | None,
+                   solo: JobRecord | None = None) -> None:
     network.results_dir = results.dir  # what runs on servers is gathered back into it
 
     def record_machines() -> None:
@@ -261,7 +327,7 @@ def _build_and_use(network: Network, results: RunResults, options: RunOptions,
         return
     if transport is not None:
         before, t0 = network.underlay_counters(), time.monotonic()
-        _run_workload(network, results, progress, transport, options.capture)
+        _run_workload(network, results, progress, transport, options.capture, solo)
         if before:  # servers, with an underlay between them
             used = underlay_traffic(before, network.underlay_counters(), time.monotonic() - t0)
             assert results.meta.cluster is not None  # servers recorded them when prepared
@@ -306,10 +372,10 @@ def _agent_lags(out: Path, outcomes: list[AgentOutcome], iterations: pd.DataFram
     return lags
 
 
-def _bounds(scenario: Scenario, period: float) -> fidelity.Bounds:
+def _bounds(scenario: Scenario, transports: list[Transport], period: float) -> fidelity.Bounds:
     nic = nic_limits(scenario)
     return fidelity.Bounds(port_queue_s=nic.limit * 8 / nic.rate_bps,
-                           timeout_s=min(timers(scenario, t).timeout for t in scenario.transport),
+                           timeout_s=min(timers(scenario, t).timeout for t in transports),
                            telemetry_period_s=period)
 
 
@@ -384,24 +450,70 @@ class _Instruments:
             Captures(network, list(capture), results_dir))
 
 
+@dataclass(frozen=True)
+class _Job:
+    """One job's share of a run: its plan (the fabric's, its one-job scenario), transport,
+    results folder and start (emulated s after the common start). A run of one workload is
+    one such job, whose folder is the run's."""
+
+    name: str | None
+    plan: FabricPlan
+    transport: Transport
+    results: RunResults
+    start: float = 0.0
+    record: JobRecord | None = None
+
+    @property
+    def out(self) -> Path:
+        return self.results.dir / "agents"
+
+    def part(self) -> Part:
+        return Part(self.plan.scenario, self.transport, self.out, self.start)
+
+
+def _jobs(network: Network, results: RunResults, transport: Transport,
+          solo: JobRecord | None) -> list[_Job]:
+    """The run's jobs, each with a folder of its own in `jobs/` (for several), or the one
+    workload in the run's folder (`solo`: a job alone, started when it starts beside others)."""
+    plan = network.plan
+    scenario = plan.scenario
+    frame = Frame.of(scenario)
+    if not scenario.jobs:
+        start = 0.0 if solo is None else frame.emulated(solo.start_s)
+        return [_Job(None, plan, transport, results, start, solo)]
+    out = []
+    for job, view in zip(scenario.jobs, views(scenario), strict=True):
+        t = job.transport or transport
+        record = JobRecord(name=view.name, hosts=list(view.hosts), placement=view.placement,
+                           start_s=view.start, transport=t)
+        mine = RunResults(results.dir / "jobs", view.scenario, results.scenario_text,
+                          scenario.seed, t, folder=view.name)
+        mine.meta.run_id = f"{results.run_id}/jobs/{view.name}"
+        mine.meta.job = record
+        mine.meta.features = results.meta.features
+        mine.save()
+        results.parts.append(mine)
+        out.append(_Job(view.name, replace(plan, scenario=view.scenario), t, mine,
+                        frame.emulated(view.start), record))
+    results.meta.jobs = [j.record for j in out if j.record is not None]
+    results.save()
+    return out
+
+
 def _run_workload(network: Network, results: RunResults, progress: Progress,
-                  transport: Transport, capture: tuple[str, ...]) -> None:
-    """The agents' workload with every instrument around it, then the tables, the verdict and
-    the summary. QPs that gave up are the run's outcome (meta.json `gave_up`); agents that
-    failed for any other reason, or a fault timeline that could not be applied, fail the run."""
-    scenario = network.plan.scenario
-    w = scenario.workload
-    out = results.dir / "agents"
+                  transport: Transport, capture: tuple[str, ...],
+                  solo: JobRecord | None = None) -> None:
+    """The agents' workload (every job's) with every instrument around it, then the tables,
+    the verdict and the summary. QPs that gave up are the run's outcome (meta.json
+    `gave_up`); agents that failed for any other reason, or a fault timeline that could not
+    be applied, fail the run."""
+    jobs = _jobs(network, results, transport, solo)
     tools = _Instruments.on(network, results.dir, capture)
     with progress.phase("traffic") as info:
-        outcomes = _traffic(network, results, tools, transport, out)
-        failed = [o for o in outcomes if o.result.get("status") != "ok"]
-        what = (f"{w.collective} of {format_size(w.size)}" if not w.steps
-                else "training step")
-        info["done"] = (f"{what} x {w.iterations} on {len(outcomes)} ranks over {transport}: "
-                        + ("every rank verified" if not failed else f"{len(failed)} ranks FAILED"))
+        outcomes = _traffic(network, results, tools, jobs)
+        info["done"] = "; ".join(_traffic_line(j, o) for j, o in zip(jobs, outcomes, strict=True))
     with progress.phase("collect") as info:
-        table = _collect(network, results, tools, outcomes, transport)
+        table = _collect(network, results, tools, jobs, outcomes)
         telemetry = results.meta.telemetry
         assert telemetry is not None
         info["done"] = ("iterations, messages, paths, ev_states, qps, links .parquet; "
@@ -414,12 +526,25 @@ def _run_workload(network: Network, results: RunResults, progress: Progress,
                      f"not run: {'; '.join(bg['failed'])} (all in {results.dir}/background/)")
     if tools.injector.error:
         raise TestbedError(f"the fault timeline could not be applied: {tools.injector.error}")
-    _raise_unexplained(unexplained(failed, results.meta.gave_up), outcomes, transport, out)
+    for job, done in zip(jobs, outcomes, strict=True):
+        failed = [o for o in done if o.result.get("status") != "ok"]
+        _raise_unexplained(unexplained(failed, job.results.meta.gave_up), done, job.transport,
+                           job.out)
 
 
-def _traffic(network: Network, results: RunResults, tools: _Instruments, transport: Transport,
-             out: Path) -> list[AgentOutcome]:
-    """The agents, from their common start (which starts the fault timeline and the
+def _traffic_line(job: _Job, outcomes: list[AgentOutcome]) -> str:
+    """'all_reduce of 1 MiB x 5 on 8 ranks over mrc: every rank verified', the job named."""
+    w = job.plan.scenario.workload
+    failed = sum(o.result.get("status") != "ok" for o in outcomes)
+    what = f"{w.collective} of {format_size(w.size)}" if not w.steps else "training step"
+    return ((f"job {job.name}: " if job.name else "")
+            + f"{what} x {w.iterations} on {len(outcomes)} ranks over {job.transport}: "
+            + ("every rank verified" if not failed else f"{failed} ranks FAILED"))
+
+
+def _traffic(network: Network, results: RunResults, tools: _Instruments,
+             jobs: list[_Job]) -> list[list[AgentOutcome]]:
+    """Every job's agents, from their common start (which starts the fault timeline and the
     background flows) to their end, with the instruments running throughout."""
 
     def start_timeline(t0: float) -> None:
@@ -432,8 +557,7 @@ def _traffic(network: Network, results: RunResults, tools: _Instruments, transpo
     tools.sampler.start()
     try:
         tools.injector.prepare()  # every node's nftables thread in its namespace before t0
-        return run_agents(network, network.plan.scenario, transport, out,
-                          on_start=start_timeline)
+        return run_jobs(network, [j.part() for j in jobs], on_start=start_timeline)
     finally:
         tools.injector.stop()
         tools.background.stop()
@@ -442,38 +566,78 @@ def _traffic(network: Network, results: RunResults, tools: _Instruments, transpo
         tools.captures.stop()
 
 
-def _collect(network: Network, results: RunResults, tools: _Instruments,
-             outcomes: list[AgentOutcome], transport: Transport) -> str:
-    """The tables, meta.json's records of the instruments, the QPs that gave up and the
-    fidelity verdict; the summary as printed (also summary.txt)."""
-    plan = network.plan
-    scenario = plan.scenario
-    out, meta = results.dir / "agents", results.meta
-    done = collect(out, results.dir, outcomes, plan, transport, tools.sampler.rows,
-                   tools.injector.rows)
-    meta.faults = Faults(actions=len(tools.injector.actions), error=tools.injector.error)
-    meta.protocol = ProtocolBuild(**compiled.agreement({o.host: o.result.get("protocol")
-                                                        for o in outcomes}))
-    meta.background = Background(**tools.background.summary())
-    if tools.background.flows and meta.facts is not None and meta.workload_start is not None:
-        ran = tools.background.windows(meta.workload_start, list(meta.facts.background))
-        meta.facts = replace(meta.facts, background=tuple(ran))  # what ran, for the figures
-    meta.telemetry = _telemetry_record(tools.sampler)
-    bounds = _bounds(scenario, tools.sampler.period)
-    lags = _agent_lags(out, outcomes, done.iterations, bounds.port_queue_s)
+def _collect(network: Network, results: RunResults, tools: _Instruments, jobs: list[_Job],
+             outcomes: list[list[AgentOutcome]]) -> str:
+    """Each job's tables, meta.json's records of the instruments, the QPs that gave up and the
+    fidelity verdict (one for the run: every job's agents and the fabric's ports); the
+    summary as printed (also summary.txt), a block per job."""
+    meta = results.meta
+    done = [collect(j.out, j.results.dir, o, j.plan, j.transport, tools.sampler.rows,
+                    tools.injector.rows) for j, o in zip(jobs, outcomes, strict=True)]
+    bounds = _bounds(network.plan.scenario, sorted({j.transport for j in jobs}),
+                     tools.sampler.period)
+    lags = [lag for j, o, d in zip(jobs, outcomes, done, strict=True)
+            for lag in _agent_lags(j.out, o, d.iterations, bounds.port_queue_s)]
     verdict = _judge(tools.monitor, tools.sampler, lags, bounds, meta.workload_start)
-    meta.fidelity = Fidelity.model_validate(verdict.to_json())
-    meta.gave_up = gave_up(done.qps, scenario.rank_hosts(), meta.workload_start)
+    every = [o for group in outcomes for o in group]
+    shared = {
+        "faults": Faults(actions=len(tools.injector.actions), error=tools.injector.error),
+        "protocol": ProtocolBuild(**compiled.agreement({o.host: o.result.get("protocol")
+                                                     for o in every})),
+        "background": Background(**tools.background.summary()),
+        "telemetry": _telemetry_record(tools.sampler),
+        "fidelity": Fidelity.model_validate(verdict.to_json())}
+    blocks = []
+    for job, d in zip(jobs, done, strict=True):
+        m = job.results.meta
+        for key, value in shared.items():
+            setattr(m, key, value)
+        m.workload_start = meta.workload_start  # faults count from the common start
+        if tools.background.flows and m.facts is not None and m.workload_start is not None:
+            ran = tools.background.windows(m.workload_start, list(m.facts.background))
+            m.facts = replace(m.facts, background=tuple(ran))  # what ran, for the figures
+        m.gave_up = gave_up(d.qps, job.plan.scenario.rank_hosts(), m.workload_start)
+        if job.record is not None:
+            job.record.time_s = _mean_time(d.iterations)
+        write_fidelity_tables(job.results.dir, tools.monitor)
+        table = _summary(job, d.table, verdict, d.iterations)
+        job.results.save()
+        job.results.write_text("summary.txt", table + "\n")
+        blocks.append(table if job.name is None else
+                      f"## job {job.name}: {job.record.placement if job.record else ''}, "
+                      f"{' '.join(job.plan.scenario.rank_hosts())}, {job.transport}\n{table}")
+    if jobs[0].name is None:
+        return blocks[0]
+    for key, value in shared.items():
+        setattr(meta, key, value)
+    meta.gave_up = [g for j in jobs for g in j.results.meta.gave_up]
+    meta.jobs = [j.record for j in jobs if j.record is not None]
     write_fidelity_tables(results.dir, tools.monitor)
-    chosen = None if meta.facts is None else meta.facts.algorithm_line()
-    table = (done.table + verdict.line() + "\n" + _dilation_line(scenario, done.iterations)
-             + (f"# Algorithm            : {chosen}\n" if chosen else "")
-             + f"# Protocol build       : {compiled.line(meta.protocol.model_dump())}\n"
-             + "".join(f"# Gave up              : {g.line()}; a job would abort here\n"
-                       for g in meta.gave_up))
+    table = "\n".join(blocks)
     results.save()
     results.write_text("summary.txt", table + "\n")
     return table
+
+
+def _summary(job: _Job, table: str, verdict: fidelity.Verdict, iterations: pd.DataFrame) -> str:
+    """One job's summary: its table, the run's verdict, the frame, its algorithm, the protocol
+    build, the QPs that gave up."""
+    meta, scenario = job.results.meta, job.plan.scenario
+    assert meta.protocol is not None
+    chosen = None if meta.facts is None else meta.facts.algorithm_line()
+    return (table + verdict.line() + "\n" + _dilation_line(scenario, iterations)
+            + (f"# Algorithm            : {chosen}\n" if chosen else "")
+            + f"# Protocol build       : {compiled.line(meta.protocol.model_dump())}\n"
+            + "".join(f"# Gave up              : {g.line()}; a job would abort here\n"
+                      for g in meta.gave_up))
+
+
+def _mean_time(iterations: pd.DataFrame) -> float | None:
+    """The mean timed iteration (nccl-tests' time; a step's first start to last end), or None
+    where none completed on every rank."""
+    timed = iterations[~iterations["warmup"].astype(bool) & iterations["start"].notna()]
+    records = IterationRecord.of_rows(timed.to_dict("records"))
+    return nccl.loop_time(records) if records else None
 
 
 def _telemetry_record(sampler: Sampler) -> Telemetry:

@@ -49,6 +49,7 @@ from testbed.lifecycle import interrupts
 from testbed.run import algorithm
 from testbed.run.waiting import ProgressRule, stop, wait_for_agents
 from testbed.scenario import Scenario
+from testbed.scenario.job_views import views
 from testbed.scenario.schema import Transport
 
 START_DELAY = 0.2  # seconds between the last agent being ready and the common start
@@ -228,8 +229,10 @@ class IterationWatch:
         counts = [progress_count(text) for text in self.files.read(PROGRESS_FILE).values()]
         done = min(counts, default=0)
         self.completions += [now] * (done - len(self.completions))
-        return _failed(self.files.read("result.json")) or self.rule.stalled(
-            self.start, self.completions, now)
+        results = self.files.read("result.json")
+        if all(text is not None for text in results.values()) and not _failed(results):
+            return None  # every rank ended: this job waits on nothing (others may run on)
+        return _failed(results) or self.rule.stalled(self.start, self.completions, now)
 
 
 def _failed(results: dict[str, str | None]) -> str | None:
@@ -246,8 +249,8 @@ def _failed(results: dict[str, str | None]) -> str | None:
     return None
 
 
-def _start_together(files: AgentFiles, procs: dict[str, Any]) -> float:
-    """Wait until every agent has bound its sockets, then publish one start time to all."""
+def _ready(files: AgentFiles, procs: dict[str, Any]) -> float:
+    """Wait until every agent has bound its sockets; the common start time to publish."""
     deadline = time.time() + READY_TIMEOUT
     while True:
         ready = files.read("ready")
@@ -263,9 +266,7 @@ def _start_together(files: AgentFiles, procs: dict[str, Any]) -> float:
                    f"agents not ready after {READY_TIMEOUT:.0f} s")
             raise TestbedError(why, "see each agent's log in the results (agents/<host>/)")
         time.sleep(0.01)
-    start_at = time.time() + START_DELAY
-    files.publish_start(start_at)
-    return start_at
+    return time.time() + START_DELAY
 
 
 @dataclass
@@ -331,49 +332,100 @@ def _gather(network: Network, configs: dict[str, AgentConfig], out: Path) -> Non
 STOPPED_AS_ASKED = "stopped by the runner: the measurement had what it needed"
 
 
+@dataclass(frozen=True)
+class Part:
+    """One job's agents in a run: its one-job scenario (testbed/scenario/jobs.py), the
+    transport its QPs run, its agents' folder, and when it starts after the common start
+    (emulated s)."""
+
+    scenario: Scenario
+    transport: Transport
+    out: Path
+    start: float = 0.0
+
+
+def parts(scenario: Scenario, transport: Transport, out: Path) -> list[Part]:
+    """The scenario's jobs as parts, each in `out/<job>` (its one workload: one part in
+    `out`), each job on its own transport where it names one."""
+    if not scenario.jobs:
+        return [Part(scenario, transport, out)]
+    frame = Frame.of(scenario)
+    return [Part(v.scenario, job.transport or transport, out / v.name, frame.emulated(v.start))
+            for job, v in zip(scenario.jobs, views(scenario), strict=True)]
+
+
 def run_agents(network: Network, scenario: Scenario, transport: Transport, out: Path,
                on_start: Callable[[float], None] | None = None,
                mode: str | None = None,
                stop_when: Callable[[float, list[float]], bool] | None = None
                ) -> list[AgentOutcome]:
-    """Start every rank's agent, on the machine holding its host, wait for all, bring back
-    what each wrote and return what each reported. `on_start` gets the common start time
-    (wall clock) as soon as it is set: the fault timeline counts from it. `mode` overrides the
-    scenario's `agents.mode`. `stop_when(now, done)`, asked at every look at the agents'
-    progress with the time and when every rank had completed each iteration so far: True
-    stops the agents still running (their results say so), for a measurement of part of the
-    workload only (`rate: auto`'s pilot)."""
-    out = out.absolute()  # agents start in their own folders: a relative path would miss
-    out.mkdir(parents=True, exist_ok=True)
-    configs = agent_configs(network.plan, scenario, transport, out)
-    for host, cfg in configs.items():  # their folders where their machine keeps them
-        cfg.out_dir = network.node_path(host, out / host)
-        cfg.start_file = network.node_path(host, out / "start")
-    files = AgentFiles(network, configs)
+    """The one job of `scenario` (run_jobs with a single part)."""
+    return run_jobs(network, [Part(scenario, transport, out)], on_start, mode, stop_when)[0]
+
+
+def run_jobs(network: Network, parts: list[Part],
+             on_start: Callable[[float], None] | None = None,
+             mode: str | None = None,
+             stop_when: Callable[[float, list[float]], bool] | None = None
+             ) -> list[list[AgentOutcome]]:
+    """Start every rank's agent of every job, on the machine holding its host, wait for all,
+    bring back what each wrote and return what each reported, per job. Every job's agents are
+    started and made ready together; each job starts at the common start plus its own delay.
+    `on_start` gets the common start time (wall clock) as soon as it is set: the fault
+    timeline counts from it. `mode` overrides the scenario's `agents.mode`.
+    `stop_when(now, done)`, asked at every look at the agents' progress with the time and when
+    every rank of the first job had completed each iteration so far: True stops the agents
+    still running (their results say so), for a measurement of part of the workload only
+    (`rate: auto`'s pilot)."""
+    groups: list[dict[str, AgentConfig]] = []
+    for part in parts:
+        out = part.out.absolute()  # agents start in their own folders: relative would miss
+        out.mkdir(parents=True, exist_ok=True)
+        configs = agent_configs(network.plan, part.scenario, part.transport, out)
+        for host, cfg in configs.items():  # their folders where their machine keeps them
+            cfg.out_dir = network.node_path(host, out / host)
+            cfg.start_file = network.node_path(host, out / "start")
+            cfg.workload.stragglers = [  # counted from the job's own start, as its agents do
+                (a - part.start, None if b is None else b - part.start, f)
+                for a, b, f in cfg.workload.stragglers]
+        groups.append(configs)
+    every = {h: c for configs in groups for h, c in configs.items()}
+    assert len(every) == sum(map(len, groups)), "jobs share no host (scenario/jobs.py)"
+    first = parts[0].scenario.agents
     procs: dict[str, Any] = {}
     try:
-        procs = _spawn(network, configs, out, mode or scenario.agents.mode,
-                       scenario.agents.processes)
-        start_at = _start_together(files, procs)
+        procs = _spawn(network, every, parts[0].out.absolute(), mode or first.mode,
+                       first.processes)
+        start_at = _ready(AgentFiles(network, every), procs)
+        watches = []
+        for part, configs in zip(parts, groups, strict=True):
+            files = AgentFiles(network, configs)
+            files.publish_start(start_at + part.start)
+            watches.append(IterationWatch(files, progress_rule(part.scenario),
+                                          start_at + part.start))
         if on_start is not None:
             on_start(start_at)
-        watch = IterationWatch(files, progress_rule(scenario), start_at)
-        deadline = time.time() + deadline_for(scenario) + 10
+        deadline = time.time() + max(p.start + deadline_for(p.scenario) for p in parts) + 10
 
         def looking(now: float) -> str | None:
-            why = watch(now)
-            if why is None and stop_when is not None and stop_when(now, watch.completions):
+            why = next((w for w in (watch(now) for watch in watches) if w is not None), None)
+            if (why is None and stop_when is not None
+                    and stop_when(now, watches[0].completions)):
                 return STOPPED_AS_ASKED
             return why
 
         waited = wait_for_agents(procs, deadline, watch=looking)
     finally:
         stop(procs)  # an error or a signal: no agent outlives the wait
-        _gather(network, configs, out)
-    outcomes = [_outcome(host, cfg.rank, out, procs[host].returncode, waited.stopped.get(host))
-                for host, cfg in configs.items()]
-    if transport == "rocev2":
-        add_roce_spines(network, out, configs)
+        for part, configs in zip(parts, groups, strict=True):
+            _gather(network, configs, part.out.absolute())
+    outcomes = []
+    for part, configs in zip(parts, groups, strict=True):
+        out = part.out.absolute()
+        outcomes.append([_outcome(host, cfg.rank, out, procs[host].returncode,
+                                  waited.stopped.get(host)) for host, cfg in configs.items()])
+        if part.transport == "rocev2":
+            add_roce_spines(network, out, configs)
     return outcomes
 
 

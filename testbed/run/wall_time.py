@@ -5,7 +5,8 @@ the real frame can ask for hours without saying so. The estimate is the workload
 rate (a lower bound: the busiest rank's bytes over what it injects on its planes, one path
 latency per step on the algorithm's longest chain (hostagent/workloads/algorithms.py), the
 compute, all emulated) or the fault timeline and background flows, whichever ends later; once
-per transport, each on its own fabric; building and verifying the fabric not counted. A
+per transport, each on its own fabric (with several jobs: the longest job, from its start, then
+each job alone, its control); building and verifying the fabric not counted. A
 scenario whose estimate passes its `max_wall_time` is refused with the arithmetic.
 """
 from __future__ import annotations
@@ -22,6 +23,7 @@ from testbed.run import algorithm
 from testbed.run.traffic import step_job
 from testbed.scenario import Scenario
 from testbed.scenario.faults import Fault
+from testbed.scenario.job_views import views
 from testbed.scenario.schema import Transport
 from testbed.scenario.units import format_rate, format_size, format_time
 
@@ -31,7 +33,7 @@ class TransportTime:
     """One transport's run: its workload's iterations, each its bytes at the ideal rate, its
     latency-bound steps and its compute, all emulated seconds."""
 
-    transport: str
+    transport: str  # its label: the transport, and the job where there are several
     iterations: int
     bytes: float  # a rank's bytes per iteration (the busiest rank of a step graph)
     rate: float  # bit/s a rank injects: its planes x the host link's rate
@@ -39,6 +41,7 @@ class TransportTime:
     latency: float  # s, one way across a spine
     compute: float  # s, emulated: a compute gap, or a step's compute (its slowest rank's)
     computes: int  # how many: a gap between iterations, or one per step
+    start: float = 0.0  # s, emulated: a job's start after the common start
 
     @property
     def per_iteration(self) -> float:
@@ -46,7 +49,7 @@ class TransportTime:
 
     @property
     def workload(self) -> float:
-        return self.iterations * self.per_iteration + self.computes * self.compute
+        return self.start + self.iterations * self.per_iteration + self.computes * self.compute
 
 
 @dataclass(frozen=True)
@@ -54,32 +57,40 @@ class WallTime:
     """The estimate and its terms (emulated seconds)."""
 
     dilation: float
-    transports: tuple[TransportTime, ...]
+    runs: tuple[tuple[TransportTime, ...], ...]  # each fabric's run: its jobs, together
     faults: float  # when the last fault action happens
     background: float  # when the last background flow ends
     limit: float  # max_wall_time
 
     @property
     def total(self) -> float:
-        return sum(max(t.workload, self.faults, self.background) for t in self.transports)
+        return sum(max(*(t.workload for t in run), self.faults, self.background)
+                   for run in self.runs)
 
     def lines(self) -> list[str]:
         """The arithmetic, in the order a reader checks it."""
         d = f" x D {self.dilation:,.0f}" if self.dilation != 1 else ""
         out = []
-        for t in self.transports:
-            compute = (f" + {t.computes} x compute {format_time(t.compute)}" if t.compute
-                       else "")
-            out.append(
-                f"{t.transport}: {t.iterations} iterations x ({format_size(t.bytes)} x 8 / "
-                f"{format_rate(t.rate)} + {t.steps} steps x latency {format_time(t.latency)})"
-                f"{compute} = {format_time(t.workload)}")
+        jobs = any(len(run) > 1 for run in self.runs)
+        for run in self.runs:
+            for t in run:
+                compute = (f" + {t.computes} x compute {format_time(t.compute)}" if t.compute
+                           else "")
+                start = f"start {format_time(t.start)} + " if t.start else ""
+                alone = " (alone)" if len(run) == 1 and jobs else ""
+                out.append(
+                    f"{t.transport}{alone}: {start}{t.iterations} iterations x ("
+                    f"{format_size(t.bytes)} x 8 / {format_rate(t.rate)} + {t.steps} steps x "
+                    f"latency {format_time(t.latency)}){compute} = {format_time(t.workload)}")
         out.append(f"faults end at {format_time(self.faults)}, background flows at "
                    f"{format_time(self.background)} (stated times{d})")
-        out.append(f"wall time >= {format_time(self.total)}: per transport the longer of its "
-                   f"workload and the timeline, {len(self.transports)} transport"
-                   f"{'s' if len(self.transports) > 1 else ''} (building and verifying not "
-                   f"counted); limit {format_time(self.limit)} (max_wall_time)")
+        runs = len(self.runs)
+        how = (f"per run the longer of its longest job and the timeline, {runs} runs (per "
+               f"transport: the jobs together, then each alone)" if jobs else
+               f"per transport the longer of its workload and the timeline, {runs} transport"
+               f"{'s' if runs > 1 else ''}")
+        out.append(f"wall time >= {format_time(self.total)}: {how} (building and verifying "
+                   f"not counted); limit {format_time(self.limit)} (max_wall_time)")
         return out
 
 
@@ -90,7 +101,8 @@ def _end(fault: Fault) -> float:
     return fault.at + (fault.duration or 0.0)
 
 
-def _transport(scenario: Scenario, transport: Transport, frame: Frame) -> TransportTime:
+def _transport(scenario: Scenario, transport: Transport, frame: Frame, label: str | None = None,
+               start: float = 0.0) -> TransportTime:
     w = scenario.workload
     iterations = w.iterations + w.warmup
     rate = scenario.ideal_busbw(transport)[1] * scenario.fabric.host_link.rate
@@ -99,22 +111,32 @@ def _transport(scenario: Scenario, transport: Transport, frame: Frame) -> Transp
     if job is None:
         ranks = len(scenario.rank_hosts())
         chosen = cast(Algorithm, algorithm.resolve(scenario).algorithm)
-        return TransportTime(transport, iterations,
+        return TransportTime(label or transport, iterations,
                              algorithms.port_bytes(w.collective, chosen, w.size, ranks), rate,
                              algorithms.latency_steps(w.collective, chosen, ranks) or 1, latency,
-                             frame.compute_gap(scenario), iterations - 1)
+                             frame.compute_gap(scenario), iterations - 1, start)
     busiest = max(job.graphs, key=lambda g: sum(n.bytes for n in g.nodes))
     return TransportTime(
-        transport, iterations, sum(n.bytes for n in busiest.nodes), rate,
+        label or transport, iterations, sum(n.bytes for n in busiest.nodes), rate,
         sum(1 for n in busiest.nodes if n.bytes), latency,
-        max(frame.emulated(sum(n.duration for n in g.nodes)) for g in job.graphs), iterations)
+        max(frame.emulated(sum(n.duration for n in g.nodes)) for g in job.graphs), iterations,
+        start)
 
 
 def estimate(scenario: Scenario) -> WallTime:
     """The run's wall time from the scenario at the rate it will run at."""
     frame = Frame.of(scenario)
+    runs: list[tuple[TransportTime, ...]] = []
+    for t in scenario.transport:
+        if not scenario.jobs:
+            runs.append((_transport(scenario, t, frame),))
+            continue
+        together = tuple(_transport(v.scenario, job.transport or t, frame,
+                                    f"{job.transport or t} job {v.name}", frame.emulated(v.start))
+                         for job, v in zip(scenario.jobs, views(scenario), strict=True))
+        runs += [together, *((x,) for x in together)]  # then each alone: its control
     return WallTime(
-        frame.dilation, tuple(_transport(scenario, t, frame) for t in scenario.transport),
+        frame.dilation, tuple(runs),
         max((_end(f) for f in frame.faults(scenario.faults)), default=0.0),
         max((b.at + b.duration for b in frame.background(scenario.background)), default=0.0),
         scenario.max_wall_time)

@@ -38,6 +38,7 @@ MAX_FAULTS = 1_000
 MAX_FLAP_CYCLES = 10_000  # each cycle is two nftables rewrites in the link's nodes
 MAX_FAULT_ACTIONS = 20_000  # every fault's do and undo, flaps' cycles counted
 MAX_BACKGROUND_PATTERNS = 64
+MAX_JOBS = 16  # each its own agents' configs, tables and solo control run
 MAX_BACKGROUND_FLOWS = 256  # two iperf3 processes each (a server and a client), as root
 MIN_LOSS_PROBABILITY = 1e-4  # the injector drops in steps of 1/10,000 (nftables numgen)
 # s, emulated: a flap's down+up cycle (each half rewrites nftables rules in the link's nodes)

@@ -21,6 +21,9 @@ REAL_FRAME_TIMES: dict[str, tuple[str, ...]] = {
     "workload.training": ("forward", "backward"),
     "faults[]": ("at", "duration", "period", "until", "delay"),
     "background[]": ("at", "duration"),
+    "jobs[]": ("start",),
+    "jobs[].workload": ("compute_gap",),
+    "jobs[].workload.training": ("forward", "backward"),
 }
 FAULT_TIMES = REAL_FRAME_TIMES["faults[]"]
 BACKGROUND_TIMES = REAL_FRAME_TIMES["background[]"]

@@ -53,6 +53,9 @@ from testbed.scenario.chakra import check as check_chakra
 from testbed.scenario.cluster import Cluster
 from testbed.scenario.cluster import check as check_cluster
 from testbed.scenario.faults import Fault, Routing
+from testbed.scenario.jobs import Placement
+from testbed.scenario.jobs import allocate as allocate_jobs
+from testbed.scenario.jobs import check as check_jobs
 from testbed.scenario.real_times import bare_numbers
 from testbed.scenario.red import DCQCN_PROFILE, RedProfile
 from testbed.scenario.training import Training
@@ -328,7 +331,7 @@ class Workload(StrictModel):
     @model_validator(mode="after")
     def _one_step_source(self) -> Workload:
         if self.training is not None and self.chakra is not None:
-            raise ValueError("workload: training and chakra are two step sources; give one")
+            raise ValueError("training and chakra are two step sources; give one")
         return self
 
     @model_validator(mode="after")
@@ -337,14 +340,14 @@ class Workload(StrictModel):
             return self
         if self.steps:
             if self.algorithm not in STEP_ALGORITHMS:
-                raise ValueError(f"workload.algorithm {self.algorithm!r}: a step graph takes "
+                raise ValueError(f"algorithm {self.algorithm!r}: a step graph takes "
                                  f"{', '.join(STEP_ALGORITHMS)} (all-reduce's; its other "
                                  "collectives run their default)")
             return self
         try:
             algorithms.check(self.collective, self.algorithm)
         except algorithms.AlgorithmError as exc:
-            raise ValueError(f"workload.algorithm: {exc}") from None
+            raise ValueError(f"algorithm: {exc}") from None
         return self
 
     @field_validator("size")
@@ -353,6 +356,34 @@ class Workload(StrictModel):
         if size % 4:
             raise ValueError(f"{size} B is not a whole number of float32 elements (4 B each)")
         return size
+
+
+class Job(StrictModel):
+    """One of several jobs sharing the fabric and its fault timeline: its ranks (named, or
+    placed by a rule: testbed/scenario/jobs.py), its workload, when it starts and, optionally,
+    the transport it always runs."""
+
+    name: str = Field(pattern=SAFE_NAME_PATTERN,
+                      description="letters, digits, '_', '.', '-'; its results' folder name")
+    hosts: Annotated[list[Annotated[str, Field(max_length=40)]],
+                     Field(max_length=limits.MAX_HOSTS)] | None = Field(
+        None, description="its hosts in rank order; or give placement")
+    placement: Placement | None = Field(
+        None, description="how many hosts, by which rule, from those no earlier job holds")
+    workload: Workload = Field(default_factory=Workload)
+    start: Annotated[float, TimeIn(0, limits.MAX_TIME)] = Field(
+        0.0, description="after the run's common start (faults count from it too); the real "
+                         "fabric's with fabric.real_rate")
+    transport: Transport | None = Field(
+        None, description="this job's transport in every run (an MRC job beside a RoCEv2 "
+                          "one); default: the run's, as `transport:` lists them")
+
+    @model_validator(mode="after")
+    def _ranks_are_hosts(self) -> Job:
+        if self.workload.ranks != "all":
+            raise ValueError("workload.ranks: a job's ranks are its hosts (hosts or "
+                             "placement); remove workload.ranks")
+        return self
 
 
 class RetrySettings(StrictModel):
@@ -552,6 +583,10 @@ class Scenario(StrictModel):
     background: list[Background] = Field(
         default_factory=list, max_length=limits.MAX_BACKGROUND_PATTERNS,
         description="iperf3 traffic beside the workload: incast, permutation, elephant")
+    jobs: list[Job] = Field(
+        default_factory=list, max_length=limits.MAX_JOBS,
+        description="several jobs sharing the fabric, each with its hosts and workload "
+                    "(instead of `workload`, the one-job form)")
     cluster: Cluster | None = Field(
         None, description="spread the fabric over several servers (VXLAN links between them); "
                           "absent: everything on this machine")
@@ -587,6 +622,8 @@ class Scenario(StrictModel):
             check_training(self.workload.training, len(self.rank_hosts()))
         if self.workload.chakra is not None:
             check_chakra(self.workload.chakra, self.rank_hosts())
+        if self.jobs:
+            self._check_jobs()
         if self.background:
             check_background(self.background,
                              [self.naming.host_name(i) for i in range(self.fabric.host_count)],
@@ -616,6 +653,34 @@ class Scenario(StrictModel):
                              f"transport) exceed fabric.mtu {self.fabric.mtu}; lower qp.mss "
                              f"to {self.fabric.mtu - overhead} or raise the MTU")
         return self
+
+    def _check_jobs(self) -> None:
+        """Jobs replace the one workload; each fits its hosts; a straggler slows a job's rank."""
+        if "workload" in self.model_fields_set:
+            raise ValueError("workload and jobs: with jobs, each job states its workload "
+                             "(jobs.N.workload); move the workload into a job")
+        order = [self.naming.host_name(i) for i in range(self.fabric.host_count)]
+        check_jobs([(j.name, j.hosts, j.placement) for j in self.jobs], order)
+        owned = set()
+        for k, (job, hosts) in enumerate(zip(self.jobs, self.job_hosts(), strict=True)):
+            owned |= set(hosts)
+            try:
+                if job.workload.training is not None:
+                    check_training(job.workload.training, len(hosts))
+                if job.workload.chakra is not None:
+                    check_chakra(job.workload.chakra, hosts)
+            except ValueError as exc:
+                raise ValueError(f"jobs.{k} ({job.name}).{exc}") from None
+        for k, fault in enumerate(self.faults):
+            if fault.kind == "straggler" and fault.target.host not in owned:
+                raise ValueError(f"faults.{k}: straggler on {fault.target.host}, which is a "
+                                 f"host of no job (a straggler slows a rank's compute)")
+
+    def job_hosts(self) -> list[list[str]]:
+        """Each job's hosts in rank order (testbed/scenario/jobs.py's placement rules)."""
+        order = [self.naming.host_name(i) for i in range(self.fabric.host_count)]
+        return allocate_jobs([(j.name, j.hosts, j.placement) for j in self.jobs], order,
+                             self.fabric.hosts_per_leaf)
 
     def auto_links(self) -> tuple[str, ...]:
         """The link classes written `rate: auto`, whose rate is still to be chosen (empty once

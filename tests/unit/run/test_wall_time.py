@@ -36,7 +36,7 @@ TOTAL = 2 * max(WORKLOAD, (1e-3 + 2e-3) * D)  # per transport, workload or fault
 def test_the_estimate_by_hand():
     found = wall_time.estimate(parse(SCENARIO, "t"))
     assert found.dilation == D
-    assert [t.workload for t in found.transports] == pytest.approx([WORKLOAD, WORKLOAD])
+    assert [t.workload for (t,) in found.runs] == pytest.approx([WORKLOAD, WORKLOAD])
     assert found.faults == pytest.approx(12.0) and found.background == 0
     assert found.total == pytest.approx(TOTAL)
 
@@ -45,18 +45,18 @@ def test_a_tree_counts_its_levels_and_a_pairwise_all_to_all_its_rounds():
     """4 ranks: a tree of depth 2 waits 2 x 2 latencies and its busiest rank sends the array
     twice; a pairwise all-to-all waits 3 rounds, sending 3/4 of the array."""
     tree = wall_time.estimate(parse(SCENARIO.replace("size: 1MiB", "size: 1MiB, algorithm: tree"),
-                                    "t")).transports[0]
+                                    "t")).runs[0][0]
     assert (tree.steps, tree.bytes) == (4, 2 * 2**20)
     pairwise = wall_time.estimate(parse(SCENARIO.replace(
         "size: 1MiB", "size: 1MiB, collective: all_to_all, algorithm: pairwise"), "t"))
-    assert (pairwise.transports[0].steps, pairwise.transports[0].bytes) == (3, 2**20 * 3 / 4)
+    assert (pairwise.runs[0][0].steps, pairwise.runs[0][0].bytes) == (3, 2**20 * 3 / 4)
 
 
 def test_a_step_graph_counts_its_compute_every_iteration():
     text = (Path(__file__).resolve().parents[3] / "scenarios" / "training-quickstart.yaml"
             ).read_text()
     sc = parse(text.replace("transport: [mrc, rocev2]", "transport: [mrc]"), "t")
-    (t,) = wall_time.estimate(sc).transports
+    ((t,),) = wall_time.estimate(sc).runs
     assert t.computes == 4  # 3 iterations and a warmup, each a whole step
     # every rank runs layers / pp = 2 layers x 2 micro-batches of forward and backward
     assert t.compute == pytest.approx(2 * 2 * (0.005 + 0.010))
