@@ -127,15 +127,26 @@ class RunView:
         return planes, per_port.reindex(self.ports["label"])
 
 
+def job_name(run: Run) -> str | None:
+    """'dp', or 'dp alone' for its control: the job a run of several jobs' folder holds."""
+    job = run.meta.job
+    return None if job is None else job.name + (" alone" if job.solo else "")
+
+
+def who(run: Run) -> str:
+    """A run's scenario in a figure's title, its job after it where it has one."""
+    return " ".join(filter(None, (run.facts.scenario, job_name(run))))
+
+
 def labels(runs: list[Run]) -> list[str]:
-    """Each run's name in legends: its transport; where two runs share a transport, its
-    scenario and transport (a sweep: loss-0 mrc, loss-1pct mrc), or its folder name when
-    the scenario is the same too."""
-    transports = [r.transport for r in runs]
-    pairs = [(r.facts.scenario, r.transport) for r in runs]
-    return [r.transport if transports.count(r.transport) == 1 else
-            f"{r.facts.scenario} {r.transport}" if pairs.count(pair) == 1 else r.name
-            for r, pair in zip(runs, pairs, strict=True)]
+    """Each run's name in legends: its transport (a job's folder: its job first, 'dp mrc',
+    'dp alone mrc'); where two runs share it, its scenario and transport (a sweep: loss-0
+    mrc, loss-1pct mrc), or its folder name when the scenario is the same too."""
+    names = [" ".join(filter(None, (job_name(r), r.transport))) for r in runs]
+    pairs = [(r.facts.scenario, name) for r, name in zip(runs, names, strict=True)]
+    return [name if names.count(name) == 1 else
+            f"{r.facts.scenario} {name}" if pairs.count(pair) == 1 else r.name
+            for r, name, pair in zip(runs, names, pairs, strict=True)]
 
 
 def views_of(runs: list[Run]) -> list[RunView]:
@@ -152,7 +163,7 @@ def dilation(views: list[RunView]) -> float | None:
 
 def _title(views: list[RunView], what: str) -> str:
     facts = views[0].run.facts
-    names = ", ".join(dict.fromkeys(v.run.facts.scenario for v in views))
+    names = ", ".join(dict.fromkeys(who(v.run) for v in views))
     algorithms = sorted({a for v in views if (a := v.run.facts.algorithm) is not None})
     how = f" ({', '.join(algorithms)})" if algorithms else ""
     return (f"{what}: {names}, {facts.collective}{how} of {facts.size:,} B on "
@@ -163,7 +174,7 @@ def fidelity_figure(view: RunView) -> Figure:
     """Did the run measure the network or the CPU: link lateness CCDF, CPU over time."""
     run = view.run
     return figures.fidelity(run.link_gaps, run.cpu, view.disturbances, fidelity_record(run),
-                            run.t0, view.t_end, f"{run.facts.scenario} over {run.transport}")
+                            run.t0, view.t_end, f"{who(run)} over {run.transport}")
 
 
 def cct_figure(views: list[RunView]) -> Figure:

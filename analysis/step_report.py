@@ -27,7 +27,7 @@ from matplotlib.patches import Patch
 from matplotlib.ticker import MaxNLocator
 
 from . import figures, metrics, steps
-from .report import RunView
+from .report import RunView, who
 
 FAULT_RING = "#c0392b"  # the ring around a step that overlaps a fault window
 
@@ -99,7 +99,7 @@ def timeline_figure(view: RunView) -> Figure:
     ax.legend(handles=lane_handles + handles, loc="upper center", ncol=5,
               bbox_to_anchor=(0.5, -0.12 if len(ranks) > 4 else -0.25), frameon=False)
     iterations = int(view.run.steps["iteration"].nunique())
-    ax.set_title(f"{view.run.facts.scenario} over {view.run.transport}: each rank's compute, "
+    ax.set_title(f"{who(view.run)} over {view.run.transport}: each rank's compute, "
                  f"communication and waiting, {iterations} iterations (warmup included; "
                  f"dotted: iteration starts)")
     return fig

@@ -191,6 +191,11 @@ def parse_drill(text: str, source: str, base: Path | None = None) -> LoadedDrill
         scenario_data = dict(drill.scenario)
         scenario_data.setdefault("name", drill.name)
         scenario = parse(yaml.safe_dump(scenario_data), f"{source}: scenario")
+    if scenario.jobs:
+        raise ScenarioError(f"{source}: the scenario has jobs; a drill judges one workload "
+                            f"against its objectives",
+                            "run the scenario (`mrc-testbed run`: each job against its solo "
+                            "control), or drill one job's workload as a scenario of its own")
     runs = drill.transports or scenario.transport
     missing = [t for t in drill.objectives if t not in runs]
     if missing:

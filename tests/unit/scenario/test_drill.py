@@ -96,3 +96,10 @@ def test_shipped_drills_load_and_the_schema_is_published():
         assert d.drill.seeds is not None, f"{f}: a shipped drill names its seeds"
         assert f.name == "smoke.yaml" or len(d.drill.seeds) >= 3, f"{f}: at least 3 seeds"
     assert json_schema()["title"] == "mrc-testbed drill"
+
+
+def test_a_scenario_of_several_jobs_is_refused_with_where_its_comparison_is():
+    text = EMBEDDED.replace("workload: {iterations: 3}",
+                            "jobs: [{name: a, hosts: [h0, h1]}, {name: b, hosts: [h2, h3]}]")
+    assert "jobs" in text
+    assert "the scenario has jobs" in error(text)
