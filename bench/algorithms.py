@@ -78,15 +78,6 @@ def measure(run_dir: Path | None, err: str) -> Cell:
                 "" if faithful else f"{run.meta.verdict}, verified {verified}")
 
 
-def earlier(file: Path, variant: str, seed: int, out: Path, overrides: dict[str, Any],
-            label: str) -> Path | None:
-    """The run folder an earlier sitting made for this run (fair.run_variant's naming)."""
-    name, _ = fair.variant_text(file.read_text(), variant, seed, overrides)
-    runs = out / "runs" / f"{name}-{variant}{label}"
-    made = sorted(p for p in runs.iterdir() if p.is_dir()) if runs.is_dir() else []
-    return made[-1] if made else None
-
-
 def spread_text(values: list[float]) -> str:
     if not values:
         return "-"
@@ -145,8 +136,9 @@ def main() -> int:
                             run_dir, err = fair.run_variant(args.scenario, variant, seed, out,
                                                             overrides=overrides, label=label)
                         else:
-                            run_dir, err = earlier(args.scenario, variant, seed, out, overrides,
-                                                   label), "no run folder in the sitting"
+                            run_dir = fair.earlier(args.scenario, variant, seed, out,
+                                                   overrides, label)
+                            err = "no run folder in the sitting"
                         cell = measure(run_dir, err)
                         cells.setdefault((size, variant, fab, alg), []).append(cell)
                         say(f"[{done}/{total}] seed {seed} {format_size(size)} {variant} {fab} "

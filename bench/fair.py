@@ -248,6 +248,16 @@ def run_variant(file: Path, variant: str, seed: int, out: Path,
     return (made[-1] if made else None), err
 
 
+def earlier(file: Path, variant: str, seed: int, out: Path,
+            overrides: dict[str, Any] | None = None, label: str = "") -> Path | None:
+    """The run folder an earlier sitting in `out` made for this run (run_variant's naming),
+    for a bench's `--again`."""
+    name, _ = variant_text(file.read_text(), variant, seed, overrides)
+    runs = out / "runs" / f"{name}-{variant}{label}"
+    made = sorted(p for p in runs.iterdir() if p.is_dir()) if runs.is_dir() else []
+    return made[-1] if made else None
+
+
 def why(stderr: str, limit: int = 200) -> str:
     """A failed run's reason for a table cell: its stderr on one line, the end kept (the
     testbed's error ends with the problem itself)."""

@@ -163,7 +163,8 @@ def main() -> int:
                     run, err = fair.run_variant(file, variant, seed, out,
                                                 timeout=fair.RUN_TIMEOUT * 3)
                 else:
-                    run, err = earlier(file, variant, seed, out), "no run folder in the sitting"
+                    run = fair.earlier(file, variant, seed, out)
+                    err = "no run folder in the sitting"
                 got, cost = measure(file.stem, variant, seed, run, err)
                 cells += got
                 costs += [cost] if cost is not None else []
@@ -208,14 +209,6 @@ def main() -> int:
         {"jobs": [asdict(c) | {"slowdown": c.slowdown} for c in cells],
          "cost": [asdict(c) | {"ratio": c.ratio} for c in costs]}, indent=1))
     return 0
-
-
-def earlier(file: Path, variant: str, seed: int, out: Path) -> Path | None:
-    """The run folder an earlier sitting made for this run (fair.run_variant's naming)."""
-    name, _ = fair.variant_text(file.read_text(), variant, seed)
-    runs = out / "runs" / f"{name}-{variant}"
-    made = sorted(p for p in runs.iterdir() if p.is_dir()) if runs.is_dir() else []
-    return made[-1] if made else None
 
 
 def _argv(args: argparse.Namespace) -> list[str]:

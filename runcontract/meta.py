@@ -113,6 +113,8 @@ class JobRecord(Record):
     solo_time_s: float | None = None  # the same alone, same fabric and seed
     solo_run: str | None = None  # the control's folder, relative to the run's
     solo_verdict: str | None = None  # the control's fidelity verdict
+    gave_up: bool = False  # a QP of the job gave up beside the others (the job aborted)
+    solo_gave_up: bool = False  # ... alone
 
     @property
     def slowdown(self) -> float | None:

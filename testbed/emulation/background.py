@@ -23,6 +23,9 @@ from testbed.scenario.background import Flow
 SERVER_LEAD = 0.3  # s an iperf3 server needs to listen before its client connects
 
 
+INTERRUPTED = "interrupt - the client has terminated"  # iperf3 3.x, ended by a signal
+
+
 class BackgroundTraffic:
     """Starts the flows on the timeline (a thread), ends them, keeps their reports."""
 
@@ -87,7 +90,11 @@ class BackgroundTraffic:
         if self._thread is not None:
             self._thread.join()
         deadline = time.time() + 2  # clients about to finish their duration may do so
-        for proc in self.procs:
+        # clients first: a client whose server ended first reports the server's end, not what
+        # it sent; a client ended (SIGTERM) writes its report, what it sent so far included
+        ordered = sorted(zip(self.procs, self.reports, strict=True),
+                         key=lambda pr: not pr[1][1].stem.endswith("-client"))
+        for proc, _ in ordered:
             try:
                 proc.wait(max(0.0, deadline - time.time()))
             except subprocess.TimeoutExpired:
@@ -107,11 +114,15 @@ class BackgroundTraffic:
             return out | {"error": "not started (the workload ended first)"}
         try:
             report = json.loads((self.out / f"flow{flow.index}-client.json").read_text())
-            if report.get("error"):
-                raise ValueError(report["error"])
-            sent = report["end"]["sum_sent" if flow.kind == "tcp" else "sum"]
+            error = report.get("error")
+            sent = (report.get("end") or {}).get("sum_sent" if flow.kind == "tcp" else "sum")
+            if error and not (INTERRUPTED in error and sent and sent.get("bytes")):
+                raise ValueError(error)
+            if sent is None:
+                raise ValueError("a report without its sums")
             return out | {"ran": True, "seconds": float(sent["seconds"]),
-                          "bytes": int(sent["bytes"])}
+                          "bytes": int(sent["bytes"]),
+                          "cut_short": bool(error)}  # ended with the workload, before its time
         except (OSError, ValueError, KeyError, TypeError) as exc:
             return out | {"error": f"iperf3: {exc}"[:300]}
 

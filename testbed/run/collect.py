@@ -24,6 +24,7 @@ from runcontract.table_io import frame_of, write_table
 from testbed.fabric import paths
 from testbed.fabric.frame import Frame
 from testbed.fabric.plan import FabricPlan
+from testbed.run.flow_summary import flow_lines
 from testbed.run.ideal import ideal_iteration
 from testbed.run.traffic import AgentOutcome
 from testbed.scenario import Scenario
@@ -65,14 +66,15 @@ def _gap_line(records: list[IterationRecord]) -> str:
             f"{gaps[-1] * 1e3:.1f} ms (buffers made and checked; not timed)\n")
 
 
-def step_table(records: list[IterationRecord], world: int, transport: str) -> str:
-    """One line per timed training step: its time (first start to last end over the ranks)
-    and how many ranks verified every node of it."""
+def step_table(records: list[IterationRecord], world: int, transport: str,
+               what: str = "training step") -> str:
+    """One line per timed step (`what` runs it: a training step, a trace, flows): its time
+    (first start to last end over the ranks) and how many ranks verified every node of it."""
     by_iteration: dict[int, list[IterationRecord]] = {}
     for r in records:
         if not r.warmup:
             by_iteration.setdefault(r.iteration, []).append(r)
-    lines = [f"# training step over {transport}, {world} ranks",
+    lines = [f"# {what} over {transport}, {world} ranks",
              "#  iteration   time (ms)   ranks verified"]
     for it, group in sorted(by_iteration.items()):
         span = max(r.end for r in group) - min(r.start for r in group)
@@ -186,8 +188,12 @@ def collect(out: Path, results_dir: Path, outcomes: list[AgentOutcome], plan: Fa
     for name, frame in frames.items():
         write_table(results_dir, name, frame, (transport,))
     records = IterationRecord.of_rows(rows.iterations)
-    table = (step_table(records, len(scenario.rank_hosts()), transport) if scenario.workload.steps
-             else summary_table(records, plan, transport, link_rows))
+    flows = scenario.workload.flows
+    table = (step_table(records, len(scenario.rank_hosts()), transport,
+                        "flows" if flows is not None else "training step")
+             if scenario.workload.steps else summary_table(records, plan, transport, link_rows))
+    if flows is not None:
+        table += flow_lines(rows.steps, scenario, transport)
     return Collected(table, frames["iterations"], frames["qps"])
 
 

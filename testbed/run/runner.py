@@ -185,6 +185,7 @@ def _solo_controls(shared: Path, plan: FabricPlan, scenario_text: str, options: 
                          record.model_copy(update={"solo": True, "time_s": None}))
         control = read_meta(solo).job
         record.solo_time_s = None if control is None else control.time_s
+        record.solo_gave_up = control is not None and control.gave_up
         record.solo_run = f"solo/{solo.name}"
         record.solo_verdict = read_meta(solo).verdict
     text = jobs_table(meta.jobs, meta.verdict)
@@ -204,8 +205,10 @@ def jobs_table(records: list[JobRecord], verdict: str | None) -> str:
         def ms(t: float | None) -> str:
             return "-" if t is None else f"{t * 1e3:.2f} ms"
         slow = "-" if r.slowdown is None else f"{r.slowdown:.3f}x"
+        gave = [w for w, g in (("together", r.gave_up), ("alone", r.solo_gave_up)) if g]
         lines.append(f"   {r.name:<12} {r.transport:<9} {len(r.hosts):>5} {ms(r.time_s):>12} "
-                     f"{ms(r.solo_time_s):>12} {slow:>9}  {r.placement}: {' '.join(r.hosts)}")
+                     f"{ms(r.solo_time_s):>12} {slow:>9}  {r.placement}: {' '.join(r.hosts)}"
+                     + (f"; a QP gave up {' and '.join(gave)}" if gave else ""))
     judged = [verdict] + [r.solo_verdict for r in records]
     if any(v != "faithful" for v in judged):
         lines.append("# NOT a result: a run here was not judged faithful (together: "
@@ -536,7 +539,8 @@ def _traffic_line(job: _Job, outcomes: list[AgentOutcome]) -> str:
     """'all_reduce of 1 MiB x 5 on 8 ranks over mrc: every rank verified', the job named."""
     w = job.plan.scenario.workload
     failed = sum(o.result.get("status") != "ok" for o in outcomes)
-    what = f"{w.collective} of {format_size(w.size)}" if not w.steps else "training step"
+    what = (f"{w.collective} of {format_size(w.size)}" if not w.steps else
+            "flows" if w.flows else "training step")
     return ((f"job {job.name}: " if job.name else "")
             + f"{what} x {w.iterations} on {len(outcomes)} ranks over {job.transport}: "
             + ("every rank verified" if not failed else f"{failed} ranks FAILED"))
@@ -598,7 +602,8 @@ def _collect(network: Network, results: RunResults, tools: _Instruments, jobs: l
             m.facts = replace(m.facts, background=tuple(ran))  # what ran, for the figures
         m.gave_up = gave_up(d.qps, job.plan.scenario.rank_hosts(), m.workload_start)
         if job.record is not None:
-            job.record.time_s = _mean_time(d.iterations)
+            job.record.time_s = _mean_time(d.iterations, len(job.plan.scenario.rank_hosts()))
+            job.record.gave_up = bool(m.gave_up)
         write_fidelity_tables(job.results.dir, tools.monitor)
         table = _summary(job, d.table, verdict, d.iterations)
         job.results.save()
@@ -632,11 +637,12 @@ def _summary(job: _Job, table: str, verdict: fidelity.Verdict, iterations: pd.Da
                       for g in meta.gave_up))
 
 
-def _mean_time(iterations: pd.DataFrame) -> float | None:
-    """The mean timed iteration (nccl-tests' time; a step's first start to last end), or None
-    where none completed on every rank."""
+def _mean_time(iterations: pd.DataFrame, world: int) -> float | None:
+    """The mean timed iteration (nccl-tests' time; a step's first start to last end) over the
+    iterations every rank completed, or None where none did."""
     timed = iterations[~iterations["warmup"].astype(bool) & iterations["start"].notna()]
-    records = IterationRecord.of_rows(timed.to_dict("records"))
+    whole = timed.groupby("iteration")["rank"].transform("nunique") == world
+    records = IterationRecord.of_rows(timed[whole].to_dict("records"))
     return nccl.loop_time(records) if records else None
 
 

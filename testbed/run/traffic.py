@@ -32,6 +32,7 @@ from hostagent.runtime.config import (
     WorkloadConfig,
 )
 from hostagent.runtime.driver import PORT as ROCE_PORT
+from hostagent.workloads.flows import flows_job
 from hostagent.workloads.graph import Job
 from hostagent.workloads.training import training_job
 from testbed.emulation.network_api import Network
@@ -114,11 +115,14 @@ def agent_configs(plan: FabricPlan, scenario: Scenario, transport: Transport,
 
 
 def step_job(scenario: Scenario) -> Job | None:
-    """The step every rank runs, built in or from a Chakra trace (rank r on the workload's r-th
-    host), or None for the looped collective."""
+    """The step every rank runs, built in, from a Chakra trace or as flows (rank r on the
+    workload's r-th host), or None for the looped collective."""
     w = scenario.workload
     if w.chakra is not None:
         return w.chakra.job(scenario.rank_hosts())
+    if w.flows is not None:
+        hosts = scenario.rank_hosts()
+        return flows_job(w.flows.pattern, w.flows.message, w.flows.messages, len(hosts), hosts)
     return None if w.training is None else training_job(w.training.spec(), scenario.rank_hosts())
 
 
@@ -286,16 +290,20 @@ def agent_groups(hosts: list[str], processes: int) -> list[list[str]]:
 
 
 def _start_pooled(network: Network, configs: dict[str, AgentConfig], out: Path,
-                  processes: int | None) -> dict[str, Any]:
+                  processes: int | None, job_of: dict[str, int]) -> dict[str, Any]:
     """One process per core of each machine (or `processes` per machine), each serving a
-    contiguous group of that machine's hosts."""
+    contiguous group of that machine's hosts, all of one job (`job_of`: host -> its job), so
+    that a job can be stopped without the others: its share of the processes by its share of
+    the machine's hosts, at least one."""
     procs: dict[str, Any] = {}
-    by_machine: dict[str, list[str]] = {}
+    by_machine: dict[tuple[str, int], list[str]] = {}
     for host in configs:
-        by_machine.setdefault(network.machine_of(host), []).append(host)
+        by_machine.setdefault((network.machine_of(host), job_of[host]), []).append(host)
     k = 0
-    for machine, hosts in by_machine.items():
-        for group in agent_groups(hosts, processes or network.cores(machine)):
+    for (machine, _), hosts in by_machine.items():
+        on_machine = sum(len(h) for (m, _), h in by_machine.items() if m == machine)
+        share = (processes or network.cores(machine)) * len(hosts) / on_machine
+        for group in agent_groups(hosts, max(1, round(share))):
             first = group[0]
             manifest = network.node_path(first, out / f"pool-{k}.json")
             network.write_files(first, {manifest: json.dumps({"hosts": [
@@ -391,11 +399,13 @@ def run_jobs(network: Network, parts: list[Part],
         groups.append(configs)
     every = {h: c for configs in groups for h, c in configs.items()}
     assert len(every) == sum(map(len, groups)), "jobs share no host (scenario/jobs.py)"
+    job_of = {h: k for k, configs in enumerate(groups) for h in configs}
     first = parts[0].scenario.agents
     procs: dict[str, Any] = {}
+    stopped: dict[str, str] = {}  # host -> why the runner stopped its job
     try:
         procs = _spawn(network, every, parts[0].out.absolute(), mode or first.mode,
-                       first.processes)
+                       first.processes, job_of)
         start_at = _ready(AgentFiles(network, every), procs)
         watches = []
         for part, configs in zip(parts, groups, strict=True):
@@ -406,15 +416,28 @@ def run_jobs(network: Network, parts: list[Part],
         if on_start is not None:
             on_start(start_at)
         deadline = time.time() + max(p.start + deadline_for(p.scenario) for p in parts) + 10
+        live = dict(procs)  # the agents of the jobs still running
 
         def looking(now: float) -> str | None:
-            why = next((w for w in (watch(now) for watch in watches) if w is not None), None)
-            if (why is None and stop_when is not None
-                    and stop_when(now, watches[0].completions)):
+            for k, watch in enumerate(watches):
+                mine = {h: p for h, p in live.items() if job_of[h] == k}
+                why = watch(now) if mine else None
+                if why is not None and len(parts) > 1 and len(mine) < len(live):
+                    stop_job(mine, why)  # a job that fails ends; the others run on
+                elif why is not None:
+                    return why
+            if stop_when is not None and stop_when(now, watches[0].completions):
                 return STOPPED_AS_ASKED
-            return why
+            return None
 
-        waited = wait_for_agents(procs, deadline, watch=looking)
+        def stop_job(mine: dict[str, Any], why: str) -> None:
+            stopped.update((h, why) for h, p in mine.items() if p.poll() is None)
+            stop(mine)
+            for h in mine:
+                del live[h]
+
+        waited = wait_for_agents(live, deadline, watch=looking)
+        stopped |= waited.stopped
     finally:
         stop(procs)  # an error or a signal: no agent outlives the wait
         for part, configs in zip(parts, groups, strict=True):
@@ -423,16 +446,16 @@ def run_jobs(network: Network, parts: list[Part],
     for part, configs in zip(parts, groups, strict=True):
         out = part.out.absolute()
         outcomes.append([_outcome(host, cfg.rank, out, procs[host].returncode,
-                                  waited.stopped.get(host)) for host, cfg in configs.items()])
+                                  stopped.get(host)) for host, cfg in configs.items()])
         if part.transport == "rocev2":
             add_roce_spines(network, out, configs)
     return outcomes
 
 
 def _spawn(network: Network, configs: dict[str, AgentConfig], out: Path, mode: str,
-           processes: int | None) -> dict[str, Any]:
+           processes: int | None, job_of: dict[str, int]) -> dict[str, Any]:
     """Each agent's config written where its machine keeps it, and the agents started: one
-    process per host, or pooled. Host -> its process."""
+    process per host, or pooled (each process one job's hosts). Host -> its process."""
     procs: dict[str, Any] = {}
     for host, cfg in configs.items():
         config = f"{cfg.out_dir}/config.json"
@@ -442,7 +465,8 @@ def _spawn(network: Network, configs: dict[str, AgentConfig], out: Path, mode: s
             procs[host] = network.spawn(host, f"agent-{host}",
                                         agent_command("hostagent.runtime.agent", config),
                                         f"{cfg.out_dir}/agent.log", cwd=cfg.out_dir)
-    return _start_pooled(network, configs, out, processes) if mode == "pooled" else procs
+    return (_start_pooled(network, configs, out, processes, job_of) if mode == "pooled"
+            else procs)
 
 
 def _outcome(host: str, rank: int, out: Path, code: int | None,

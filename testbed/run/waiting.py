@@ -86,9 +86,10 @@ def wait_for_agents(procs: dict[str, subprocess.Popen], deadline: float,
                     watch: Callable[[float], str | None] | None = None) -> WaitOutcome:
     """Wait for every process; stop the rest at `deadline` (clock time), when `watch` (called
     every WATCH_EVERY s with the time) says why the run is hung, or `CRASH_GRACE` after the
-    first one that exits non-zero."""
+    first one that exits non-zero. `watch` may take processes out of `procs` (a job it
+    stopped): a failure among them then ends nothing."""
     why: str | None = None
-    end = deadline
+    crash: tuple[str, float] | None = None  # why and when a failed agent ends the wait
     next_watch = clock()
     while any(p.poll() is None for p in procs.values()):
         interrupts.checkpoint()
@@ -96,16 +97,20 @@ def wait_for_agents(procs: dict[str, subprocess.Popen], deadline: float,
         if watch is not None and now >= next_watch:
             next_watch = now + WATCH_EVERY
             stalled = watch(now)
-            if stalled is not None and why is None:
+            if stalled is not None:
                 why = stalled
                 break
         failed = [h for h, p in procs.items() if p.poll() not in (None, 0)]
-        if failed and why is None:
-            why = (f"the agent of {failed[0]} failed (exit {procs[failed[0]].returncode}): "
-                   f"its peers cannot complete without it")
-            end = min(end, now + CRASH_GRACE)
-        if now >= end:
-            why = why or "the workload's deadline passed"
+        if not failed:
+            crash = None
+        elif crash is None:
+            crash = (f"the agent of {failed[0]} failed (exit {procs[failed[0]].returncode}): "
+                     f"its peers cannot complete without it", now + CRASH_GRACE)
+        if crash is not None and now >= crash[1]:
+            why = crash[0]
+            break
+        if now >= deadline:
+            why = "the workload's deadline passed"
             break
         time.sleep(POLL)
     stopped = {h: why or "" for h, p in procs.items() if p.poll() is None}

@@ -46,6 +46,8 @@ def lines(scenario: Scenario) -> list[str]:
     for job, view in zip(scenario.jobs, views(scenario), strict=True):
         w = view.scenario.workload
         what = ("training step" if w.training is not None else "Chakra trace" if w.chakra
+                else f"RDMA flows ({w.flows.pattern}, {w.flows.messages} writes of "
+                     f"{format_size(w.flows.message)} a flow)" if w.flows
                 else f"{w.collective} of {format_size(w.size)}")
         start = f", starts at {format_time(view.start)}" if view.start else ""
         over = f", always over {job.transport}" if job.transport else ""

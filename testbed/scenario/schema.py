@@ -53,6 +53,8 @@ from testbed.scenario.chakra import check as check_chakra
 from testbed.scenario.cluster import Cluster
 from testbed.scenario.cluster import check as check_cluster
 from testbed.scenario.faults import Fault, Routing
+from testbed.scenario.flows import Flows
+from testbed.scenario.flows import check as check_flows
 from testbed.scenario.jobs import Placement
 from testbed.scenario.jobs import allocate as allocate_jobs
 from testbed.scenario.jobs import check as check_jobs
@@ -313,6 +315,9 @@ class Workload(StrictModel):
         None, description="a parallel training step per iteration instead of the collective")
     chakra: Chakra | None = Field(
         None, description="a Chakra execution trace per iteration instead of the collective")
+    flows: Flows | None = Field(
+        None, description="RDMA-style write flows (an incast, pairs) per iteration instead of "
+                          "the collective")
     compute_jitter: float = Field(
         0.0, ge=0, le=0.5, description="a step's compute nodes each take their time times a "
                                        "factor uniform in 1 +- this, seeded per rank")
@@ -325,13 +330,16 @@ class Workload(StrictModel):
 
     @property
     def steps(self) -> bool:
-        """A step graph runs (built-in training or a Chakra trace), not the collective."""
-        return self.training is not None or self.chakra is not None
+        """A step graph runs (built-in training, a Chakra trace, flows), not the collective."""
+        return any(x is not None for x in (self.training, self.chakra, self.flows))
 
     @model_validator(mode="after")
     def _one_step_source(self) -> Workload:
-        if self.training is not None and self.chakra is not None:
-            raise ValueError("training and chakra are two step sources; give one")
+        given = [k for k in ("training", "chakra", "flows") if getattr(self, k) is not None]
+        if len(given) > 1:
+            raise ValueError(f"{' and '.join(given)} are {len(given)} step sources; give one")
+        if self.flows is not None and self.algorithm is not None:
+            raise ValueError("algorithm: flows run no collective; remove it")
         return self
 
     @model_validator(mode="after")
@@ -622,6 +630,8 @@ class Scenario(StrictModel):
             check_training(self.workload.training, len(self.rank_hosts()))
         if self.workload.chakra is not None:
             check_chakra(self.workload.chakra, self.rank_hosts())
+        if self.workload.flows is not None:
+            check_flows(self.workload.flows, len(self.rank_hosts()))
         if self.jobs:
             self._check_jobs()
         if self.background:
@@ -669,6 +679,8 @@ class Scenario(StrictModel):
                     check_training(job.workload.training, len(hosts))
                 if job.workload.chakra is not None:
                     check_chakra(job.workload.chakra, hosts)
+                if job.workload.flows is not None:
+                    check_flows(job.workload.flows, len(hosts))
             except ValueError as exc:
                 raise ValueError(f"jobs.{k} ({job.name}).{exc}") from None
         for k, fault in enumerate(self.faults):

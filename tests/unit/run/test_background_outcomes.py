@@ -49,3 +49,23 @@ def test_stopped_before_the_timeline_started(tmp_path: Path):
     bg = BackgroundTraffic(None, [Flow(0, "h0", "h1", 0, "tcp", None, 1.0, 2.0, 0)], out)
     bg.stop()
     assert json.loads((out / "flows.json").read_text())[0]["ran"] is False
+
+
+def test_a_client_ended_with_the_workload_ran_for_what_it_sent(tmp_path: Path):
+    """iperf3 ended by SIGTERM (the workload ended first) writes what it sent with an
+    `interrupt` error: the flow ran, for that long, cut short; a server's end is no traffic."""
+    flows = [Flow(0, "h0", "h1", 0, "tcp", None, 1.0, 4.0, 0),
+             Flow(1, "h2", "h1", 0, "tcp", None, 1.0, 4.0, 0)]
+    bg = BackgroundTraffic(None, flows, tmp_path)
+    bg.started = {0: 101.0, 1: 101.0}
+    (tmp_path / "flow0-client.json").write_text(json.dumps(
+        {"end": {"sum_sent": {"seconds": 1.2, "bytes": 3_000_000}},
+         "error": "interrupt - the client has terminated"}))
+    (tmp_path / "flow1-client.json").write_text(json.dumps(
+        {"end": {}, "error": "the server has terminated"}))
+    bg.stop()
+    first, second = bg.outcomes
+    assert (first["ran"], first["seconds"], first["cut_short"]) == (True, 1.2, True)
+    assert second["ran"] is False and "server has terminated" in second["error"]
+    scheduled = [BackgroundWindow("incast", "tcp", 0, 1.0, 5.0)]
+    assert bg.windows(100.0, scheduled) == [BackgroundWindow("incast", "tcp", 0, 1.0, 2.2)]

@@ -31,6 +31,23 @@ def test_a_crash_ends_the_wait_promptly(monkeypatch):
     assert set(out.stopped) == {"h0", "h2"} and all(p.poll() is not None for p in procs.values())
 
 
+def test_a_crash_the_watch_takes_out_ends_nothing(monkeypatch):
+    """A job of several stopped by the watch (its agent failed): the others run to their end."""
+    monkeypatch.setattr(waiting, "CRASH_GRACE", 0.3)
+    monkeypatch.setattr(waiting, "WATCH_EVERY", 0.1)
+    procs = {"h0": subprocess.Popen(["sh", "-c", "sleep 1.5"]),
+             "h1": subprocess.Popen(["sh", "-c", "exit 3"])}
+
+    def watch(now: float) -> None:
+        if procs.get("h1") is not None and procs["h1"].poll() is not None:
+            del procs["h1"]  # its job stopped: as run_jobs's watch does
+
+    t0 = time.monotonic()
+    out = waiting.wait_for_agents(procs, time.time() + 60, watch=watch)
+    assert time.monotonic() - t0 > 1.2, "h0 ran to its end, past the crash grace"
+    assert out.why is None and out.stopped == {}
+
+
 def test_the_deadline_stops_the_rest_and_sigterm_comes_first(tmp_path: Path):
     mark = tmp_path / "stopped"
     # an agent stand-in that writes its results on SIGTERM, as hostagent/runtime/agent.py does
