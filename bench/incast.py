@@ -3,7 +3,7 @@
 throughput while 7 hosts write to one receiver, for both transports on the same seeds.
 
     sudo .venv/bin/python -m bench.incast [--tcp scenarios/paper/incast-victim-apart.yaml]
-        [--rdma scenarios/jobs/incast-rdma-apart.yaml] [--seeds 1,2,3]
+        [--rdma scenarios/paper/incast-rdma-apart.yaml] [--seeds 1,2,3]
         [--variants mrc,rocev2] [--results DIR] [--again DIR]
 
 Both scenarios have the same fabric (16 hosts, 2 planes of 4 leaves x 4 spines), the same
@@ -118,7 +118,7 @@ def main() -> int:
                     default=ROOT / "scenarios" / "paper" / "incast-victim-apart.yaml",
                     help="the incast with iperf3 TCP senders (background:)")
     ap.add_argument("--rdma", type=Path,
-                    default=ROOT / "scenarios" / "jobs" / "incast-rdma-apart.yaml",
+                    default=ROOT / "scenarios" / "paper" / "incast-rdma-apart.yaml",
                     help="the incast with RDMA senders (a job of flows beside a job 'victim')")
     ap.add_argument("--seeds", default="1,2,3", help="comma-separated (default: %(default)s)")
     ap.add_argument("--variants", default="mrc,rocev2",

@@ -337,7 +337,8 @@ class Workload(StrictModel):
     def _one_step_source(self) -> Workload:
         given = [k for k in ("training", "chakra", "flows") if getattr(self, k) is not None]
         if len(given) > 1:
-            raise ValueError(f"{' and '.join(given)} are {len(given)} step sources; give one")
+            count = {2: "two", 3: "three"}[len(given)]
+            raise ValueError(f"{' and '.join(given)} are {count} step sources; give one")
         if self.flows is not None and self.algorithm is not None:
             raise ValueError("algorithm: flows run no collective; remove it")
         return self

@@ -53,7 +53,7 @@ def test_flows_a_workload_cannot_take(flows, message):
 
 
 def test_flows_are_one_step_source_and_run_no_collective():
-    with pytest.raises(ScenarioError, match="training and flows are 2 step sources"):
+    with pytest.raises(ScenarioError, match="training and flows are two step sources"):
         parse(TEXT.replace("flows:", "training: {dp: 4}, flows:"), "t.yaml", "t")
     with pytest.raises(ScenarioError, match="flows run no collective"):
         parse(TEXT.replace("flows:", "algorithm: ring, flows:"), "t.yaml", "t")
