@@ -66,7 +66,9 @@ def _c(name: str, kind: Kind, meaning: str, **how: Any) -> Column:
 # The columns collect adds to every agent's rows: which agent wrote them.
 _AGENT = (_c("host", "str", "the host the agent ran on"),
           _c("rank", "int", "its rank"),
-          _c("transport", "str", "the transport it ran (mrc, rocev2)"))
+          _c("transport", "str", "the transport it ran (mrc, rocev2)"),
+          _c("job", "str", "its job, in a run of several (scenario `jobs:`); null: the one "
+                           "workload", nullable=True, since=5))
 _QP = (_c("peer", "int", "the peer's rank"),
        _c("qpn", "int", "the QP's number"))
 # What every QP counts (hostagent/protocol/qp.py QPCounters), for both transports.

@@ -108,12 +108,12 @@ class Collected:
 
 
 def _gather(out: Path, outcomes: list[AgentOutcome], scenario: Scenario,
-            transport: str) -> _Rows:
+            transport: str, job: str | None) -> _Rows:
     """Every agent's files; an agent that failed has its missing iterations marked."""
     rows = _Rows()
     w = scenario.workload
     for o in outcomes:
-        common = {"host": o.host, "rank": o.rank, "transport": transport}
+        common = {"host": o.host, "rank": o.rank, "transport": transport, "job": job}
         done = [{**common, **r} for r in _read(out, o.host, "iterations.json")]
         rows.iterations += done
         if o.result.get("status") != "ok":
@@ -158,7 +158,8 @@ def _frames(rows: _Rows, plan: FabricPlan, transport: str,
     if transport == "rocev2" and rows.qps:
         # one path per QP: its plane (the agent's) and spine (the leaf's FIB, traffic.py)
         frames["paths"] = pd.DataFrame([
-            {"host": q["host"], "rank": q["rank"], "transport": transport, "peer": q["peer"],
+            {"host": q["host"], "rank": q["rank"], "transport": transport, "job": q["job"],
+             "peer": q["peer"],
              "qpn": q["qpn"], "ev": 0, "plane": q.get("plane"),
              "spine": float("nan") if q.get("spine") is None else q["spine"],
              "sport": q.get("sport"), "sent": q["data_sent"], "state": "GOOD"}
@@ -178,12 +179,13 @@ def _frames(rows: _Rows, plan: FabricPlan, transport: str,
 
 def collect(out: Path, results_dir: Path, outcomes: list[AgentOutcome], plan: FabricPlan,
             transport: str, link_rows: list[dict[str, Any]] | None = None,
-            event_rows: list[dict[str, Any]] | None = None) -> Collected:
+            event_rows: list[dict[str, Any]] | None = None, job: str | None = None) -> Collected:
     """Write the tables (links.parquet from the telemetry sampler's rows, when given), each
     checked against its schema (`TableError`: what the agents or the sampler wrote does not
-    match it, a bug); return the summary table text and the tables the runner reads on."""
+    match it, a bug), every agent's rows naming `job` (a run of several jobs); return the
+    summary table text and the tables the runner reads on."""
     scenario = plan.scenario
-    rows = _gather(out, outcomes, scenario, transport)
+    rows = _gather(out, outcomes, scenario, transport, job)
     frames = _frames(rows, plan, transport, link_rows, event_rows)
     for name, frame in frames.items():
         write_table(results_dir, name, frame, (transport,))

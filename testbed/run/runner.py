@@ -577,7 +577,8 @@ def _collect(network: Network, results: RunResults, tools: _Instruments, jobs: l
     summary as printed (also summary.txt), a block per job."""
     meta = results.meta
     done = [collect(j.out, j.results.dir, o, j.plan, j.transport, tools.sampler.rows,
-                    tools.injector.rows) for j, o in zip(jobs, outcomes, strict=True)]
+                    tools.injector.rows, None if j.record is None else j.record.name)
+            for j, o in zip(jobs, outcomes, strict=True)]
     bounds = _bounds(network.plan.scenario, sorted({j.transport for j in jobs}),
                      tools.sampler.period)
     lags = [lag for j, o, d in zip(jobs, outcomes, done, strict=True)

@@ -289,6 +289,22 @@ def agent_groups(hosts: list[str], processes: int) -> list[list[str]]:
     return [hosts[bounds[k]:bounds[k + 1]] for k in range(n)]
 
 
+def pools(where: dict[str, tuple[str, int]],
+          processes: Callable[[str], int]) -> list[tuple[str, list[str]]]:
+    """(machine, hosts) of each pooled process: host -> (its machine, its job) in `where`;
+    each machine's `processes(machine)` shared among its jobs by their share of its hosts (at
+    least one each), each job's hosts split into contiguous groups (agent_groups)."""
+    by_job: dict[tuple[str, int], list[str]] = {}
+    for host, key in where.items():
+        by_job.setdefault(key, []).append(host)
+    out = []
+    for (machine, _), hosts in by_job.items():
+        on_machine = sum(len(h) for (m, _), h in by_job.items() if m == machine)
+        share = processes(machine) * len(hosts) / on_machine
+        out += [(machine, group) for group in agent_groups(hosts, max(1, round(share)))]
+    return out
+
+
 def _start_pooled(network: Network, configs: dict[str, AgentConfig], out: Path,
                   processes: int | None, job_of: dict[str, int]) -> dict[str, Any]:
     """One process per core of each machine (or `processes` per machine), each serving a
@@ -296,27 +312,20 @@ def _start_pooled(network: Network, configs: dict[str, AgentConfig], out: Path,
     that a job can be stopped without the others: its share of the processes by its share of
     the machine's hosts, at least one."""
     procs: dict[str, Any] = {}
-    by_machine: dict[tuple[str, int], list[str]] = {}
-    for host in configs:
-        by_machine.setdefault((network.machine_of(host), job_of[host]), []).append(host)
-    k = 0
-    for (machine, _), hosts in by_machine.items():
-        on_machine = sum(len(h) for (m, _), h in by_machine.items() if m == machine)
-        share = (processes or network.cores(machine)) * len(hosts) / on_machine
-        for group in agent_groups(hosts, max(1, round(share))):
-            first = group[0]
-            manifest = network.node_path(first, out / f"pool-{k}.json")
-            network.write_files(first, {manifest: json.dumps({"hosts": [
-                {"config": f"{configs[h].out_dir}/config.json",
-                 "netns": None if i == 0 else f"/proc/{network.pid(h)}/ns/net"}
-                for i, h in enumerate(group)]}, indent=1)})
-            proc = network.spawn(first, f"pool-{k}",
-                                 agent_command("hostagent.runtime.pooled", manifest),
-                                 network.node_path(first, out / f"pool-{k}.log"),
-                                 cwd=network.node_path(first, out))
-            for h in group:
-                procs[h] = proc
-            k += 1
+    where = {h: (network.machine_of(h), job_of[h]) for h in configs}
+    for k, (_, group) in enumerate(pools(where, lambda m: processes or network.cores(m))):
+        first = group[0]
+        manifest = network.node_path(first, out / f"pool-{k}.json")
+        network.write_files(first, {manifest: json.dumps({"hosts": [
+            {"config": f"{configs[h].out_dir}/config.json",
+             "netns": None if i == 0 else f"/proc/{network.pid(h)}/ns/net"}
+            for i, h in enumerate(group)]}, indent=1)})
+        proc = network.spawn(first, f"pool-{k}",
+                             agent_command("hostagent.runtime.pooled", manifest),
+                             network.node_path(first, out / f"pool-{k}.log"),
+                             cwd=network.node_path(first, out))
+        for h in group:
+            procs[h] = proc
     return procs
 
 

@@ -45,6 +45,8 @@ def test_two_jobs_share_a_fabric_and_each_runs_alone_after(tmp_path: Path, resul
             assert mine["job"]["name"] == name and mine["job"]["solo"] == ("solo" in str(folder))
             it = pd.read_parquet(folder / "iterations.parquet")
             assert sorted(set(it["host"])) == job["hosts"]
+            for table in ("iterations", "messages", "qps", "paths"):
+                assert set(pd.read_parquet(folder / f"{table}.parquet")["job"]) == {name}
             assert len(it) == 3 * 2 and it["verified"].all()
             if name == "a2a":  # it starts 0.3 s after the common start, alone too
                 assert it["start"].min() - mine["workload_start"] >= 0.3

@@ -29,7 +29,7 @@ from tests.unit.made_runs import qp_row
 
 SC = scenario.parse("name: c\nworkload: {size: 1KiB, iterations: 1, warmup: 0}", "t")
 CFG = QPConfig(mss=256, init_cwnd=8 * 1024, max_cwnd=32 * 1024, timeout=0.002, base_rtt=1e-3)
-AGENT = {"host": "h0", "rank": 0}
+AGENT = {"host": "h0", "rank": 0, "job": None}
 
 
 def _message(rank: int) -> dict:
@@ -115,7 +115,7 @@ def test_what_an_agent_reports_of_its_qps_evs_and_ev_states_fits_the_schema():
 def test_the_ev_load_sampler_columns_are_declared():
     declared = TABLES["ev_load"].names()
     assert set(EV_LOAD_COLUMNS) <= set(declared)
-    assert set(declared) - set(EV_LOAD_COLUMNS) == {"host", "rank", "transport", "spine"}
+    assert set(declared) - set(EV_LOAD_COLUMNS) == {"host", "rank", "transport", "job", "spine"}
 
 
 def test_rocev2_qps_the_runner_did_not_probe_have_no_spine(tmp_path: Path):
