@@ -176,23 +176,32 @@ def _solo_controls(shared: Path, plan: FabricPlan, scenario_text: str, options: 
     after the common start: its control. Its time beside the others over its time alone is
     the slowdown the other jobs cost it; the comparison joins the run's summary."""
     meta = read_meta(shared)
-    for record in meta.jobs:
-        view = next(v for v in views(plan.scenario) if v.name == record.name)
-        progress.say(f"job {record.name} alone (its control), over {record.transport}:")
-        solo = _run_once(replace(plan, scenario=view.scenario), scenario_text,
-                         replace(options, results_base=shared / "solo"), progress, found,
-                         cast(Transport, record.transport), rate_auto,
-                         record.model_copy(update={"solo": True, "time_s": None}))
-        control = read_meta(solo).job
-        record.solo_time_s = None if control is None else control.time_s
-        record.solo_gave_up = control is not None and control.gave_up
-        record.solo_run = f"solo/{solo.name}"
-        record.solo_verdict = read_meta(solo).verdict
-    text = jobs_table(meta.jobs, meta.verdict)
-    progress.say(text)
-    write_meta(shared, meta)
-    with (shared / "summary.txt").open("a") as f:
-        f.write(text + "\n")
+    record = None
+    try:
+        for record in meta.jobs:
+            view = next(v for v in views(plan.scenario) if v.name == record.name)
+            progress.say(f"job {record.name} alone (its control), over {record.transport}:")
+            solo = _run_once(replace(plan, scenario=view.scenario), scenario_text,
+                             replace(options, results_base=shared / "solo"), progress, found,
+                             cast(Transport, record.transport), rate_auto,
+                             record.model_copy(update={"solo": True, "time_s": None}))
+            control = read_meta(solo)
+            record.solo_run = f"solo/{solo.name}"
+            record.solo_verdict = control.verdict
+            record.solo_time_s = None if control.job is None else control.job.time_s
+            record.solo_gave_up = control.job is not None and control.job.gave_up
+        text = jobs_table(meta.jobs, meta.verdict)
+    except BaseException as exc:  # the jobs together are kept; the comparison says why not
+        text = (f"# jobs alone: no comparison, the control of job "
+                f"{record.name if record else '?'} ended with "
+                f"{'an interrupt' if isinstance(exc, KeyboardInterrupt) else 'an error'} "
+                f"(solo/{record.name if record else ''})")
+        raise
+    finally:
+        progress.say(text)
+        write_meta(shared, meta)
+        with (shared / "summary.txt").open("a") as f:
+            f.write(text + "\n")
 
 
 def jobs_table(records: list[JobRecord], verdict: str | None) -> str:
