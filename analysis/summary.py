@@ -264,8 +264,12 @@ def algorithm(views: list[RunView]) -> str:
 
 
 def text(views: list[RunView]) -> str:
-    head = (step_report.table(views) if all(map(step_report.is_step_run, views))
-            else table(views) + dilation(views))
+    """The summary of `views`: collective runs in the nccl-tests table, step runs (training,
+    traces, flows) in the step table (a run of jobs may hold both), then what every run has."""
+    steps = [v for v in views if step_report.is_step_run(v)]
+    collectives = [v for v in views if not step_report.is_step_run(v)]
+    head = ((table(collectives) + dilation(collectives) if collectives else "")
+            + (step_report.table(steps) if steps else ""))
     return (head + algorithm(views) + chakra(views) + similarity(views) + gave_up(views)
             + fidelity(views) + protocol(views) + writes(views) + recoveries(views)
             + fault_timing(views))

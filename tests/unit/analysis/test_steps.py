@@ -260,3 +260,24 @@ def test_each_shipped_fault_twin_pairs_with_its_healthy_scenario(fault, control)
     pairs = step_report.pair_controls(runs)
     assert pairs[f"{fault} mrc"] == f"{control} mrc"
     assert pairs[f"{fault} rocev2"] == f"{control} rocev2"
+
+
+def test_a_summary_of_collective_and_step_runs_has_each_table(tmp_path):
+    """A run of jobs reports a collective job beside a step job (flows, training): each in its
+    own table, where one table for both failed on the step's kind."""
+    from analysis.load import load_run
+    from analysis.report import views_of
+    from tests.unit.made_runs import made_run
+
+    collective = views_of([load_run(made_run(tmp_path / "c"))])[0]
+    steps = pd.DataFrame([row(0, "compute", 0, 1), row(1, "compute", 0, 2)]).assign(
+        host=["h0", "h1"])
+    run = SimpleNamespace(steps=steps, tables={"steps": steps}, world=2, meta=run_meta(),
+                          dir=tmp_path, transport="mrc", scenario={"name": "s"},
+                          messages=pd.DataFrame(), events=pd.DataFrame(),
+                          facts=SimpleNamespace(scenario="s", ctrl_deps_dropped=None,
+                                                algorithm=None))
+    step = SimpleNamespace(label="incast mrc", run=run, recoveries=pd.DataFrame())
+    text = summary.text([collective, step])
+    assert text.startswith("# all_reduce of 1024 B on 4 ranks (o)\n")
+    assert "# training step on 2 ranks (s), timed iterations\n" in text
