@@ -15,7 +15,7 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from testbed.scenario import limits
-from testbed.scenario.units import RateIn, TimeIn
+from testbed.scenario.units import RateIn, SizeIn, TimeIn
 
 BASE_PORT = 5301
 
@@ -32,7 +32,12 @@ class Background(BaseModel):
     duration: Annotated[float, TimeIn(0, limits.MAX_TIME, above=True)] = Field(
         description="whole seconds (iperf3 -t); in the real frame (fabric.real_rate), rounded "
                     "to whole emulated seconds")
-    kind: Literal["tcp", "udp"] = Field("tcp", description="the flows' transport (iperf3)")
+    kind: Literal["tcp", "udp", "rdma"] = Field(
+        "tcp", description="the flows' transport: tcp or udp (iperf3), or rdma: writes over "
+                           "the run's transport from the agents, as a job of flows beside the "
+                           "workload (testbed/scenario/rdma_background.py)")
+    message: Annotated[int, SizeIn(4, 2**30)] | None = Field(
+        None, description="rdma: bytes of one write (default 256 KiB)")
     rate: Annotated[int, RateIn(limits.MIN_RATE, limits.MAX_RATE)] | None = Field(
         None, description="per flow; UDP needs it (iperf3 would read 0 as unlimited), TCP "
                           "takes all it can")
@@ -54,6 +59,11 @@ class Background(BaseModel):
 
     @model_validator(mode="after")
     def _fits_pattern(self) -> Background:
+        if self.kind == "rdma":  # converted to a job before validation, once the fabric is
+            raise ValueError("kind rdma runs as a job of flows once the fabric validates: "
+                             "fix the fabric first")
+        if self.message is not None:
+            raise ValueError("message is an RDMA pattern's (kind: rdma)")
         if self.kind == "udp" and self.rate is None:
             raise ValueError("a UDP background flow needs a rate (iperf3 -b)")
         need = {"incast": ("receiver",), "elephant": ("src", "dst"), "permutation": ()}

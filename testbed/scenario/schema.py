@@ -58,6 +58,8 @@ from testbed.scenario.flows import check as check_flows
 from testbed.scenario.jobs import Placement
 from testbed.scenario.jobs import allocate as allocate_jobs
 from testbed.scenario.jobs import check as check_jobs
+from testbed.scenario.rdma_background import RdmaBackgroundError
+from testbed.scenario.rdma_background import as_jobs as rdma_as_jobs
 from testbed.scenario.real_times import bare_numbers
 from testbed.scenario.red import DCQCN_PROFILE, RedProfile
 from testbed.scenario.training import Training
@@ -874,6 +876,7 @@ def parse(text: str, source: str, default_name: str | None = None) -> Scenario:
         data["name"] = default_name
     data = _copy(data)
     auto = _take_auto_rates(data)
+    data = _rdma_as_jobs(data, auto, source)
     try:
         scenario = Scenario.model_validate(data)
     except ValidationError as exc:
@@ -910,6 +913,25 @@ def _take_auto_rates(data: dict[str, Any]) -> list[str]:
             cls["rate"] = AUTO_PLACEHOLDER
             auto.append(name)
     return auto
+
+
+def _rdma_as_jobs(data: dict[str, Any], auto: list[str], source: str) -> dict[str, Any]:
+    """RDMA background patterns as jobs beside the workload (testbed/scenario/
+    rdma_background.py), once the fabric they run on validates (else its own errors say
+    what to fix first, and the patterns stay as written)."""
+    try:
+        fabric = Fabric.model_validate(data.get("fabric") or {})
+        naming = Naming.model_validate(data.get("naming") or {})
+    except ValidationError:
+        return data
+    hosts = [naming.host_name(i) for i in range(fabric.host_count)]
+    if any(isinstance(b, dict) and b.get("kind") == "rdma" for b in data.get("background") or []):
+        _check_real_times_name_their_unit(data, source)  # its times, before they become jobs'
+    try:
+        return rdma_as_jobs(data, auto, hosts,
+                            fabric.planes * (fabric.real_rate or fabric.host_link.rate))
+    except RdmaBackgroundError as exc:
+        raise ScenarioError(f"{source}: invalid scenario (1 problem):\n  {exc}") from None
 
 
 def _check_real_times_name_their_unit(data: dict[str, Any], source: str) -> None:
