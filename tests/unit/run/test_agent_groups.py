@@ -27,6 +27,8 @@ def test_a_pooled_process_serves_one_jobs_hosts():
     assert pools(six_and_two, lambda m: 4) == [("m", ["h0", "h1"]), ("m", ["h2", "h3"]),
                                                ("m", ["h4", "h5"]), ("m", ["h6", "h7"])]
     lone = {f"h{i}": ("m", 0) for i in range(7)} | {"h7": ("m", 1)}
-    assert pools(lone, lambda m: 2)[-1] == ("m", ["h7"])
+    # 2 x 7/8 = 1.75 processes for the first job: 2; 0.25 for the second: at least 1
+    assert pools(lone, lambda m: 2) == [("m", ["h0", "h1", "h2"]),
+                                        ("m", ["h3", "h4", "h5", "h6"]), ("m", ["h7"])]
     one_job = {f"h{i}": ("m", 0) for i in range(4)}
     assert pools(one_job, lambda m: 2) == [("m", ["h0", "h1"]), ("m", ["h2", "h3"])]
