@@ -35,7 +35,7 @@ from typing import Any
 
 from analysis import metrics
 from bench import fair
-from bench.common import ROOT, loaded, results_folder, say
+from bench.common import ROOT, loaded, say
 from hostagent.workloads import algorithms
 from testbed.run.algorithm import cost_fabric
 from testbed.scenario.schema import load as load_scenario
@@ -94,17 +94,11 @@ def main() -> int:
                     help="the collective whose two algorithms run (default: %(default)s)")
     ap.add_argument("--sizes", default="64KiB,1MiB,4MiB",
                     help="array sizes, comma-separated, with units (default: %(default)s)")
-    ap.add_argument("--seeds", default="1", help="comma-separated (default: %(default)s)")
-    ap.add_argument("--variants", default="mrc,rocev2",
-                    help="bench/fair.py variants (default: %(default)s)")
-    ap.add_argument("--results", type=Path, default=None, help="results folder")
-    ap.add_argument("--again", type=Path, default=None, metavar="DIR",
-                    help="measure the runs of an earlier sitting of the same options (its "
-                         "results folder) instead of running them")
+    fair.add_again_options(ap, seeds="1", variants="mrc,rocev2")
     args = ap.parse_args()
+    seeds, variants, out = fair.again_sitting(ap, args, "algorithms")
     try:
         sizes = [parse_size(s.strip()) for s in args.sizes.split(",") if s.strip()]
-        seeds, variants = fair.parse_seeds(args.seeds), fair.parse_variants(args.variants)
         scenario, _ = load_scenario(args.scenario)
     except (ValueError, OSError) as exc:
         ap.error(str(exc))
@@ -112,10 +106,6 @@ def main() -> int:
         ap.error(f"{args.scenario}: the workload must be a collective, not a step graph")
     kind = args.collective
     first, second = algorithms.AVAILABLE[kind]
-    if args.again is not None and not (args.again / "runs").is_dir():
-        ap.error(f"--again {args.again}: no runs/ folder there; give the results folder of "
-                 "an earlier sitting of this bench")
-    out = args.again or args.results or results_folder("algorithms")
     world, fabric = len(scenario.rank_hosts()), cost_fabric(scenario)
     cells: dict[tuple[int, str, str, str], list[Cell]] = {}
     total = len(sizes) * len(variants) * len(FABRICS) * 2 * len(seeds)

@@ -188,6 +188,32 @@ def add_options(ap: argparse.ArgumentParser, bench: str) -> None:
                     f"(default: results/{bench}-<utc>)")
 
 
+def add_again_options(ap: argparse.ArgumentParser, seeds: str, variants: str) -> None:
+    """The options of a bench that can measure an earlier sitting's runs instead of running
+    them: seeds, variants, the results folder and `--again`."""
+    ap.add_argument("--seeds", default=seeds, help="comma-separated (default: %(default)s)")
+    ap.add_argument("--variants", default=variants,
+                    help="bench/fair.py variants (default: %(default)s)")
+    ap.add_argument("--results", type=Path, default=None, help="results folder")
+    ap.add_argument("--again", type=Path, default=None, metavar="DIR",
+                    help="measure the runs of an earlier sitting of the same options (its "
+                         "results folder) instead of running them")
+
+
+def again_sitting(ap: argparse.ArgumentParser, args: argparse.Namespace,
+                  bench: str) -> tuple[list[int], list[str], Path]:
+    """The seeds, variants and results folder of `add_again_options` (a bad one ends the bench
+    with its usage): `--again`'s folder, `--results`, or results/<bench>-<utc>."""
+    try:
+        seeds, variants = parse_seeds(args.seeds), parse_variants(args.variants)
+    except ValueError as exc:
+        ap.error(str(exc))
+    if args.again is not None and not (args.again / "runs").is_dir():
+        ap.error(f"--again {args.again}: no runs/ folder there; give the results folder of "
+                 "an earlier sitting of this bench")
+    return seeds, variants, args.again or args.results or results_folder(bench)
+
+
 @dataclass(frozen=True)
 class Sitting:
     """What a comparing bench runs, from its options: each seed runs `plan` in order."""

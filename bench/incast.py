@@ -33,7 +33,7 @@ import pandas as pd
 
 from analysis.metrics import cct
 from bench import fair
-from bench.common import ROOT, results_folder, say
+from bench.common import ROOT, say
 from runcontract.meta import MetaError, RunMeta, read_meta
 
 KINDS = ("tcp", "rdma")
@@ -120,25 +120,12 @@ def main() -> int:
     ap.add_argument("--rdma", type=Path,
                     default=ROOT / "scenarios" / "paper" / "incast-rdma-apart.yaml",
                     help="the incast with RDMA senders (a job of flows beside a job 'victim')")
-    ap.add_argument("--seeds", default="1,2,3", help="comma-separated (default: %(default)s)")
-    ap.add_argument("--variants", default="mrc,rocev2",
-                    help="bench/fair.py variants (default: %(default)s)")
-    ap.add_argument("--results", type=Path, default=None, help="results folder")
-    ap.add_argument("--again", type=Path, default=None, metavar="DIR",
-                    help="measure the runs of an earlier sitting of the same options (its "
-                         "results folder) instead of running them")
+    fair.add_again_options(ap, seeds="1,2,3", variants="mrc,rocev2")
     args = ap.parse_args()
-    try:
-        seeds, variants = fair.parse_seeds(args.seeds), fair.parse_variants(args.variants)
-    except ValueError as exc:
-        ap.error(str(exc))
+    seeds, variants, out = fair.again_sitting(ap, args, "incast")
     for file in (args.tcp, args.rdma):
         if not file.is_file():
             ap.error(f"{file}: no such scenario file")
-    if args.again is not None and not (args.again / "runs").is_dir():
-        ap.error(f"--again {args.again}: no runs/ folder there; give the results folder of "
-                 "an earlier sitting of this bench")
-    out = args.again or args.results or results_folder("incast")
     files = {"tcp": args.tcp, "rdma": args.rdma}
     rows: list[Victim] = []
     total, done = len(seeds) * len(variants) * len(KINDS), 0

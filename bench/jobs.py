@@ -28,7 +28,7 @@ from pathlib import Path
 import pandas as pd
 
 from bench import fair
-from bench.common import ROOT, results_folder, say
+from bench.common import ROOT, say
 from bench.scale import delivered_packets
 from runcontract.meta import MetaError, read_meta
 from testbed.emulation.calibration import agents_cpu
@@ -129,29 +129,19 @@ def main() -> int:
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--scenarios", type=Path, default=ROOT / "scenarios" / "jobs",
                     help="a folder of scenarios with jobs, or one such file")
-    ap.add_argument("--seeds", default="1,2,3", help="comma-separated (default: %(default)s)")
-    ap.add_argument("--variants", default="mrc,rocev2",
-                    help="bench/fair.py variants (default: %(default)s)")
-    ap.add_argument("--results", type=Path, default=None, help="results folder")
-    ap.add_argument("--again", type=Path, default=None, metavar="DIR",
-                    help="measure the runs of an earlier sitting of the same options (its "
-                         "results folder) instead of running them")
+    fair.add_again_options(ap, seeds="1,2,3", variants="mrc,rocev2")
     args = ap.parse_args()
+    seeds, variants, out = fair.again_sitting(ap, args, "jobs")
     files = (sorted(args.scenarios.glob("*.yaml")) if args.scenarios.is_dir()
              else [args.scenarios])
+    if not files:
+        ap.error(f"{args.scenarios}: no scenario files there")
     try:
-        seeds, variants = fair.parse_seeds(args.seeds), fair.parse_variants(args.variants)
         for file in files:
             if not load_scenario(file)[0].jobs:
                 ap.error(f"{file}: a scenario without jobs; this bench compares jobs")
     except (ValueError, OSError) as exc:
         ap.error(str(exc))
-    if not files:
-        ap.error(f"{args.scenarios}: no scenario files there")
-    if args.again is not None and not (args.again / "runs").is_dir():
-        ap.error(f"--again {args.again}: no runs/ folder there; give the results folder of "
-                 "an earlier sitting of this bench")
-    out = args.again or args.results or results_folder("jobs")
     cells: list[JobCell] = []
     costs: list[Cost] = []
     total, done = len(files) * len(seeds) * len(variants), 0

@@ -419,9 +419,9 @@ def _dilation_line(scenario: Scenario, iterations: pd.DataFrame) -> str:
     factor = dilation(scenario)
     if factor is None:
         return ""
-    timed = iterations[~iterations["warmup"].astype(bool) & iterations["start"].notna()]
-    records = IterationRecord.of_rows(timed.to_dict("records"))
-    mean = nccl.loop_time(records) if records else float("nan")
+    mean = _mean_time(iterations, len(scenario.rank_hosts()))
+    if mean is None:
+        mean = float("nan")
     return (f"# Time dilation: {factor:,.0f}x (fabric.real_rate "
             f"{format_rate(scenario.fabric.real_rate or 0)} / host links "
             f"{format_rate(scenario.fabric.host_link.rate)}): mean time {mean * 1e6:.0f} us "
@@ -494,8 +494,8 @@ def _jobs(network: Network, results: RunResults, transport: Transport,
         start = 0.0 if solo is None else frame.emulated(solo.start_s)
         return [_Job(None, plan, transport, results, start, solo)]
     out = []
-    for job, view in zip(scenario.jobs, views(scenario), strict=True):
-        t = job.transport or transport
+    for view in views(scenario):
+        t = view.transport_in(transport)
         record = JobRecord(name=view.name, hosts=list(view.hosts), placement=view.placement,
                            start_s=view.start, transport=t)
         mine = RunResults(results.dir / "jobs", view.scenario, results.scenario_text,
@@ -618,15 +618,14 @@ def _collect(network: Network, results: RunResults, tools: _Instruments, jobs: l
         table = _summary(job, d.table, verdict, d.iterations)
         job.results.save()
         job.results.write_text("summary.txt", table + "\n")
-        blocks.append(table if job.name is None else
-                      f"## job {job.name}: {job.record.placement if job.record else ''}, "
+        blocks.append(table if job.name is None or job.record is None else
+                      f"## job {job.name}: {job.record.placement}, "
                       f"{' '.join(job.plan.scenario.rank_hosts())}, {job.transport}\n{table}")
     if jobs[0].name is None:
         return blocks[0]
     for key, value in shared.items():
         setattr(meta, key, value)
-    meta.gave_up = [g for j in jobs for g in j.results.meta.gave_up]
-    meta.jobs = [j.record for j in jobs if j.record is not None]
+    meta.gave_up = [g for j in jobs for g in j.results.meta.gave_up]  # meta.jobs: _jobs's
     write_fidelity_tables(results.dir, tools.monitor)
     table = "\n".join(blocks)
     results.save()

@@ -367,8 +367,8 @@ def parts(scenario: Scenario, transport: Transport, out: Path) -> list[Part]:
     if not scenario.jobs:
         return [Part(scenario, transport, out)]
     frame = Frame.of(scenario)
-    return [Part(v.scenario, job.transport or transport, out / v.name, frame.emulated(v.start))
-            for job, v in zip(scenario.jobs, views(scenario), strict=True)]
+    return [Part(v.scenario, v.transport_in(transport), out / v.name, frame.emulated(v.start))
+            for v in views(scenario)]
 
 
 def run_agents(network: Network, scenario: Scenario, transport: Transport, out: Path,

@@ -131,9 +131,9 @@ def estimate(scenario: Scenario) -> WallTime:
         if not scenario.jobs:
             runs.append((_transport(scenario, t, frame),))
             continue
-        together = tuple(_transport(v.scenario, job.transport or t, frame,
-                                    f"{job.transport or t} job {v.name}", frame.emulated(v.start))
-                         for job, v in zip(scenario.jobs, views(scenario), strict=True))
+        together = tuple(_transport(v.scenario, v.transport_in(t), frame,
+                                    f"{v.transport_in(t)} job {v.name}", frame.emulated(v.start))
+                         for v in views(scenario))
         runs += [together, *((x,) for x in together)]  # then each alone: its control
     return WallTime(
         frame.dilation, tuple(runs),

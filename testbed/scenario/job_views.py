@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from testbed.scenario.schema import Scenario
+from testbed.scenario.schema import Scenario, Transport
 from testbed.scenario.units import format_size, format_time
 
 
@@ -24,6 +24,11 @@ class JobView:
     hosts: tuple[str, ...]
     start: float  # s after the common start, in the scenario's frame
     placement: str  # how its hosts were chosen, for the summary and meta.json
+    transport: Transport | None  # the job's own, in every run; None: the run's
+
+    def transport_in(self, run: Transport) -> Transport:
+        """The transport this job's QPs run in a run of `run`."""
+        return self.transport or run
 
 
 def views(scenario: Scenario) -> list[JobView]:
@@ -36,21 +41,21 @@ def views(scenario: Scenario) -> list[JobView]:
             "transport": [job.transport] if job.transport else scenario.transport})
         how = (f"{job.placement.rule} ({job.placement.count} hosts)" if job.placement
                else "hosts as listed")
-        out.append(JobView(job.name, view, tuple(hosts), job.start, how))
+        out.append(JobView(job.name, view, tuple(hosts), job.start, how, job.transport))
     return out
 
 
 def lines(scenario: Scenario) -> list[str]:
     """A line per job: its hosts and how they were chosen, its workload, its start."""
     out = []
-    for job, view in zip(scenario.jobs, views(scenario), strict=True):
+    for view in views(scenario):
         w = view.scenario.workload
         what = ("training step" if w.training is not None else "Chakra trace" if w.chakra
                 else f"RDMA flows ({w.flows.pattern}, {w.flows.messages} writes of "
                      f"{format_size(w.flows.message)} a flow)" if w.flows
                 else f"{w.collective} of {format_size(w.size)}")
         start = f", starts at {format_time(view.start)}" if view.start else ""
-        over = f", always over {job.transport}" if job.transport else ""
+        over = f", always over {view.transport}" if view.transport else ""
         out.append(f"job {view.name}: {view.placement}: {' '.join(view.hosts)}; {what} x "
                    f"{w.iterations}{start}{over}")
     return out

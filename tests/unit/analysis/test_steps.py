@@ -232,16 +232,20 @@ def test_summary_table_gives_each_fault_run_its_slowdown_against_the_control(tmp
     assert "#   fault: against its healthy control control" in text
 
 
-def test_the_summary_of_step_runs_is_the_step_table(tmp_path):
+def _step_view(folder: Path, label: str) -> SimpleNamespace:
+    """A step run of 2 ranks as the summary reads it."""
     steps = pd.DataFrame([row(0, "compute", 0, 1), row(1, "compute", 0, 2)]).assign(
         host=["h0", "h1"])
     run = SimpleNamespace(steps=steps, tables={"steps": steps}, world=2, meta=run_meta(),
-                          dir=tmp_path, transport="mrc", scenario={"name": "s"},
+                          dir=folder, transport="mrc", scenario={"name": "s"},
                           messages=pd.DataFrame(), events=pd.DataFrame(),
                           facts=SimpleNamespace(scenario="s", ctrl_deps_dropped=None,
                                                 algorithm=None))
-    view = SimpleNamespace(label="mrc", run=run, recoveries=pd.DataFrame())
-    text = summary.text([view])
+    return SimpleNamespace(label=label, run=run, recoveries=pd.DataFrame())
+
+
+def test_the_summary_of_step_runs_is_the_step_table(tmp_path):
+    text = summary.text([_step_view(tmp_path, "mrc")])
     assert text.startswith("# training step on 2 ranks (s), timed iterations\n")
     assert "step time p50" in text and "fidelity mrc: not judged" in text
 
@@ -270,14 +274,6 @@ def test_a_summary_of_collective_and_step_runs_has_each_table(tmp_path):
     from tests.unit.made_runs import made_run
 
     collective = views_of([load_run(made_run(tmp_path / "c"))])[0]
-    steps = pd.DataFrame([row(0, "compute", 0, 1), row(1, "compute", 0, 2)]).assign(
-        host=["h0", "h1"])
-    run = SimpleNamespace(steps=steps, tables={"steps": steps}, world=2, meta=run_meta(),
-                          dir=tmp_path, transport="mrc", scenario={"name": "s"},
-                          messages=pd.DataFrame(), events=pd.DataFrame(),
-                          facts=SimpleNamespace(scenario="s", ctrl_deps_dropped=None,
-                                                algorithm=None))
-    step = SimpleNamespace(label="incast mrc", run=run, recoveries=pd.DataFrame())
-    text = summary.text([collective, step])
+    text = summary.text([collective, _step_view(tmp_path, "incast mrc")])
     assert text.startswith("# all_reduce of 1024 B on 4 ranks (o)\n")
     assert "# training step on 2 ranks (s), timed iterations\n" in text
