@@ -52,6 +52,14 @@ VARIANTS = {
     "mrc-condemn-ev16": Variant("mrc", overrides=(("mrc", "untrimmed_loss", "condemn"),
                                                   ("mrc", "evs_per_path", 16)),
                                 suffix="-condemn-ev16"),
+    # MRC spraying on its EVs alike whatever the fabric marks or trims: no EV skipped after a
+    # mark, a trim or a loss congestion explains (mrc.congestion_holdoff and mrc.hot_rtts 0,
+    # mrc.hot_ratio at its largest), to measure what that steering is worth; EV health on
+    # losses congestion does not explain stays
+    "mrc-unsteered": Variant("mrc", overrides=(("mrc", "congestion_holdoff", "0s"),
+                                               ("mrc", "hot_ratio", 100),
+                                               ("mrc", "hot_rtts", 0)),
+                             suffix="-unsteered"),
 }
 DEFAULT_VARIANTS = ("mrc", "rocev2", "rocev2-lossless")
 FAITHFUL = "faithful"

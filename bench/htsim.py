@@ -30,6 +30,7 @@ import numpy as np
 
 from analysis.load import RunError, load_run
 from analysis.metrics import cct
+from analysis.steps import iteration_times
 from bench import fair
 from bench.common import ROOT
 from bench.htsim_files import Flow, HtsimError, Inputs, arrival_cct_us, ideal_cct, inputs
@@ -41,7 +42,12 @@ SIM = Path("htsim") / "sim"
 BINARIES = ("htsim_uec", "htsim_roce")
 HTSIM_TIMEOUT = 300.0  # s of wall time for one htsim run
 END_IDEALS = 50  # htsim's simulated end: this many ideal CCTs (its DCQCN timers never stop)
-COUNTERPART = {"mrc": "htsim_uec", "rocev2": "htsim_roce", "rocev2-lossless": "htsim_roce"}
+
+
+def counterpart(variant: str) -> str:
+    """The htsim binary a testbed variant is matched with: htsim_uec for MRC's, htsim_roce
+    for RoCEv2's."""
+    return "htsim_uec" if fair.VARIANTS[variant].transport == "mrc" else "htsim_roce"
 
 
 def binaries(checkout: Path) -> dict[str, Path]:
@@ -139,7 +145,7 @@ def htsim_measure(pairs: list[tuple[Flow, Completion]], inp: Inputs, ideal_s: fl
     p50, p99 = np.percentile(fct, [50, 99])
     ideal_us = ideal_s * 1e6
     arrival = None
-    if any(f.after is not None for f, _ in pairs):
+    if inp.at_arrival and any(f.after is not None for f, _ in pairs):
         ends = {f.id: c.end_us for f, c in pairs}
         arrival = arrival_cct_us([f for f, _ in pairs], ends, inp.return_us) / ideal_us
     return Measure(max(c.end_us for _, c in pairs) / ideal_us, float(p50), float(p99),
@@ -147,18 +153,26 @@ def htsim_measure(pairs: list[tuple[Flow, Completion]], inp: Inputs, ideal_s: fl
 
 
 def testbed_measure(run_dir: Path, ideal_s: float, rate: float) -> Measure:
-    """Ratios from a testbed run: the median timed iteration's CCT, and each write of a timed
-    iteration from posted to acknowledged over its bytes at the host link's `rate`."""
+    """Ratios from a testbed run: the median timed iteration's CCT (a flows workload's:
+    its first write's start to its last one's end), and each write of a timed iteration from
+    posted to acknowledged over its bytes at the host link's `rate`."""
     run = load_run(run_dir)
     if run.meta.status != "complete":
         raise RunError(f"the run {run.meta.status}")
-    timed = cct(run.tables["iterations"], run.t0)
-    timed = timed[~timed["warmup"]]
-    m = run.tables["messages"]
-    m = m[m["iteration"].isin(timed.index) & (m["size"] > 0)]
-    fct = (m["end"] - m["start"]) / (m["size"] * 8 / rate)
-    p50, p99 = np.percentile(fct.to_numpy(), [50, 99])
-    return Measure(float(timed["cct"].median()) / ideal_s, float(p50), float(p99),
+    steps = run.tables["steps"]
+    if not steps.empty:
+        times = iteration_times(steps)
+        times = times[~times["warmup"]]
+        sends = steps[(steps["kind"] == "send") & ~steps["warmup"]]
+        took, size, median = sends["end"] - sends["start"], sends["bytes"], times["time"]
+    else:
+        timed = cct(run.tables["iterations"], run.t0)
+        timed = timed[~timed["warmup"]]
+        m = run.tables["messages"]
+        m = m[m["iteration"].isin(timed.index) & (m["size"] > 0)]
+        took, size, median = m["end"] - m["start"], m["size"], timed["cct"]
+    p50, p99 = np.percentile((took / (size * 8 / rate)).to_numpy(), [50, 99])
+    return Measure(float(median.median()) / ideal_s, float(p50), float(p99),
                    run.meta.verdict or "-")
 
 
@@ -183,7 +197,7 @@ def scenario_rows(file: Path, sit: fair.Sitting, bins: dict[str, Path],
     sc, _ = load(file)
     inp = inputs(sc, dcqcn=dcqcn)
     notes += [f"{file.stem}: {n}" for n in inp.notes]
-    variants = [v for v in sit.variants if inp.roce is not None or v == "mrc"]
+    variants = [v for v in sit.variants if inp.roce is not None or counterpart(v) == "htsim_uec"]
     ideal = ideal_cct(inp.flows, inp.host_rate)
     end_us = str(max(1000, round(END_IDEALS * ideal / inp.dilation * 1e6)))
     sim: dict[str, list[Measure]] = {b: [] for b in BINARIES}
@@ -228,7 +242,7 @@ def scenario_rows(file: Path, sit: fair.Sitting, bins: dict[str, Path],
                 missing.append([file.stem, variant, seed, f"{m.fidelity}: not a result"])
     rows: list[list[object]] = []
     for variant in variants:
-        h, t = sim[COUNTERPART[variant]], bed[variant]
+        h, t = sim[counterpart(variant)], bed[variant]
         arrival = [m.cct_arrival for m in h if m.cct_arrival is not None]
         for metric, label in (("cct", "CCT"), ("arrival", "CCT, htsim at arrival"),
                               ("p50", "flow p50"), ("p99", "flow p99")):
@@ -236,7 +250,7 @@ def scenario_rows(file: Path, sit: fair.Sitting, bins: dict[str, Path],
                 continue
             hv = arrival if metric == "arrival" else [getattr(m, metric) for m in h]
             tv = [getattr(m, "cct" if metric == "arrival" else metric) for m in t]
-            rows.append([file.stem, variant, COUNTERPART[variant], label,
+            rows.append([file.stem, variant, counterpart(variant), label,
                          spread_text(hv), spread_text(tv), ratio_text(tv, hv),
                          f"{len(h)}+{len(t)} of {len(sit.seeds)}"])
     return rows

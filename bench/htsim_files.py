@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 
 from hostagent.protocol.wire import HEADER_SIZE
 from hostagent.workloads.collectives import block_bounds
+from hostagent.workloads.flows import Pattern, pairs_of
 from testbed.scenario.schema import Scenario
 
 DILATION = 1000  # Mbit/s in the scenario read as Gbit/s in htsim
@@ -102,6 +103,19 @@ def incast(senders: list[int], dst: int, size: int) -> list[Flow]:
     return [Flow(i + 1, s, dst, size) for i, s in enumerate(senders)]
 
 
+def write_flows(pattern: Pattern, nodes: list[int], message: int, messages: int) -> list[Flow]:
+    """A flows workload (hostagent/workloads/flows.py) over `nodes` (rank order): each flow's
+    `messages` writes of `message` bytes, one after another, each starting when the one
+    before it is acknowledged. The testbed's next write waits for its receiver's
+    clear-to-send, sent when the write before it arrived: the same one return later."""
+    flows: list[Flow] = []
+    for src, dst in pairs_of(pattern, len(nodes)):
+        for k in range(messages):
+            flows.append(Flow(len(flows) + 1, nodes[src], nodes[dst], message,
+                              None if k == 0 else len(flows)))
+    return flows
+
+
 def matrix(nodes: int, flows: list[Flow]) -> str:
     """htsim's connection matrix: `Nodes`, `Connections`, `Triggers`, a line per flow
     (`src->dst id I start 0 size B` or `... trigger T ...`, and `send_done_trigger T` on the
@@ -170,6 +184,9 @@ class Inputs:
     notes: list[str] = field(default_factory=list)
     hop_us: float = 0.0  # one link's latency in htsim's frame
     per_leaf: int = 1  # hosts per leaf: hosts n and m share a leaf when n // per_leaf does
+    # the testbed starts a chained flow when its predecessor's last byte arrives (a ring's
+    # step), not when it is acknowledged (a write after a clear-to-send)
+    at_arrival: bool = True
 
     def return_us(self, flow: Flow) -> float:
         """Microseconds (htsim's frame) from the last byte reaching a flow's receiver to its
@@ -207,12 +224,16 @@ def failed_spines(sc: Scenario) -> int:
 
 
 def workload_flows(sc: Scenario) -> list[Flow]:
-    """The scenario's collective (one iteration) as flows between host indexes."""
+    """The scenario's workload (one iteration) as flows between host indexes: its collective
+    or its write flows."""
     index = {sc.naming.host_name(i): i for i in range(sc.fabric.host_count)}
     nodes = [index[h] for h in sc.rank_hosts()]
     w = sc.workload
+    if w.flows is not None:
+        return write_flows(w.flows.pattern, nodes, w.flows.message, w.flows.messages)
     if w.steps:
-        raise HtsimError("workload.training / chakra: htsim takes flows; give a collective")
+        raise HtsimError("workload.training / chakra: htsim takes flows; give a collective "
+                         "or workload.flows")
     if w.collective == "all_to_all":
         return all_to_all(nodes, w.size)
     return ring(w.collective, nodes, w.size)
@@ -232,6 +253,8 @@ def inputs(sc: Scenario, uec_paths: int = 64, lb: str = "bitmap",
         raise HtsimError("htsim fills every leaf: set hosts to leaves_per_plane x hosts_per_leaf")
     if sc.background:
         raise HtsimError("background flows: htsim runs none beside the flows it is given")
+    if sc.jobs:
+        raise HtsimError("jobs: htsim runs one workload; give it as workload")
     failed = failed_spines(sc)
     host, fab = f.host_link, f.fabric_link
     if host.buffer != fab.buffer:
@@ -277,7 +300,7 @@ def inputs(sc: Scenario, uec_paths: int = 64, lb: str = "bitmap",
     roce = ([*common, *shape, "-strat", "ecmp_host", "-paths", "1",
              *(["-dcqcn", str(low)] if dcqcn else [])] if auto else None)
     return Inputs(f.host_count, flows, d, host.rate, topo_file, uec, roce, notes, hop_us,
-                  f.hosts_per_leaf)
+                  f.hosts_per_leaf, sc.workload.flows is None)
 
 
 def topology_file(sc: Scenario, dilation: float, hop_us: float) -> str:

@@ -252,3 +252,48 @@ def test_completions_are_matched_to_their_flows_by_pair_in_order():
     assert m.cct == pytest.approx(2.0)
     # a last-step flow's chain crosses 6 flows, alternating 2 and 4 us returns: 18 us back
     assert m.cct_arrival == pytest.approx((60.0 - 18.0) / 30.0)
+
+
+FLOWS = REAL.format(leaves=4, spines=2, hpl=2).replace(
+    "workload: {collective: all_reduce, size: 1MiB}",
+    "workload: {flows: {pattern: incast, message: 64KiB, messages: 3}}")
+
+
+def test_an_incast_of_write_flows_chains_each_senders_writes():
+    """7 senders to h0, 3 writes of 64 KiB each: 21 flows, each sender's writes one after
+    another (a write starts when the one before it is acknowledged), the first at once."""
+    inp = inputs(parse(FLOWS, "t"))
+    nodes, flows, triggers = read_matrix(inp.matrix)
+    assert nodes == 8 and len(flows) == 21 and len(triggers) == 14
+    assert {f["dst"] for f in flows.values()} == {0}
+    assert all(f["size"] == 64 * 1024 for f in flows.values())
+    fired_by = {f["send_done_trigger"]: f for f in flows.values() if "send_done_trigger" in f}
+    for src in range(1, 8):
+        mine = [f for f in flows.values() if f["src"] == src]
+        assert [("start" in f) for f in mine] == [True, False, False]
+        for f in mine[1:]:  # each waits for its own sender's write before it
+            assert fired_by[f["trigger"]]["src"] == src
+    assert ideal_cct(inp.flows, 25e6) == pytest.approx(21 * 64 * 1024 * 8 / 25e6)
+
+
+def test_write_flows_start_on_acknowledgement_so_no_arrival_cct():
+    """The testbed's next write waits for a clear-to-send, as htsim's trigger waits for the
+    acknowledgement: htsim's own CCT is the match, with no arrival estimate."""
+    from bench.htsim import htsim_measure, matched
+    from bench.htsim_output import Completion
+    inp = inputs(parse(FLOWS, "t"))
+    assert not inp.at_arrival and inputs(parse(REAL.format(leaves=4, spines=2, hpl=2),
+                                               "t")).at_arrival
+    done = [Completion(f"Uec_{f.src}_{f.dst}", 10.0 * k, 10.0 * (k + 1))
+            for k, f in enumerate(inp.flows)]
+    m = htsim_measure(matched(inp, "Uec", done), inp, ideal_s=100e-6, rate=100e9)
+    assert m.cct_arrival is None and m.cct == pytest.approx(2.1)
+
+
+def test_a_run_of_jobs_is_refused_for_htsim():
+    text = FLOWS.replace("workload: {flows: {pattern: incast, message: 64KiB, messages: 3}}", """
+jobs:
+  - {name: a, hosts: [h0, h1, h2, h3], workload: {collective: all_reduce, size: 1MiB}}
+  - {name: b, hosts: [h4, h5, h6, h7], workload: {collective: all_reduce, size: 1MiB}}""")
+    with pytest.raises(HtsimError, match="jobs"):
+        inputs(parse(text, "t"))
