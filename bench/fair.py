@@ -34,7 +34,7 @@ class Variant:
 
     transport: str
     lossless: bool = False
-    overrides: tuple[tuple[str, str, str | int], ...] = ()  # (section, key, value)
+    overrides: tuple[tuple[str, str, str | int | bool], ...] = ()  # (section, key, value)
     suffix: str = ""
 
 
@@ -42,6 +42,10 @@ VARIANTS = {
     "mrc": Variant("mrc"),
     "rocev2": Variant("rocev2"),
     "rocev2-lossless": Variant("rocev2", lossless=True, suffix="-lossless"),
+    # lossless and no ECN marks, so DCQCN never cuts: line rate under PFC alone, the RoCE
+    # model htsim_roce runs by default (bench/htsim.py)
+    "rocev2-lossless-noecn": Variant("rocev2", lossless=True, overrides=(("switch", "ecn", False),),
+                                     suffix="-lossless-noecn"),
     # MRC condemning the EV of every loss that was not trimmed, as the MRC paper describes
     # its NICs (mrc.untrimmed_loss): a stated variant, run when asked for
     "mrc-condemn": Variant("mrc", overrides=(("mrc", "untrimmed_loss", "condemn"),),

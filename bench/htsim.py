@@ -27,10 +27,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 
 from analysis.load import RunError, load_run
 from analysis.metrics import cct
-from analysis.steps import iteration_times
 from bench import fair
 from bench.common import ROOT
 from bench.htsim_files import Flow, HtsimError, Inputs, arrival_cct_us, ideal_cct, inputs
@@ -152,27 +152,33 @@ def htsim_measure(pairs: list[tuple[Flow, Completion]], inp: Inputs, ideal_s: fl
                    cct_arrival=arrival)
 
 
+def receivers_spans(iterations: pd.DataFrame, messages: pd.DataFrame) -> pd.Series:
+    """Seconds of each timed iteration of a flows workload at its receivers (the ranks its
+    writes go to): their first start to their last end, by iteration."""
+    it = iterations[iterations["rank"].isin(messages["peer"].unique()) & ~iterations["warmup"]]
+    spans = it.groupby("iteration").agg(start=("start", "min"), end=("end", "max"))
+    return spans["end"] - spans["start"]
+
+
 def testbed_measure(run_dir: Path, ideal_s: float, rate: float) -> Measure:
-    """Ratios from a testbed run: the median timed iteration's CCT (a flows workload's:
-    its first write's start to its last one's end), and each write of a timed iteration from
-    posted to acknowledged over its bytes at the host link's `rate`."""
+    """Ratios from a testbed run: the median timed iteration's CCT, and each write of a timed
+    iteration from posted to acknowledged over its bytes at the host link's `rate`. A flows
+    workload's CCT is its receivers' span of the iteration, from their first clear-to-sends to
+    the last byte, as htsim's flows all start at 0: its senders' iterations overlap (a sender
+    done early posts its next write, which waits for the receiver)."""
     run = load_run(run_dir)
     if run.meta.status != "complete":
         raise RunError(f"the run {run.meta.status}")
-    steps = run.tables["steps"]
-    if not steps.empty:
-        times = iteration_times(steps)
-        times = times[~times["warmup"]]
-        sends = steps[(steps["kind"] == "send") & ~steps["warmup"]]
-        took, size, median = sends["end"] - sends["start"], sends["bytes"], times["time"]
-    else:
+    m = run.tables["messages"]
+    if run.steps.empty:
         timed = cct(run.tables["iterations"], run.t0)
-        timed = timed[~timed["warmup"]]
-        m = run.tables["messages"]
-        m = m[m["iteration"].isin(timed.index) & (m["size"] > 0)]
-        took, size, median = m["end"] - m["start"], m["size"], timed["cct"]
-    p50, p99 = np.percentile((took / (size * 8 / rate)).to_numpy(), [50, 99])
-    return Measure(float(median.median()) / ideal_s, float(p50), float(p99),
+        times = timed.loc[~timed["warmup"], "cct"]
+    else:
+        times = receivers_spans(run.tables["iterations"], m)
+    m = m[m["iteration"].isin(times.index) & (m["size"] > 0)]
+    fct = (m["end"] - m["start"]) / (m["size"] * 8 / rate)
+    p50, p99 = np.percentile(fct.to_numpy(), [50, 99])
+    return Measure(float(times.median()) / ideal_s, float(p50), float(p99),
                    run.meta.verdict or "-")
 
 

@@ -195,7 +195,7 @@ def collect(out: Path, results_dir: Path, outcomes: list[AgentOutcome], plan: Fa
                         "flows" if flows is not None else "training step")
              if scenario.workload.steps else summary_table(records, plan, transport, link_rows))
     if flows is not None:
-        table += flow_lines(rows.steps, scenario, transport)
+        table += flow_lines(rows.messages, scenario, transport)
     return Collected(table, frames["iterations"], frames["qps"])
 
 

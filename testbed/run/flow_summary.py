@@ -1,5 +1,7 @@
 """The summary of a flows workload (pure): each flow's goodput and its writes' completion
-times, from the step table's rows (a write is a send node: its start to its end)."""
+times, from the message table's rows (a write from posted to acknowledged). A send node's own
+span is not a write's completion: it starts before its receiver's clear-to-send, so the first
+write of an iteration would count the wait for the slowest flow of the one before."""
 from __future__ import annotations
 
 from typing import Any
@@ -13,13 +15,13 @@ def _quantile(values: list[float], q: float) -> float:
     return values[min(len(values) - 1, int(q * len(values)))]
 
 
-def flow_lines(steps: list[dict[str, Any]], scenario: Scenario, transport: str) -> str:
+def flow_lines(messages: list[dict[str, Any]], scenario: Scenario, transport: str) -> str:
     """A line per flow over the timed iterations, then the flows together against what the
     receivers' ports carry (the planes the transport uses x the host link's rate)."""
     hosts = scenario.rank_hosts()
     sends: dict[tuple[int, int], list[dict[str, Any]]] = {}
-    for row in steps:
-        if row["kind"] == "send" and not row["warmup"] and row["end"] is not None:
+    for row in messages:
+        if not row["warmup"] and row["end"] is not None:
             sends.setdefault((row["rank"], row["peer"]), []).append(row)
     if not sends:
         return "# Flows                : no timed write completed\n"
@@ -27,13 +29,13 @@ def flow_lines(steps: list[dict[str, Any]], scenario: Scenario, transport: str) 
     lines, first, last, total = [], [], [], 0
     for (src, dst), rows in sorted(sends.items()):
         start, end = min(r["start"] for r in rows), max(r["end"] for r in rows)
-        bits = 8 * sum(r["bytes"] for r in rows)
+        bits = 8 * sum(r["size"] for r in rows)
         fct = sorted(r["end"] - r["start"] for r in rows)
         first.append(start)
         last.append(end)
         total += bits
         lines.append(f"# flow {hosts[src]} -> {hosts[dst]}: {len(rows)} writes of "
-                     f"{format_size(rows[0]['bytes'])}, goodput {bits / (end - start) / 1e6:.3g} "
+                     f"{format_size(rows[0]['size'])}, goodput {bits / (end - start) / 1e6:.3g} "
                      f"Mbit/s, write completion p50 {_quantile(fct, 0.5) * 1e3:.1f} ms, p99 "
                      f"{_quantile(fct, 0.99) * 1e3:.1f} ms (n={len(fct)})")
     receivers = len({dst for _, dst in sends})

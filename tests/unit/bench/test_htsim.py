@@ -297,3 +297,20 @@ jobs:
   - {name: b, hosts: [h4, h5, h6, h7], workload: {collective: all_reduce, size: 1MiB}}""")
     with pytest.raises(HtsimError, match="jobs"):
         inputs(parse(text, "t"))
+
+
+def test_a_flows_iteration_is_timed_at_its_receiver():
+    """Rank 0 receives; rank 1, done early, starts iteration 1 at 2.1 s and waits for the
+    receiver, which starts it at 2.7 s and ends it at 5.2 s: 2.5 s, not the 3.1 s from the
+    earliest sender's start. Warm-up iteration 0 is left out."""
+    import pandas as pd
+
+    from bench.htsim import receivers_spans
+    it = pd.DataFrame([
+        {"rank": 0, "iteration": 0, "warmup": True, "start": 0.0, "end": 2.7},
+        {"rank": 1, "iteration": 0, "warmup": True, "start": 0.0, "end": 2.1},
+        {"rank": 0, "iteration": 1, "warmup": False, "start": 2.7, "end": 5.2},
+        {"rank": 1, "iteration": 1, "warmup": False, "start": 2.1, "end": 5.1},
+    ])
+    messages = pd.DataFrame([{"rank": 1, "peer": 0}])
+    assert receivers_spans(it, messages).to_dict() == {1: pytest.approx(2.5)}
