@@ -28,6 +28,7 @@ from pathlib import Path
 from bench import fair
 from bench.common import ROOT, say
 from bench.jobs import agents
+from runcontract.meta import MetaError, read_meta
 from testbed.errors import ScenarioError
 from testbed.scenario import load
 
@@ -67,9 +68,12 @@ def cost(run: Path | None) -> tuple[float, float, str]:
     """A run's agents' CPU seconds, delivered data packets and verdict ("" when none)."""
     if run is None or not (run / "qps.parquet").exists():
         return 0.0, 0.0, ""
-    meta = json.loads((run / "meta.json").read_text())
+    try:
+        verdict = read_meta(run).verdict or ""
+    except MetaError:
+        return 0.0, 0.0, ""
     cpu, packets = agents(run)
-    return cpu, packets, str(meta.get("verdict") or "")
+    return cpu, packets, verdict
 
 
 def main() -> int:
