@@ -22,10 +22,11 @@ import numpy as np
 import pytest
 
 from hostagent import compiled
+from hostagent.protocol import wire
 from hostagent.protocol.evs import EVPolicy, EVSet, EVState
 from hostagent.protocol.mrc import MrcQP
 from hostagent.protocol.nic import Nic
-from hostagent.protocol.qp import QPConfig
+from hostagent.protocol.qp import PACKET_OVERHEAD, QPConfig
 from hostagent.runtime import driver
 from hostagent.workloads.collectives import Communicator
 
@@ -154,6 +155,108 @@ class _ScriptedQP:
         if self._deadlines and now >= self._deadlines[0]:
             self.fired.append(now)
             self._deadlines.pop(0)
+
+
+class _BacklogQP:
+    """A QP with `left` full packets to send and a window that allows them all: it sends what
+    the NIC budget takes and counts what it sent."""
+
+    def __init__(self, qpn: int, left: int) -> None:
+        self.qpn, self.failed, self.nic_blocked = qpn, None, False
+        self.cfg = CFG
+        self.events: list[object] = []
+        self.left, self.sent = left, 0
+
+    def _datagram(self) -> bytes:
+        return wire.data_datagram(0, 0, CFG.mss, 1, self.sent, 0, 0, wire.NO_PSN, 0,
+                                  bytes(CFG.mss))
+
+    def poll_transmit(self, now: float, budget: float | None = None) -> list[tuple[int, bytes]]:
+        room = float("inf") if budget is None else budget
+        out = []
+        self.nic_blocked = False
+        while self.left:
+            if CFG.mss + PACKET_OVERHEAD > room:
+                self.nic_blocked = True
+                break
+            room -= CFG.mss + PACKET_OVERHEAD
+            out.append((0, self._datagram()))
+            self.left -= 1
+            self.sent += 1
+        return out
+
+    def receive(self, datagram: bytes, now: float, ecn: bool = False) -> None:
+        """Nothing arrives for it."""
+
+    def next_deadline(self) -> float | None:
+        return None
+
+    def on_timer(self, now: float) -> None:
+        """No timers."""
+
+
+PACKET = CFG.mss + PACKET_OVERHEAD  # a full packet's line bytes
+
+
+def _nic_host(qps: list[_BacklogQP], packets: int):
+    """A Driver over `qps` (one destination each), its one NIC port holding `packets` full
+    packets; the Driver and the sockets to close."""
+    listen, sock = _listen(), socket.socket(socket.AF_INET6, socket.SOCK_DGRAM)
+    nic = Nic(1, 1_000_000, packets * PACKET)
+    drv = driver.Driver(0, 2, listen, {1: [(qp, driver.Route(sock, {0: ("::1", 9)}, {0: 0}))
+                                           for qp in qps]}, nic=nic)
+    return drv, nic, (listen, sock)
+
+
+def _drain(nic: Nic, drv: driver.Driver) -> None:
+    """The port's line sent all it held (the test does not wait for it)."""
+    port = nic.ports[0]
+    port.backlog, port._t = 0.0, drv.loop.time()
+
+
+@_on_the_sources
+def test_a_qp_kicked_while_others_wait_for_nic_room_waits_behind_them():
+    """Three QPs wait for room in a full port; the port drains, and a fourth QP is kicked (an
+    ACK opened its window) before the wake: it queues behind the three, and the wake gives
+    the four packets of room one packet to each in turn, as a NIC's round robin among its
+    QPs does. Taking the whole room for the one kicked first sent its destination a burst
+    and starved the others."""
+    async def main() -> list[int]:
+        qps = [_BacklogQP(qpn, 100) for qpn in range(4)]
+        drv, nic, socks = _nic_host(qps, 4)
+        try:
+            nic.sent(0, 4 * PACKET, drv.loop.time())  # full
+            for qp in qps[:3]:
+                drv._kick(qp)
+            _drain(nic, drv)
+            drv._kick(qps[3])
+            drv._on_nic_room()
+        finally:
+            drv.close()
+            for s in socks:
+                s.close()
+        return [qp.sent for qp in qps]
+    assert asyncio.run(main()) == [1, 1, 1, 1]
+
+
+@_on_the_sources
+def test_each_turn_at_the_nic_is_one_packet():
+    """Two QPs kicked one after the other into an empty port of five packets: the first
+    sends one packet and queues for more, the second queues behind it, and the wake gives
+    the rest a packet each in turn: three and two, not five to the first."""
+    async def main() -> list[int]:
+        qps = [_BacklogQP(qpn, 100) for qpn in range(2)]
+        drv, _, socks = _nic_host(qps, 5)
+        try:
+            for qp in qps:
+                drv._kick(qp)
+            drv._on_nic_room()
+        finally:
+            drv.close()
+            for s in socks:
+                s.close()
+        return [qp.sent for qp in qps]
+    assert asyncio.run(main()) == [3, 2]
 
 
 def test_a_slow_nic_paces_writes_and_waits_on_the_process_timer():
