@@ -33,7 +33,7 @@ from analysis.load import RunError, load_run
 from analysis.metrics import cct
 from bench import fair
 from bench.common import ROOT
-from bench.htsim_files import Flow, HtsimError, Inputs, arrival_cct_us, ideal_cct, inputs
+from bench.htsim_files import Flow, Inputs, arrival_cct_us, ideal_cct, inputs
 from bench.htsim_output import Completion, completions, event
 from testbed.errors import ScenarioError
 from testbed.scenario import load
@@ -204,6 +204,8 @@ def scenario_rows(file: Path, sit: fair.Sitting, bins: dict[str, Path],
     inp = inputs(sc, dcqcn=dcqcn)
     notes += [f"{file.stem}: {n}" for n in inp.notes]
     variants = [v for v in sit.variants if inp.roce is not None or counterpart(v) == "htsim_uec"]
+    for variant in variants:  # a variant whose run name is too long fails here, before any run
+        fair.variant_text(file.read_text(), variant, sit.seeds[0])
     ideal = ideal_cct(inp.flows, inp.host_rate)
     end_us = str(max(1000, round(END_IDEALS * ideal / inp.dilation * 1e6)))
     sim: dict[str, list[Measure]] = {b: [] for b in BINARIES}
@@ -288,7 +290,7 @@ def main() -> int:
         try:
             rows += scenario_rows(file, sit, bins, notes, missing, args.roce_dcqcn,
                                   not args.htsim_only)
-        except (HtsimError, ScenarioError) as exc:
+        except (ScenarioError, ValueError) as exc:  # HtsimError is a ValueError
             missing.append([file.stem, "-", "-", str(exc)])
     print(top + f"- uet-htsim: {commit(args.htsim)}\n" + sit.lines())
     print(fair.table(["scenario", "variant", "htsim", "ratio to ideal", "htsim min/med/max",

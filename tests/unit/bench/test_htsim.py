@@ -314,3 +314,18 @@ def test_a_flows_iteration_is_timed_at_its_receiver():
     ])
     messages = pd.DataFrame([{"rank": 1, "peer": 0}])
     assert receivers_spans(it, messages).to_dict() == {1: pytest.approx(2.5)}
+
+
+def test_a_variant_that_cannot_be_named_stops_the_scenario_before_any_run(tmp_path):
+    """A scenario name too long for a variant's run name is the scenario's error row, raised
+    before htsim or the testbed runs anything (no binaries are given: none may be called)."""
+    from bench import fair
+    from bench.htsim import scenario_rows
+    file = tmp_path / "long.yaml"
+    file.write_text(REAL.format(leaves=4, spines=2, hpl=2).replace("name: t",
+                                                                    "name: " + "x" * 30))
+    sit = fair.Sitting([1], ["mrc", "rocev2-lossless-noecn"], [fair.THIS],
+                       [("mrc", fair.THIS), ("rocev2-lossless-noecn", fair.THIS)], tmp_path)
+    with pytest.raises(ValueError, match="longer than"):
+        scenario_rows(file, sit, {}, [], [], dcqcn=False)
+    assert not (tmp_path / "long").exists()
