@@ -6,7 +6,10 @@ and its flows' completion times p50 / p99, each as a ratio to the ideal, min / m
 over the seeds, and the ratio of the medians, testbed over htsim. For chained flows (a ring)
 a row `CCT, htsim at arrival` gives htsim's CCT had each step started when its predecessor's
 last byte arrived, as the testbed's ring does, rather than when its sender had it all
-acknowledged, as htsim's triggers do (htsim_files.arrival_cct_us).
+acknowledged, as htsim's triggers do (htsim_files.arrival_cct_us). A row `CCT, testbed's first
+iteration` gives the testbed's untimed first iteration, whose QPs start with fresh windows as
+htsim's flows do (the timed ones keep each QP's window from the iteration before), against
+htsim's CCT (at arrival, for chained flows).
 
     sudo flock /tmp/testbed-run.lock .venv/bin/python -m bench.htsim --htsim DIR
         [--seeds 1,2,3] [--variants mrc,rocev2,rocev2-lossless] [--results DIR]
@@ -122,6 +125,9 @@ class Measure:
     p99: float
     fidelity: str = fair.FAITHFUL
     cct_arrival: float | None = None
+    # the testbed's first (untimed) iteration, whose QPs start with fresh windows as htsim's
+    # flows do; the timed ones keep each QP's window from the iteration before
+    cct_first: float | None = None
 
 
 def matched(inp: Inputs, prefix: str, done: list[Completion]) -> list[tuple[Flow, Completion]]:
@@ -152,12 +158,14 @@ def htsim_measure(pairs: list[tuple[Flow, Completion]], inp: Inputs, ideal_s: fl
                    cct_arrival=arrival)
 
 
-def receivers_spans(iterations: pd.DataFrame, messages: pd.DataFrame) -> pd.Series:
-    """Seconds of each timed iteration of a flows workload at its receivers (the ranks its
-    writes go to): their first start to their last end, by iteration."""
-    it = iterations[iterations["rank"].isin(messages["peer"].unique()) & ~iterations["warmup"]]
-    spans = it.groupby("iteration").agg(start=("start", "min"), end=("end", "max"))
-    return spans["end"] - spans["start"]
+def receivers_spans(iterations: pd.DataFrame, messages: pd.DataFrame) -> pd.DataFrame:
+    """Each iteration of a flows workload at its receivers (the ranks its writes go to): their
+    first start to their last end (`cct`, s) and whether it is a warm-up, by iteration."""
+    it = iterations[iterations["rank"].isin(messages["peer"].unique())]
+    spans = it.groupby("iteration").agg(start=("start", "min"), end=("end", "max"),
+                                        warmup=("warmup", "first"))
+    spans["cct"] = spans["end"] - spans["start"]
+    return spans
 
 
 def testbed_measure(run_dir: Path, ideal_s: float, rate: float) -> Measure:
@@ -170,16 +178,16 @@ def testbed_measure(run_dir: Path, ideal_s: float, rate: float) -> Measure:
     if run.meta.status != "complete":
         raise RunError(f"the run {run.meta.status}")
     m = run.tables["messages"]
-    if run.steps.empty:
-        timed = cct(run.tables["iterations"], run.t0)
-        times = timed.loc[~timed["warmup"], "cct"]
-    else:
-        times = receivers_spans(run.tables["iterations"], m)
+    every = (cct(run.tables["iterations"], run.t0) if run.steps.empty
+             else receivers_spans(run.tables["iterations"], m))
+    times = every.loc[~every["warmup"], "cct"]
+    warm = every.loc[every["warmup"], "cct"]
     m = m[m["iteration"].isin(times.index) & (m["size"] > 0)]
     fct = (m["end"] - m["start"]) / (m["size"] * 8 / rate)
     p50, p99 = np.percentile(fct.to_numpy(), [50, 99])
     return Measure(float(times.median()) / ideal_s, float(p50), float(p99),
-                   run.meta.verdict or "-")
+                   run.meta.verdict or "-",
+                   cct_first=float(warm.iloc[0]) / ideal_s if len(warm) else None)
 
 
 def spread_text(values: list[float]) -> str:
@@ -248,19 +256,32 @@ def scenario_rows(file: Path, sit: fair.Sitting, bins: dict[str, Path],
                 bed[variant].append(m)
             else:
                 missing.append([file.stem, variant, seed, f"{m.fidelity}: not a result"])
+    return [row for variant in variants
+            for row in variant_rows(file.stem, variant, sim[counterpart(variant)],
+                                    bed[variant], len(sit.seeds))]
+
+
+def variant_rows(stem: str, variant: str, h: list[Measure], t: list[Measure],
+                 seeds: int) -> list[list[object]]:
+    """One variant's rows: htsim's measures `h` beside the testbed's `t`. `CCT, htsim at
+    arrival` where htsim's flows are chained; `CCT, testbed's first iteration` where the
+    testbed ran one before the timed ones, against htsim's CCT (at arrival where chained)."""
+    arrival = [m.cct_arrival for m in h if m.cct_arrival is not None]
+    first = [m.cct_first for m in t if m.cct_first is not None]
+    pairs = {"cct": ([m.cct for m in h], [m.cct for m in t]),
+             "arrival": (arrival, [m.cct for m in t]),
+             "first": (arrival or [m.cct for m in h], first),
+             "p50": ([m.p50 for m in h], [m.p50 for m in t]),
+             "p99": ([m.p99 for m in h], [m.p99 for m in t])}
     rows: list[list[object]] = []
-    for variant in variants:
-        h, t = sim[counterpart(variant)], bed[variant]
-        arrival = [m.cct_arrival for m in h if m.cct_arrival is not None]
-        for metric, label in (("cct", "CCT"), ("arrival", "CCT, htsim at arrival"),
-                              ("p50", "flow p50"), ("p99", "flow p99")):
-            if metric == "arrival" and not arrival:
-                continue
-            hv = arrival if metric == "arrival" else [getattr(m, metric) for m in h]
-            tv = [getattr(m, "cct" if metric == "arrival" else metric) for m in t]
-            rows.append([file.stem, variant, counterpart(variant), label,
-                         spread_text(hv), spread_text(tv), ratio_text(tv, hv),
-                         f"{len(h)}+{len(t)} of {len(sit.seeds)}"])
+    for metric, label in (("cct", "CCT"), ("arrival", "CCT, htsim at arrival"),
+                          ("first", "CCT, testbed's first iteration"),
+                          ("p50", "flow p50"), ("p99", "flow p99")):
+        hv, tv = pairs[metric]
+        if (metric == "arrival" and not arrival) or (metric == "first" and not first):
+            continue
+        rows.append([stem, variant, counterpart(variant), label, spread_text(hv),
+                     spread_text(tv), ratio_text(tv, hv), f"{len(h)}+{len(t)} of {seeds}"])
     return rows
 
 

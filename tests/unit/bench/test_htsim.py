@@ -302,7 +302,7 @@ jobs:
 def test_a_flows_iteration_is_timed_at_its_receiver():
     """Rank 0 receives; rank 1, done early, starts iteration 1 at 2.1 s and waits for the
     receiver, which starts it at 2.7 s and ends it at 5.2 s: 2.5 s, not the 3.1 s from the
-    earliest sender's start. Warm-up iteration 0 is left out."""
+    earliest sender's start. Warm-up iteration 0 is kept, marked."""
     import pandas as pd
 
     from bench.htsim import receivers_spans
@@ -313,7 +313,9 @@ def test_a_flows_iteration_is_timed_at_its_receiver():
         {"rank": 1, "iteration": 1, "warmup": False, "start": 2.1, "end": 5.1},
     ])
     messages = pd.DataFrame([{"rank": 1, "peer": 0}])
-    assert receivers_spans(it, messages).to_dict() == {1: pytest.approx(2.5)}
+    spans = receivers_spans(it, messages)
+    assert spans["cct"].to_dict() == {0: pytest.approx(2.7), 1: pytest.approx(2.5)}
+    assert spans["warmup"].to_dict() == {0: True, 1: False}
 
 
 def test_a_variant_that_cannot_be_named_stops_the_scenario_before_any_run(tmp_path):
@@ -329,3 +331,20 @@ def test_a_variant_that_cannot_be_named_stops_the_scenario_before_any_run(tmp_pa
     with pytest.raises(ValueError, match="longer than"):
         scenario_rows(file, sit, {}, [], [], dcqcn=False)
     assert not (tmp_path / "long").exists()
+
+
+def test_the_first_iteration_row_sets_the_testbeds_warm_up_against_htsims_fresh_flows():
+    """htsim's ring at arrival took 1.38 x ideal (its CCT 1.66); the testbed's timed
+    iterations 1.25, its first (warm-up) 1.40: the first-iteration row compares 1.40 with
+    htsim's 1.38 (at arrival), the plain CCT row 1.25 with 1.66. Without a warm-up, no row."""
+    from bench.htsim import Measure, variant_rows
+    h = [Measure(1.66, 1.67, 1.92, cct_arrival=1.38)]
+    t = [Measure(1.25, 1.50, 1.75, cct_first=1.40)]
+    rows = {r[3]: r for r in variant_rows("ring", "mrc", h, t, 1)}
+    assert rows["CCT"][4:7] == ["1.66/1.66/1.66", "1.25/1.25/1.25", "0.75"]
+    assert rows["CCT, htsim at arrival"][4:7] == ["1.38/1.38/1.38", "1.25/1.25/1.25", "0.91"]
+    assert rows["CCT, testbed's first iteration"][4:7] == ["1.38/1.38/1.38", "1.40/1.40/1.40",
+                                                           "1.01"]
+    flat = {r[3] for r in variant_rows("a2a", "mrc", [Measure(1.18, 8.0, 8.2)],
+                                       [Measure(1.6, 8.0, 10.7)], 1)}
+    assert flat == {"CCT", "flow p50", "flow p99"}
