@@ -45,7 +45,7 @@ VARIANTS = {
     # lossless and no ECN marks, so DCQCN never cuts: line rate under PFC alone, the RoCE
     # model htsim_roce runs by default (bench/htsim.py)
     "rocev2-lossless-noecn": Variant("rocev2", lossless=True, overrides=(("switch", "ecn", False),),
-                                     suffix="-lossless-noecn"),
+                                     suffix="-noecn"),
     # MRC condemning the EV of every loss that was not trimmed, as the MRC paper describes
     # its NICs (mrc.untrimmed_loss): a stated variant, run when asked for
     "mrc-condemn": Variant("mrc", overrides=(("mrc", "untrimmed_loss", "condemn"),),
@@ -72,7 +72,10 @@ NAME_MAX = 40  # the scenario schema's limit on `name`
 
 def parse_seeds(text: str) -> list[int]:
     """`1,2,3` as [1, 2, 3]: distinct non-negative integers, in the order given."""
-    seeds = [int(s) for s in text.split(",") if s.strip()]
+    try:
+        seeds = [int(s) for s in text.split(",") if s.strip()]
+    except ValueError:
+        seeds = []
     if not seeds or any(s < 0 for s in seeds) or len(set(seeds)) != len(seeds):
         raise ValueError(f"seeds {text!r}: give distinct non-negative integers, e.g. 1,2,3")
     return seeds

@@ -82,10 +82,10 @@ def test_the_lossless_variant_of_a_trimming_scenario_is_a_valid_scenario():
 
 
 @pytest.mark.parametrize("text, ok", [("1,2,3", [1, 2, 3]), ("3, 1", [3, 1]), ("1,1", None),
-                                      ("", None), ("-1", None)])
+                                      ("", None), ("-1", None), ("x", None), ("1,a", None)])
 def test_seeds_are_distinct_non_negative(text: str, ok: list[int] | None):
     if ok is None:
-        with pytest.raises(ValueError):
+        with pytest.raises(ValueError, match="give distinct non-negative integers"):
             parse_seeds(text)
     else:
         assert parse_seeds(text) == ok

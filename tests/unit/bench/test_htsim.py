@@ -325,7 +325,7 @@ def test_a_variant_that_cannot_be_named_stops_the_scenario_before_any_run(tmp_pa
     from bench.htsim import scenario_rows
     file = tmp_path / "long.yaml"
     file.write_text(REAL.format(leaves=4, spines=2, hpl=2).replace("name: t",
-                                                                    "name: " + "x" * 30))
+                                                                    "name: " + "x" * 33))
     sit = fair.Sitting([1], ["mrc", "rocev2-lossless-noecn"], [fair.THIS],
                        [("mrc", fair.THIS), ("rocev2-lossless-noecn", fair.THIS)], tmp_path)
     with pytest.raises(ValueError, match="longer than"):
