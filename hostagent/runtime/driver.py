@@ -401,10 +401,10 @@ class Driver:
         robin among its QPs: while QPs sharing its ports wait for room, it sends no data
         unless this is its turn (`turn`, given by `_on_nic_room`) and queues behind them. A
         QP woken by an ACK that took the room the waiting QPs were owed, or one turn that
-        took all of it, sent its one destination a burst and starved the port's other QPs:
-        in a packet-level model of a2a-8-real's 1 MiB all-to-all (56 QPs on 8 hosts), the
-        marks those bursts drew left the windows unequal and the slowest flow took 1.3 x
-        the median, against 1.02 x with turns of one packet in order."""
+        took all of it, sent its one destination a burst of the port's limit and starved the
+        port's other QPs: on scenarios/htsim/a2a-8-real.yaml (56 MRC QPs on 8 hosts) the
+        marks those bursts drew cut the windows unevenly, and MRC reached 61-64% of its
+        ideal, against 68-72% with turns of one packet (bench.faults, one sitting)."""
         _, _, route = self._by_qpn[qp.qpn]
         now = self.loop.time()
         nic = self.nic
