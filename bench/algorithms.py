@@ -122,13 +122,9 @@ def main() -> int:
                         if fab == "degraded":
                             overrides |= DEGRADED
                         label = f"-{format_size(size).replace(' ', '')}-{alg}-{fab}"
-                        if args.again is None:
-                            run_dir, err = fair.run_variant(args.scenario, variant, seed, out,
-                                                            overrides=overrides, label=label)
-                        else:
-                            run_dir = fair.earlier(args.scenario, variant, seed, out,
-                                                   overrides, label)
-                            err = "no run folder in the sitting"
+                        run_dir, err = fair.run_or_earlier(
+                            args.scenario, variant, seed, out, args.again is not None,
+                            overrides=overrides, label=label)
                         cell = measure(run_dir, err)
                         cells.setdefault((size, variant, fab, alg), []).append(cell)
                         say(f"[{done}/{total}] seed {seed} {format_size(size)} {variant} {fab} "

@@ -299,6 +299,17 @@ def earlier(file: Path, variant: str, seed: int, out: Path,
     return made[-1] if made else None
 
 
+def run_or_earlier(file: Path, variant: str, seed: int, out: Path, again: bool,
+                   timeout: float = RUN_TIMEOUT, overrides: dict[str, Any] | None = None,
+                   label: str = "") -> tuple[Path | None, str]:
+    """The run a bench's sitting makes (run_variant), or with `again` the one an earlier
+    sitting in `out` made (earlier); its folder and why there is none."""
+    if not again:
+        return run_variant(file, variant, seed, out, timeout=timeout, overrides=overrides,
+                           label=label)
+    return earlier(file, variant, seed, out, overrides, label), "no run folder in the sitting"
+
+
 def why(stderr: str, limit: int = 200) -> str:
     """A failed run's reason for a table cell: its stderr on one line, the end kept (the
     testbed's error ends with the problem itself)."""

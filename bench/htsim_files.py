@@ -18,7 +18,6 @@ when they say exactly that (`failed_spines`).
 """
 from __future__ import annotations
 
-import random
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -84,23 +83,6 @@ def all_to_all(nodes: list[int], size: int) -> list[Flow]:
     pairs = [(s, d) for s in range(len(nodes)) for d in range(len(nodes)) if s != d]
     return [Flow(i + 1, nodes[s], nodes[d], 4 * (bounds[d + 1] - bounds[d]))
             for i, (s, d) in enumerate(pairs)]
-
-
-def permutation(nodes: list[int], size: int, seed: int) -> list[Flow]:
-    """Each node sends `size` bytes to another, every node receiving once (a seeded
-    derangement), all at time 0."""
-    rng = random.Random(seed)
-    while True:
-        dsts = nodes[:]
-        rng.shuffle(dsts)
-        if all(s != d for s, d in zip(nodes, dsts, strict=True)):
-            break
-    return [Flow(i + 1, s, d, size) for i, (s, d) in enumerate(zip(nodes, dsts, strict=True))]
-
-
-def incast(senders: list[int], dst: int, size: int) -> list[Flow]:
-    """`senders` each send `size` bytes to `dst`, all at time 0."""
-    return [Flow(i + 1, s, dst, size) for i, s in enumerate(senders)]
 
 
 def write_flows(pattern: Pattern, nodes: list[int], message: int, messages: int) -> list[Flow]:

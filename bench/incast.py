@@ -133,12 +133,9 @@ def main() -> int:
         for variant in variants:
             for kind in KINDS:
                 done += 1
-                if args.again is None:
-                    run, err = fair.run_variant(files[kind], variant, seed, out,
-                                                timeout=fair.RUN_TIMEOUT * 3)
-                else:
-                    run = fair.earlier(files[kind], variant, seed, out)
-                    err = "no run folder in the sitting"
+                run, err = fair.run_or_earlier(files[kind], variant, seed, out,
+                                               args.again is not None,
+                                               timeout=fair.RUN_TIMEOUT * 3)
                 v = measure(kind, variant, seed, run, err)
                 rows.append(v)
                 say(f"[{done}/{total}] seed {seed} {variant} {kind}: "

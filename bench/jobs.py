@@ -149,12 +149,8 @@ def main() -> int:
         for file in files:
             for variant in variants:
                 done += 1
-                if args.again is None:
-                    run, err = fair.run_variant(file, variant, seed, out,
-                                                timeout=fair.RUN_TIMEOUT * 3)
-                else:
-                    run = fair.earlier(file, variant, seed, out)
-                    err = "no run folder in the sitting"
+                run, err = fair.run_or_earlier(file, variant, seed, out, args.again is not None,
+                                               timeout=fair.RUN_TIMEOUT * 3)
                 got, cost = measure(file.stem, variant, seed, run, err)
                 cells += got
                 costs += [cost] if cost is not None else []

@@ -358,3 +358,19 @@ def test_an_older_checkout_without_lossless_mode_runs_no_lossless_variant(tmp_pa
     (newer.path / ".venv" / "bin").mkdir(parents=True)
     (newer.path / ".venv" / "bin" / "python").symlink_to(python)
     assert fair.supports(newer, "rocev2-lossless")
+
+
+def test_again_finds_the_run_an_earlier_sitting_made_and_runs_nothing(tmp_path, monkeypatch):
+    """`--again`: the newest run folder under the sitting's naming (the runs of one seed,
+    variant and label), without running anything; none there: no folder and why."""
+    from bench import fair
+    scenario = tmp_path / "s.yaml"
+    scenario.write_text("name: s\n")
+    monkeypatch.setattr(fair, "run_variant", lambda *a, **k: pytest.fail("ran a run"))
+    assert fair.run_or_earlier(scenario, "mrc", 2, tmp_path, True, label="-x") == (
+        None, "no run folder in the sitting")
+    runs = tmp_path / "runs" / "s-s2-mrc-x"
+    for stamp in ("20261207T010000Z-s", "20261207T020000Z-s"):
+        (runs / stamp).mkdir(parents=True)
+    assert fair.run_or_earlier(scenario, "mrc", 2, tmp_path, True, label="-x") == (
+        runs / "20261207T020000Z-s", "no run folder in the sitting")

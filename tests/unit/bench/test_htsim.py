@@ -9,11 +9,10 @@ from bench.htsim_files import (
     HtsimError,
     all_to_all,
     ideal_cct,
-    incast,
     inputs,
     matrix,
-    permutation,
     ring,
+    write_flows,
 )
 from bench.htsim_output import completions, event
 from testbed.scenario.schema import parse
@@ -84,13 +83,14 @@ def test_a_flow_that_would_start_two_flows_is_refused():
         matrix(3, broken)
 
 
-def test_permutation_incast_and_all_to_all_start_at_once():
-    perm = permutation(list(range(8)), 1000, seed=3)
-    assert sorted(f.dst for f in perm) == list(range(8))
-    assert all(f.src != f.dst for f in perm)
-    _, flows, triggers = read_matrix(matrix(8, perm + []))
+def test_pairs_and_all_to_all_start_at_once():
+    """One write a flow: every flow starts at 0 (no trigger); pairs send rank r to r + n/2."""
+    pairs = write_flows("pairs", list(range(8)), 1000, 1)
+    assert [(f.src, f.dst) for f in pairs] == [(0, 4), (1, 5), (2, 6), (3, 7)]
+    _, flows, triggers = read_matrix(matrix(8, pairs))
     assert not triggers and all(f["start"] == 0 for f in flows.values())
-    assert ideal_cct(incast([1, 2, 3, 4, 5, 6, 7], 0, 1000), 8000.0) == 7.0  # 7 kB into one port
+    incast = write_flows("incast", list(range(8)), 1000, 1)
+    assert ideal_cct(incast, 8000.0) == 7.0  # 7 kB into one port at 8 kbit/s
     assert len(all_to_all(list(range(4)), 4096)) == 12
 
 

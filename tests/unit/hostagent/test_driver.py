@@ -198,14 +198,24 @@ class _BacklogQP:
 PACKET = CFG.mss + PACKET_OVERHEAD  # a full packet's line bytes
 
 
-def _nic_host(qps: list[_BacklogQP], packets: int):
-    """A Driver over `qps` (one destination each), its one NIC port holding `packets` full
-    packets; the Driver and the sockets to close."""
-    listen, sock = _listen(), socket.socket(socket.AF_INET6, socket.SOCK_DGRAM)
-    nic = Nic(1, 1_000_000, packets * PACKET)
-    drv = driver.Driver(0, 2, listen, {1: [(qp, driver.Route(sock, {0: ("::1", 9)}, {0: 0}))
-                                           for qp in qps]}, nic=nic)
-    return drv, nic, (listen, sock)
+def _sent_at_nic(qps: int, packets: int,
+                 steps: Callable[[driver.Driver, Nic, list[_BacklogQP]], None]) -> list[int]:
+    """Packets each of `qps` backlogged QPs sent after `steps` ran on a Driver over them (one
+    destination each), its one NIC port holding `packets` full packets."""
+    async def main() -> list[int]:
+        backlog = [_BacklogQP(qpn, 100) for qpn in range(qps)]
+        listen, sock = _listen(), socket.socket(socket.AF_INET6, socket.SOCK_DGRAM)
+        nic = Nic(1, 1_000_000, packets * PACKET)
+        route = driver.Route(sock, {0: ("::1", 9)}, {0: 0})
+        drv = driver.Driver(0, 2, listen, {1: [(qp, route) for qp in backlog]}, nic=nic)
+        try:
+            steps(drv, nic, backlog)
+        finally:
+            drv.close()
+            listen.close()
+            sock.close()
+        return [qp.sent for qp in backlog]
+    return asyncio.run(main())
 
 
 def _drain(nic: Nic, drv: driver.Driver) -> None:
@@ -221,22 +231,14 @@ def test_a_qp_kicked_while_others_wait_for_nic_room_waits_behind_them():
     the four packets of room one packet to each in turn, as a NIC's round robin among its
     QPs does. Taking the whole room for the one kicked first sent its destination a burst
     and starved the others."""
-    async def main() -> list[int]:
-        qps = [_BacklogQP(qpn, 100) for qpn in range(4)]
-        drv, nic, socks = _nic_host(qps, 4)
-        try:
-            nic.sent(0, 4 * PACKET, drv.loop.time())  # full
-            for qp in qps[:3]:
-                drv._kick(qp)
-            _drain(nic, drv)
-            drv._kick(qps[3])
-            drv._on_nic_room()
-        finally:
-            drv.close()
-            for s in socks:
-                s.close()
-        return [qp.sent for qp in qps]
-    assert asyncio.run(main()) == [1, 1, 1, 1]
+    def steps(drv: driver.Driver, nic: Nic, qps: list[_BacklogQP]) -> None:
+        nic.sent(0, 4 * PACKET, drv.loop.time())  # full
+        for qp in qps[:3]:
+            drv._kick(qp)
+        _drain(nic, drv)
+        drv._kick(qps[3])
+        drv._on_nic_room()
+    assert _sent_at_nic(4, 4, steps) == [1, 1, 1, 1]
 
 
 @_on_the_sources
@@ -244,19 +246,11 @@ def test_each_turn_at_the_nic_is_one_packet():
     """Two QPs kicked one after the other into an empty port of five packets: the first
     sends one packet and queues for more, the second queues behind it, and the wake gives
     the rest a packet each in turn: three and two, not five to the first."""
-    async def main() -> list[int]:
-        qps = [_BacklogQP(qpn, 100) for qpn in range(2)]
-        drv, _, socks = _nic_host(qps, 5)
-        try:
-            for qp in qps:
-                drv._kick(qp)
-            drv._on_nic_room()
-        finally:
-            drv.close()
-            for s in socks:
-                s.close()
-        return [qp.sent for qp in qps]
-    assert asyncio.run(main()) == [3, 2]
+    def steps(drv: driver.Driver, nic: Nic, qps: list[_BacklogQP]) -> None:
+        for qp in qps:
+            drv._kick(qp)
+        drv._on_nic_room()
+    assert _sent_at_nic(2, 5, steps) == [3, 2]
 
 
 def test_a_slow_nic_paces_writes_and_waits_on_the_process_timer():
