@@ -60,12 +60,13 @@ from testbed.emulation.network import (
 )
 from testbed.emulation.nft_workers import NodeNft
 from testbed.emulation.port_counters import read_net_dev, read_node_ports
+from testbed.fabric.latency import port_delay
 from testbed.fabric.placement import place
 from testbed.fabric.plan import FabricPlan, make_plan
 from testbed.fabric.routes import node_configs
 from testbed.kernel import features, netns, shaping, usid_end, vxlan
 from testbed.kernel.fabric_queue import FabricQueues, port_config, router_ports
-from testbed.kernel.rtnl import NodeNetlink
+from testbed.kernel.rtnl import NodeNetlink, PortSetup
 from testbed.kernel.usid_end import EbpfEndSids
 from testbed.lifecycle import cleanup, registry
 from testbed.lifecycle.progress import Progress
@@ -203,7 +204,8 @@ class ServerAgent:
             router = plan.nodes[name].role != "host"
             prog = self.queues.prog_fd if self.queues is not None and router else None
             end_prog = self.end_sids.prog_fd if self.end_sids is not None and router else None
-            ports = [(port, links[(name, port.ifname)].rate, fifo[f"{name}/{port.ifname}"])
+            ports = [PortSetup(port, links[(name, port.ifname)].rate,
+                               fifo[f"{name}/{port.ifname}"], port_delay(plan, port))
                      for port in plan.ports(name)]
             jobs.append((self.pids[name], configs[name], ports, plan.scenario.fabric.mtu, prog,
                          mode, end_prog))

@@ -31,11 +31,12 @@ from testbed.emulation.port_counters import PortSample, read_node_ports
 from testbed.emulation.probes import ProbeJob, ProbeOutcome
 from testbed.emulation.shells import MininetFabric
 from testbed.emulation.verify import probe_all, read_counters
+from testbed.fabric.latency import port_delay
 from testbed.fabric.plan import FabricPlan, Link, Port
 from testbed.fabric.routes import node_configs
 from testbed.kernel import features, netns, shaping, usid_end
 from testbed.kernel.fabric_queue import FabricQueues, port_config, router_ports
-from testbed.kernel.rtnl import NodeNetlink
+from testbed.kernel.rtnl import NodeNetlink, PortSetup
 from testbed.kernel.usid_end import EbpfEndSids
 from testbed.lifecycle import cleanup, files
 from testbed.lifecycle.progress import Progress
@@ -242,8 +243,9 @@ class FabricNetwork(MininetFabric):
             router = self.plan.nodes[name].role != "host"
             prog = self.queues.prog_fd if self.queues is not None and router else None
             end_prog = self.end_sids.prog_fd if self.end_sids is not None and router else None
-            ports = [(port, links[(name, port.ifname)].rate,
-                      self.fifo_limit(port, links[(name, port.ifname)]))
+            ports = [PortSetup(port, links[(name, port.ifname)].rate,
+                               self.fifo_limit(port, links[(name, port.ifname)]),
+                               port_delay(self.plan, port))
                      for port in self.plan.ports(name)]
             jobs.append((self.pid(name), cfg, ports, mtu, prog, mode, end_prog))
         for name, result in parallel_map(_configure_node, jobs, self.progress, "routes"):

@@ -1,22 +1,25 @@
 """Latency along a path: one-way link latency, round trip and bandwidth-delay product (pure).
 
 Every link adds `fabric.hop_latency` (a switch plus its cable) and each end host's NIC adds
-`fabric.nic_latency`, both in the scenario's frame (testbed/fabric/frame.py); the emulated
-links (veth pairs) have none, so the agents' receive path holds each datagram from a peer for
-its path's one-way latency (`peer_latency`, the agent config's PeerConfig.latency). The round
+`fabric.nic_latency`, both in the scenario's frame (testbed/fabric/frame.py). The emulated
+links (veth pairs) have none of their own. By default (`fabric.latency_by: agents`) the agents'
+receive path holds each datagram from a peer for its path's one-way latency (`agent_latency`,
+the agent config's PeerConfig.latency); with `netem`, each link delays what it carries
+(`port_delay`, applied by testbed/kernel/link_delay.py) and the agents hold nothing. The round
 trip adds the store-and-forward serialization of a data packet and its ACK on every link, and
 the BDP in packets is what a sender at line rate has in flight over it: the number a dilated
 emulation must keep (the manual's Fidelity page), the same in both frames.
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from hostagent.protocol.nic import FRAME_OVERHEAD
 from hostagent.protocol.wire import HEADER_SIZE
 from testbed.fabric.frame import Frame
 from testbed.fabric.paths import EV, evs
-from testbed.fabric.plan import FabricPlan
+from testbed.fabric.plan import FabricPlan, Port
 from testbed.scenario import Scenario
 from testbed.scenario.units import format_rate, format_time
 
@@ -86,6 +89,48 @@ def peer_latency(plan: FabricPlan, src: str, dst: str) -> float:
     return max(one_way_latency(plan.scenario, PathShape.of(plan, e)) for e in evs(plan, src, dst))
 
 
+def agent_latency(plan: FabricPlan, src: str, dst: str) -> float:
+    """How long `dst`'s agent holds a datagram from `src` (emulated seconds): the path's
+    one-way latency, or nothing where the links delay it themselves (latency_by: netem)."""
+    return 0.0 if plan.scenario.fabric.latency_by == "netem" else peer_latency(plan, src, dst)
+
+
+DELAY_IFINDEX_OFFSET = 1 << 20  # a port's delay device: its index plus this, fabric-wide distinct
+SMALLEST_FRAME = 64  # bytes: the shortest frame a link carries (an Ethernet minimum)
+DELAY_SLACK = 64  # packets a delay holds beyond what its link can carry in flight
+
+
+@dataclass(frozen=True)
+class PortDelay:
+    """The latency of the link arriving at one port, applied after the port has received the
+    packet (testbed/kernel/link_delay.py): a device of its own (index, name) holding every
+    packet for `seconds` (emulated), at most `limit` packets at once."""
+
+    ifindex: int
+    ifname: str
+    seconds: float
+    limit: int
+
+
+def port_delay(plan: FabricPlan, port: Port) -> PortDelay | None:
+    """The delay on the link arriving at `port` with latency_by: netem (None otherwise, or
+    where the latency is 0). A link
+    carries its hop latency; a host link also one NIC's latency each way (the sender's going
+    up, the receiver's coming down), so a path's delays add up to its `one_way_latency`. The
+    limit holds everything the link can have in flight, in its smallest frames."""
+    sc = plan.scenario
+    if sc.fabric.latency_by != "netem":
+        return None
+    link = plan.link_by_ports[(port.node, port.ifname)]
+    frame = Frame.of(sc)
+    seconds = frame.hop_latency(sc) + (frame.nic_latency(sc) if link.kind == "host" else 0.0)
+    if seconds <= 0:
+        return None
+    in_flight = math.ceil(seconds * link.rate / 8 / SMALLEST_FRAME)
+    index = port.ifindex + DELAY_IFINDEX_OFFSET
+    return PortDelay(index, f"lat{port.ifindex}", seconds, in_flight + DELAY_SLACK)
+
+
 def path_shapes(plan: FabricPlan) -> dict[str, PathShape]:
     """Each kind of path the fabric has between two hosts, named: between hosts of one leaf
     (where a leaf holds two) and across a spine."""
@@ -112,9 +157,11 @@ def lines(plan: FabricPlan) -> list[str]:
     def both(seconds: float) -> str:
         real = f" ({format_time(frame.in_real(seconds))} real)" if frame.real else ""
         return f"{format_time(seconds)}{real}"
+    by = ("held by the receiving agents" if f.latency_by == "agents"
+          else "delayed by netem on every link")
     out = [f"emulated links: host {format_rate(f.host_link.rate)}, fabric "
            f"{format_rate(f.fabric_link.rate)}; latency {both(frame.hop_latency(sc))} a link, "
-           f"{both(frame.nic_latency(sc))} a NIC"]
+           f"{both(frame.nic_latency(sc))} a NIC, {by}"]
     for name, shape in path_shapes(plan).items():
         out.append(f"path {name}: {shape.links} links, one way {both(one_way_latency(sc, shape))}"
                    f", round trip {both(round_trip(sc, shape))}, BDP "

@@ -100,3 +100,20 @@ def require_fabric_features() -> dict[str, bool | str]:
                                  "use the sch_htb module (`modprobe sch_htb`)")
     found["end_sids"] = end_sid_mode()
     return found
+
+
+def require_link_netem(found: dict[str, bool | str]) -> None:
+    """What `fabric.latency_by: netem` needs of this kernel (testbed/kernel/link_delay.py):
+    sch_netem, and End SIDs as seg6local routes, since the eBPF End SIDs would run at the
+    ports' ingress, where the delay takes every packet away first."""
+    if found.get("netem") is not True:
+        raise EnvironmentProblem(
+            f"fabric.latency_by: netem delays every link with sch_netem: {found.get('netem')}",
+            "use a kernel with netem (stock Debian/Ubuntu kernels, e.g. the Vagrant VM), or "
+            "latency_by: agents (the default: the agents hold each datagram instead)")
+    if found.get("end_sids") != "seg6local":
+        raise EnvironmentProblem(
+            "fabric.latency_by: netem needs the kernel's seg6local End SIDs: on this kernel "
+            "they run in eBPF at the ports' ingress, where the links' delay takes the packets",
+            "use a kernel with seg6local and the next-csid flavor (Linux 6.1 and later), or "
+            "latency_by: agents")

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import socket
 from ipaddress import IPv6Address, IPv6Interface, IPv6Network
+from typing import NamedTuple
 
 from pyroute2 import IPRoute
 from pyroute2.netlink import (
@@ -24,9 +25,10 @@ from pyroute2.netlink.rtnl.ifinfmsg import IFF_UP, ifinfmsg
 from pyroute2.netlink.rtnl.ndmsg import ndmsg
 from pyroute2.netlink.rtnl.rtmsg import rtmsg
 
+from testbed.fabric.latency import PortDelay
 from testbed.fabric.plan import BLOCK_BITS, USID_BITS, Port
 from testbed.fabric.routes import NodeConfig, Route
-from testbed.kernel import fabric_queue, netns, seg6local, shaping, usid_end
+from testbed.kernel import fabric_queue, link_delay, netns, seg6local, shaping, usid_end
 from testbed.kernel.qdisc_stats import QueueStats
 
 SOL_NETLINK = 270
@@ -51,6 +53,16 @@ def add_sid_device(ipr) -> int:
     index = ipr.link_lookup(ifname=SID_DEVICE)[0]
     ipr.link("set", index=index, state="up")
     return index
+
+
+class PortSetup(NamedTuple):
+    """A port as its node's configuration makes it: its line rate (bit/s), the bytes of the
+    FIFO behind its shaper, and the delay of the link arriving at it (latency_by: netem)."""
+
+    port: Port
+    rate: int
+    buffer: int
+    delay: PortDelay | None
 
 
 _NEW = NLM_F_REQUEST | NLM_F_ACK | NLM_F_CREATE | NLM_F_EXCL
@@ -144,10 +156,10 @@ class NodeNetlink:
         index = self._index.get(ifname)
         return index if index is not None else self.ifindexes()[ifname]
 
-    def configure(self, cfg: NodeConfig, ports: list[tuple[Port, int, int]], mtu: int,
+    def configure(self, cfg: NodeConfig, ports: list[PortSetup], mtu: int,
                   queue_prog: int | None = None, end_sids: str = "seg6local",
                   end_prog: int | None = None) -> None:
-        """Install cfg; `ports` lists (port, rate bit/s, buffer bytes) to shape; `queue_prog`,
+        """Install cfg; `ports` lists the ports to shape and delay; `queue_prog`,
         when given, is the fd of the ECN/trimming program to attach at every port's egress.
         `end_sids` says how End SIDs run (features.end_sid_mode): as seg6local routes, or,
         "ebpf", by the program `end_prog` at every port's ingress (a router's; hosts get none).
@@ -155,15 +167,17 @@ class NodeNetlink:
         Shapers go through pyroute2's tc API (htb's rate tables are its job); everything else
         is sent as one batch of messages per kind, which costs a fraction of one call each."""
         ipr = self.ipr
-        for port, rate, buffer in ports:
+        for port, rate, buffer, delay in ports:
             shaping.shape_port(ipr, self.ifindex(port.ifname), rate, buffer, mtu)
+            if delay is not None:
+                link_delay.attach(ipr, self.ifindex(port.ifname), delay)
             if queue_prog is not None:
                 fabric_queue.attach(ipr, self.ifindex(port.ifname), queue_prog)
             if end_prog is not None:
                 usid_end.attach(ipr, self.ifindex(port.ifname), end_prog)
         idx = self.ifindex
         batches = [
-            [_link_up(idx("lo"))] + [_link_up(idx(port.ifname)) for port, _, _ in ports],
+            [_link_up(idx("lo"))] + [_link_up(idx(setup.port.ifname)) for setup in ports],
             [_address(idx(ifname), address) for ifname, address in cfg.addresses],
             [_neighbor(idx(ifname), address, mac) for ifname, address, mac in cfg.neighbors],
             [_route(route, idx) for route in cfg.routes],

@@ -123,6 +123,8 @@ def run(scenario: Scenario, scenario_text: str, options: RunOptions,
                     f"faults.{delays[0]} adds delay, which needs sch_netem: {found.get('netem')}",
                     "use a kernel with netem (stock Ubuntu/Debian kernels, e.g. the Vagrant "
                     "VM), or remove the delay faults")
+            if scenario.fabric.latency_by == "netem":
+                features.require_link_netem(found)
             done = ("root, Mininet, " + ("SRv6 next-csid, seg6local counters"
                                          if found["end_sids"] == "seg6local" else
                                          "End SIDs in eBPF (this kernel has no seg6local)")

@@ -150,18 +150,19 @@ def _shaper_burst(scenario: Scenario) -> list[Departure]:
 
 
 def _background(scenario: Scenario, frame: Frame) -> list[Departure]:
-    """iperf3's flows are kernel sockets: the agents' delay line never holds them, and their
-    durations are whole emulated seconds."""
+    """iperf3's flows are kernel sockets: the agents' delay line never holds them (the links
+    delay them only with latency_by: netem), and their durations are whole emulated seconds."""
     if not scenario.background:
         return []
     out = []
     latency = one_way_latency(scenario, ACROSS_A_SPINE)
-    if latency > 0:
+    if latency > 0 and scenario.fabric.latency_by == "agents":
         out.append(Departure(
             quantity="background flows' link latency",
             stated=f"{_real(frame, latency)} one way across a spine", used="none",
-            why="iperf3's kernel sockets bypass the agents' delay line, and this kernel has "
-                "no netem: their round trip is serialization only"))
+            why="iperf3's kernel sockets bypass the agents' delay line: their round trip is "
+                "serialization only (fabric.latency_by: netem delays them, where the kernel "
+                "has netem)"))
     stated = [b.duration for b in scenario.background]
     used = [frame.in_real(b.duration) for b in frame.background(scenario.background)]
     changed = [(s, u) for s, u in zip(stated, used, strict=True) if abs(s - u) > 1e-9 * s]

@@ -41,7 +41,7 @@ from testbed.errors import TestbedError
 from testbed.fabric import paths
 from testbed.fabric.dcqcn_gains import gains
 from testbed.fabric.frame import Frame
-from testbed.fabric.latency import ACROSS_A_SPINE, peer_latency, round_trip
+from testbed.fabric.latency import ACROSS_A_SPINE, agent_latency, round_trip
 from testbed.fabric.plan import FabricPlan
 from testbed.fabric.timeline import straggler_windows
 from testbed.fabric.timers import timers
@@ -92,7 +92,7 @@ def agent_configs(plan: FabricPlan, scenario: Scenario, transport: Transport,
                 r, peer, [(i, e.plane, str(e.address)) for i, e in enumerate(evs)],
                 [str(plan.plain_address(peer, p)) for p in range(plan.planes)],
                 [i for i, e in enumerate(evs) if _denied(e, m.denied)],
-                latency=peer_latency(plan, peer, host)))
+                latency=agent_latency(plan, peer, host)))
         workload = WorkloadConfig(w.collective, w.size, w.iterations, w.warmup,
                                   frame.compute_gap(scenario),
                                   algorithm=chosen.algorithm or chosen.setting,

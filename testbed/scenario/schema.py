@@ -164,6 +164,12 @@ class Fabric(StrictModel):
     nic_latency: Annotated[float, TimeIn(0, limits.MAX_LATENCY, unit=True)] = Field(
         0.0, description="one-way latency of each host's NIC, each way (the sender's and the "
                          "receiver's both count), in the same frame as hop_latency")
+    latency_by: Literal["agents", "netem"] = Field(
+        "agents", description="what delays packets by hop_latency and nic_latency. agents: "
+        "each receiving agent holds a datagram for its path's one-way latency (works on every "
+        "kernel; kernel TCP flows get no latency). netem: every link delays what it carries, "
+        "after the sender's port has queued and sent it (needs sch_netem; the run is refused "
+        "where the kernel lacks it)")
 
     @property
     def host_count(self) -> int:

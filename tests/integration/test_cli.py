@@ -67,6 +67,22 @@ def test_not_root_gets_one_line(results_dir: Path):
         f"  fix: run it with sudo: `sudo .venv/bin/mrc-testbed run --results {results_dir}`"]
 
 
+def test_netem_latency_on_a_kernel_without_netem_builds_nothing(tmp_path: Path,
+                                                                results_dir: Path):
+    from testbed.kernel import features
+    if features.probe_kernel()["netem"] is True:
+        pytest.skip("this kernel has netem: the scenario would run")
+    file = tmp_path / "netem.yaml"
+    file.write_text("name: netem\nfabric: {hop_latency: 1ms, latency_by: netem}\n")
+    res = run_cli("run", str(file), results=results_dir)
+    assert res.returncode == 3, res.stderr
+    errors = [line for line in res.stderr.splitlines() if line.startswith(("error", "  fix"))]
+    assert errors[0].startswith("error: fabric.latency_by: netem delays every link with "
+                                "sch_netem: sch_netem missing"), res.stderr
+    assert "latency_by: agents" in errors[1] and "Traceback" not in res.stderr
+    assert not results_dir.exists()
+
+
 def test_list_shows_how_runs_ended(results_dir: Path):
     assert run_cli("run", "--verify-only", results=results_dir).returncode == 0
     res = run_cli("list", results=results_dir)

@@ -1,7 +1,6 @@
 """Link latency on a built fabric: the agents hold what their peers send for the latency in
 their configs, so a one-packet write, which completes on its ACK, takes the fabric's round trip
-plus twice that latency. (The scenario key that sets the latency is not read here: the test
-gives it to the agents' configs itself.)"""
+plus twice that latency; netem on every link (fabric.latency_by: netem) gives the same times."""
 from __future__ import annotations
 
 import json
@@ -11,6 +10,9 @@ import pytest
 
 from hostagent.runtime import driver
 from testbed import scenario as scenario_mod
+from testbed.fabric.latency import peer_latency
+from testbed.fabric.plan import make_plan
+from testbed.kernel import features
 from testbed.run import traffic
 
 from .helpers import build
@@ -53,3 +55,41 @@ def test_a_one_packet_write_takes_the_round_trip_plus_twice_the_latency(tmp_path
     held = 2 * (LATENCY - driver.RELEASE_EARLY)
     assert times and min(times) >= held, "a write came back sooner than the latency allows"
     assert min(times) == pytest.approx(2 * LATENCY, abs=TOLERANCE), sorted(times)[:5]
+
+
+# the same fabric with 5 ms a link from the scenario: one way 10 ms between hosts of a leaf,
+# 20 ms across a spine; the ring's writes alternate between the two
+BY_SCENARIO = TEXT.replace("fabric_link: {rate: 25Mbit}", "fabric_link: {rate: 25Mbit}, "
+                           "hop_latency: 5ms, latency_by: %s")
+
+
+@pytest.mark.parametrize("mode", ["agents", "netem"])
+def test_a_write_takes_the_same_time_whichever_way_the_links_are_delayed(mode: str,
+                                                                        tmp_path: Path):
+    """The two ways of delaying differ only in where upstream flows meet a queue; a lone
+    packet and its ACK must take the same time either way: twice its path's one-way latency
+    (per pair of ranks, so that each kind of path is compared)."""
+    if mode == "netem" and features.probe_kernel()["netem"] is not True:
+        pytest.skip("this kernel has no sch_netem: latency_by: netem cannot run here")
+    text = BY_SCENARIO % mode
+    sc = scenario_mod.parse(text, "test")
+    plan = make_plan(sc)
+    hosts = sc.rank_hosts()
+    network = build(text, tmp_path)
+    try:
+        outcomes = traffic.run_agents(network, sc, "mrc", tmp_path / "agents")
+    finally:
+        network.close()
+    assert all(o.result["status"] == "ok" for o in outcomes), [o.result for o in outcomes]
+    fastest: dict[tuple[str, str], float] = {}
+    for o in outcomes:
+        for m in json.loads((tmp_path / "agents" / o.host / "messages.json").read_text()):
+            pair = (o.host, hosts[m["peer"]])
+            fastest[pair] = min(fastest.get(pair, 1e9), m["end"] - m["start"])
+    assert len(fastest) == 4, fastest
+    early = driver.RELEASE_EARLY if mode == "agents" else 0.0  # netem never releases early
+    for (src, dst), took in fastest.items():
+        one_way = peer_latency(plan, src, dst)
+        assert one_way in (pytest.approx(0.010), pytest.approx(0.020))
+        assert took >= 2 * (one_way - early), (src, dst, took)
+        assert took == pytest.approx(2 * one_way, abs=TOLERANCE), (src, dst, took)

@@ -8,9 +8,11 @@ import pytest
 
 from testbed.fabric.latency import (
     ACROSS_A_SPINE,
+    DELAY_IFINDEX_OFFSET,
     PathShape,
     bdp_packets,
     path_shapes,
+    port_delay,
     round_trip,
 )
 from testbed.fabric.paths import evs
@@ -44,6 +46,44 @@ def test_without_real_rate_the_latency_is_emulated_as_written(tmp_path):
     assert got[("h0", "h1")] == pytest.approx(0.006)
     assert got[("h1", "h2")] == pytest.approx(0.012)
     assert set(peers_latency(FABRIC % "hop_latency: 0", tmp_path).values()) == {0.0}
+
+
+NETEM = FABRIC % "real_rate: 100Gbit, hop_latency: 1us, nic_latency: 500ns, latency_by: netem"
+
+
+def test_with_netem_the_agents_hold_nothing(tmp_path):
+    got = peers_latency(NETEM, tmp_path)
+    assert len(got) == 12 and set(got.values()) == {0.0}
+
+
+def test_with_netem_each_link_delays_by_its_hop_and_host_links_by_a_nic_too():
+    plan = make_plan(parse("name: l\n" + NETEM, "t"))
+    h0_up = plan.port_to("h0", plan.leaf_of("h0", 0))  # h0 -> leaf: the sender's NIC
+    h0_down = plan.port_to(plan.leaf_of("h0", 0), "h0")  # leaf -> h0: the receiver's
+    spine = plan.spines[0][1]
+    leaf_up = plan.port_to(spine, plan.leaf_of("h0", 0))  # arriving at the spine
+    delays = {name: port_delay(plan, p) for name, p in
+              (("host up", h0_up), ("host down", h0_down), ("fabric", leaf_up))}
+    assert delays["host up"].seconds == delays["host down"].seconds == pytest.approx(0.006)
+    assert delays["fabric"].seconds == pytest.approx(0.004)
+    # a path's delays add up to what the agents would hold: across a spine 4 hops, 2 NICs
+    path = [h0_up, leaf_up, plan.port_to(plan.leaf_of("h2", 0), spine),
+            plan.port_to("h2", plan.leaf_of("h2", 0))]
+    assert sum(port_delay(plan, p).seconds for p in path) == pytest.approx(4 * 0.004 + 2 * 0.002)
+    # what the link can hold in flight in 64-byte frames: 6 ms at 25 Mbit/s = 18,750 B
+    assert delays["host up"].limit == 293 + 64
+    assert delays["fabric"].limit == 391 + 64  # 4 ms at 50 Mbit/s = 25,000 B
+    indexes = {port_delay(plan, p).ifindex for n in plan.nodes for p in plan.ports(n)}
+    ports = {p.ifindex for n in plan.nodes for p in plan.ports(n)}
+    assert len(indexes) == len(ports) and not indexes & ports
+    assert min(indexes) == min(ports) + DELAY_IFINDEX_OFFSET
+    assert all(len(port_delay(plan, p).ifname) < 16 for n in plan.nodes for p in plan.ports(n))
+
+
+def test_without_netem_or_latency_no_link_delays():
+    for text in (REAL, FABRIC % "latency_by: netem"):
+        plan = make_plan(parse("name: l\n" + text, "t"))
+        assert {port_delay(plan, p) for n in plan.nodes for p in plan.ports(n)} == {None}
 
 
 def test_a_path_shape_comes_from_its_hops():

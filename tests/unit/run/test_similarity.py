@@ -77,6 +77,10 @@ def test_real_frame_departures_name_what_is_not_dilated():
     assert busy["background flows' link latency"] == "none"
     # 0.3 ms real is 1.2 emulated seconds, which iperf3 runs as 1 s: 250 us real
     assert busy["background flows' durations"] == "250 us"
+    by_netem = departures(real("25Mbit", "background: [{pattern: elephant, src: h0, dst: h3, "
+                                         "at: 0, duration: 0.3ms}]\n").replace(
+        "hop_latency: 1us", "hop_latency: 1us, latency_by: netem"))
+    assert "background flows' link latency" not in by_netem  # the links delay them too
     whole = departures(real("25Mbit", "background: [{pattern: elephant, src: h0, dst: h3, "
                                       "at: 0, duration: 0.5ms}]\n"))
     assert "background flows' durations" not in whole  # 2 emulated seconds: kept
