@@ -9,7 +9,9 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import shlex
+import signal
 import sys
 import time
 from pathlib import Path
@@ -598,6 +600,9 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt as exc:  # Interrupted (a signal during a run) or a bare Ctrl-C
         print(f"error: {exc or 'interrupted'}", file=sys.stderr)
         return 130
+    except BrokenPipeError:  # stdout's reader left (`| head`): what it wanted, it has
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no error at exit
+        return 128 + signal.SIGPIPE
     except Exception as exc:  # a bug: say so plainly, traceback on request
         if args.debug:
             raise

@@ -66,3 +66,17 @@ def test_report_that_cannot_go_to_the_run_nor_the_cache_exits_3(runs, tmp_path, 
     err = capsys.readouterr().err
     assert "cannot make the report folder" in err and "XDG_CACHE_HOME" in err
     assert "internal error" not in err
+
+
+def test_a_reader_that_leaves_early_gets_no_error():
+    """`mrc-testbed schema | head -1`: the pipe closes under the command, which ends quietly
+    with SIGPIPE's status, as a shell tool does."""
+    import subprocess
+    import sys
+    proc = subprocess.Popen([sys.executable, "-m", "testbed.cli", "schema"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert proc.stdout is not None and proc.stderr is not None
+    proc.stdout.read(10)
+    proc.stdout.close()  # before the schema, larger than a pipe holds, is written
+    err = proc.stderr.read().decode()
+    assert proc.wait(timeout=60) == 141 and err == ""
