@@ -227,8 +227,9 @@ def step_table(run: Run) -> pd.DataFrame:
     nodes = run.tables.get("steps")
     if nodes is None or nodes.empty:
         return pd.DataFrame(columns=["iteration", "start", "end", "time", "exposed"])
+    times = steps.iteration_times(nodes)  # warm-ups too: the first timed one begins after them
+    times = times[~times["warmup"].astype(bool)]
     nodes = nodes[~nodes["warmup"].astype(bool)]
-    times = steps.iteration_times(nodes)
     exposed = steps.rank_metrics(nodes).groupby("iteration")["exposed"].mean()
     return pd.DataFrame({"iteration": times["iteration"], "start": times["start"] - run.t0,
                          "end": times["end"] - run.t0, "time": times["time"],

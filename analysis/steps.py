@@ -23,7 +23,7 @@ from typing import cast
 import pandas as pd
 
 from hostagent.workloads.collectives import Kind
-from hostagent.workloads.nccl import bus_factor
+from hostagent.workloads.nccl import bus_factor, iteration_begins
 
 COMM_KINDS = ("collective", "send", "recv")
 
@@ -79,10 +79,18 @@ def rank_metrics(steps: pd.DataFrame) -> pd.DataFrame:
 
 
 def iteration_times(steps: pd.DataFrame) -> pd.DataFrame:
-    """One row per (transport, iteration): first start to last end over every rank."""
+    """One row per (transport, iteration): over every rank, from its first start or the
+    previous iteration's last end, when later, to its last end (nccl.iteration_begins: a rank
+    done early that starts the next iteration does not make two iterations count its wait)."""
     keys = [k for k in ("transport", "iteration") if k in steps]
     out = steps.groupby(keys).agg(start=("start", "min"), end=("end", "max"),
                                   warmup=("warmup", "first")).reset_index()
+    runs = out.groupby("transport") if "transport" in out else [(None, out)]
+    for _, frame in runs:
+        spans = {int(it): (s, e) for it, s, e in
+                 zip(frame["iteration"], frame["start"], frame["end"], strict=True)}
+        begins = iteration_begins(spans)
+        out.loc[frame.index, "start"] = [begins[int(it)] for it in frame["iteration"]]
     out["time"] = out["end"] - out["start"]
     return out
 

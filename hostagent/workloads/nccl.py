@@ -16,8 +16,9 @@ share one machine's clock, so starts and ends of different ranks are comparable.
 """
 from __future__ import annotations
 
+import math
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from statistics import fmean
 from typing import cast
@@ -80,6 +81,22 @@ def rank_times(records: Iterable[IterationRecord]) -> dict[int, float]:
 def loop_time(records: Iterable[IterationRecord]) -> float:
     """nccl-tests' seconds per iteration: the ranks' times (`rank_times`) averaged."""
     return fmean(rank_times(records).values())
+
+
+def iteration_begins(spans: Mapping[int, tuple[float, float]]) -> dict[int, float]:
+    """When each iteration's time begins, from each iteration's (first start, last end) over
+    the ranks: its first start, or the last end of the iterations before it, when later. A rank
+    done early starts its next iteration at once (a sender of write flows posts its next write,
+    which waits for the receiver's clear-to-send); counting from its start would count that
+    wait in two iterations. So begun, the iterations' times add up to the loop's, as a training
+    loop's step times (from one step's end to the next's) do."""
+    out: dict[int, float] = {}
+    done = -math.inf
+    for iteration in sorted(spans):
+        start, end = spans[iteration]
+        out[iteration] = max(start, done)
+        done = max(done, end)
+    return out
 
 
 @dataclass(frozen=True)

@@ -69,15 +69,20 @@ def _gap_line(records: list[IterationRecord]) -> str:
 def step_table(records: list[IterationRecord], world: int, transport: str,
                what: str = "training step") -> str:
     """One line per timed step (`what` runs it: a training step, a trace, flows): its time
-    (first start to last end over the ranks) and how many ranks verified every node of it."""
+    (over the ranks, from its first start or the previous step's last end, when later, to its
+    last end: nccl.iteration_begins) and how many ranks verified every node of it."""
     by_iteration: dict[int, list[IterationRecord]] = {}
     for r in records:
-        if not r.warmup:
-            by_iteration.setdefault(r.iteration, []).append(r)
+        by_iteration.setdefault(r.iteration, []).append(r)
+    spans = {it: (min(r.start for r in group), max(r.end for r in group))
+             for it, group in by_iteration.items()}
+    begins = nccl.iteration_begins(spans)
     lines = [f"# {what} over {transport}, {world} ranks",
              "#  iteration   time (ms)   ranks verified"]
     for it, group in sorted(by_iteration.items()):
-        span = max(r.end for r in group) - min(r.start for r in group)
+        if group[0].warmup:
+            continue
+        span = spans[it][1] - begins[it]
         lines.append(f"{it:11d} {span * 1e3:11.1f}   {sum(r.verified for r in group)}/{world}")
     wrong = sum(not r.verified for r in records)
     lines.append(f"# Wrong results        : {wrong} {'OK' if wrong == 0 else 'FAILED'}")

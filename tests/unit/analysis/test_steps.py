@@ -64,6 +64,26 @@ def test_iteration_time_spans_every_rank():
     assert iteration_times(STEPS)["time"].tolist() == [9]
 
 
+def test_an_iteration_begins_when_the_one_before_it_has_ended_everywhere():
+    """Write flows: rank 1 sends to rank 0 in 0-3 and is done; it posts its next write at once
+    (starts iteration 1 at 3), which waits for rank 0, busy until 5 with rank 2's write, and
+    runs 5-8. Iteration 1 takes 5-8 (3 s), not 3-8 (5 s): the 3-5 wait is iteration 0's. The
+    iterations' times add up to the loop's 8 s."""
+    flows = pd.DataFrame([
+        row(1, "send", 0, 3, iteration=0), row(2, "send", 0, 5, iteration=0),
+        row(0, "recv", 0, 5, iteration=0),
+        row(1, "send", 3, 8, iteration=1), row(2, "send", 5, 8, iteration=1),
+        row(0, "recv", 5, 8, iteration=1),
+        row(0, "recv", 8, 9, iteration=2), row(1, "send", 8, 9, iteration=2)])
+    t = iteration_times(flows)
+    assert t["time"].tolist() == [5, 3, 1] and t["start"].tolist() == [0, 5, 8]
+    # each transport's iterations on their own: rocev2's iteration 1 is not begun by mrc's end
+    both = pd.concat([flows, flows.assign(transport="rocev2", start=flows["start"] - 100,
+                                          end=flows["end"] - 100)])
+    t = iteration_times(both).set_index(["transport", "iteration"])["time"]
+    assert t.tolist() == [5, 3, 1, 5, 3, 1]
+
+
 def test_busbw_of_a_call():
     """The call runs from rank 1's start (2.5, the earlier) to rank 1's end (7.5, the later):
     5 s for 8 GB on 2 ranks: algbw 1.6 GB/s, x 2(n-1)/n = 1."""

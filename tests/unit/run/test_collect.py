@@ -107,3 +107,18 @@ def test_the_summary_gives_the_share_of_the_ideal_with_latency(tmp_path: Path):
     assert best is not None
     line = next(x for x in table.splitlines() if x.startswith("# Ideal with latency"))
     assert "(6 steps: " in line and line.endswith(f"measured {best.seconds / 0.5:.0%} of it")
+
+
+def test_a_step_table_counts_a_wait_in_one_step_only():
+    """Rank 1 is done with step 0 at 3 and starts step 1 at once, which cannot go on before
+    rank 0 ends step 0 at 5: step 1 takes 5-8, 3 s (not 5 s from rank 1's start)."""
+    from hostagent.workloads.iterations import IterationRecord
+    from testbed.run.collect import step_table
+
+    def rec(rank: int, iteration: int, start: float, end: float) -> IterationRecord:
+        return IterationRecord("step", rank, iteration, iteration == 0, start, end, 0, True,
+                               None)
+    table = step_table([rec(0, 0, 0, 5), rec(1, 0, 0, 3), rec(0, 1, 5, 8), rec(1, 1, 3, 8),
+                        rec(0, 2, 8, 9.5), rec(1, 2, 8, 9)], 2, "mrc", "flows")
+    rows = [line.split() for line in table.splitlines() if not line.startswith("#")]
+    assert rows == [["1", "3000.0", "2/2"], ["2", "1500.0", "2/2"]]
