@@ -52,8 +52,8 @@ from testbed.emulation.cpu import boot_id
 from testbed.emulation.machine_monitor import MachineMonitor
 from testbed.emulation.network import (
     _configure_node,
-    ecmp_hash_seed,
     node_sysctls,
+    router_hash_seed,
     rx_packets,
     send_udp,
     veth_message,
@@ -176,8 +176,7 @@ class ServerAgent:
             if self.record is not None:
                 self.record.add_node(name, int(pid), inode)
             router = plan.nodes[name].role != "host"
-            seed = ecmp_hash_seed(plan.scenario.seed, name) if router else None
-            netns.write_sysctls(int(pid), node_sysctls(router, seed))
+            netns.write_sysctls(int(pid), node_sysctls(router, router_hash_seed(plan, name)))
             out[name] = inode
         self.say(f"nodes {' '.join(f'{n}={p}' for n, p in req.pids.items())}")
         return out

@@ -64,6 +64,14 @@ def ecmp_hash_seed(seed: int, node: str) -> int:
     return zlib.crc32(f"{seed}/{node}".encode()) | 1
 
 
+def router_hash_seed(plan: FabricPlan, name: str) -> int | None:
+    """The ECMP hash seed to give node `name`: None for a host, and on a kernel that takes
+    none (features.hash_seed_settable), whose routers keep the boot-time key."""
+    if plan.nodes[name].role == "host" or not features.hash_seed_settable():
+        return None
+    return ecmp_hash_seed(plan.scenario.seed, name)
+
+
 def node_sysctls(router: bool, hash_seed: int | None = None) -> dict[str, int]:
     values = {}
     for scope in ("all", "default"):
@@ -211,8 +219,7 @@ class FabricNetwork(MininetFabric):
         self.inodes.add(inode)
         self.registry.add_node(name, node.pid, inode)
         router = self.plan.nodes[name].role != "host"
-        seed = ecmp_hash_seed(self.plan.scenario.seed, name) if router else None
-        netns.write_sysctls(node.pid, node_sysctls(router, seed))
+        netns.write_sysctls(node.pid, node_sysctls(router, router_hash_seed(self.plan, name)))
 
     def add_links(self) -> str:
         mtu = self.plan.scenario.fabric.mtu

@@ -10,6 +10,7 @@ import shutil
 import socket
 from functools import cache
 from ipaddress import IPv6Network
+from pathlib import Path
 
 from pyroute2 import IPRoute
 from pyroute2.netlink import NETLINK_ROUTE
@@ -36,6 +37,16 @@ def require_mininet() -> None:
     if shutil.which("mnexec") is None:
         raise EnvironmentProblem("mnexec (from the mininet package) is not on PATH",
                                  "run `sudo make install`")
+
+
+HASH_SEED_SYSCTL = Path("/proc/sys/net/ipv4/fib_multipath_hash_seed")
+
+
+@cache
+def hash_seed_settable() -> bool:
+    """Whether routers' ECMP hash can be seeded (net.ipv4.fib_multipath_hash_seed, which serves
+    IPv6 too: Linux 6.11 and later). Older kernels hash with a key drawn at boot."""
+    return HASH_SEED_SYSCTL.exists()
 
 
 def probe_kernel() -> dict[str, bool | str]:
@@ -78,6 +89,11 @@ def probe_kernel() -> dict[str, bool | str]:
             found["netem"] = True
         except NetlinkError as exc:
             found["netem"] = f"sch_netem missing ({exc.args[1]})"
+    found["ecmp_hash_seed"] = (
+        True if hash_seed_settable() else
+        "no net.ipv4.fib_multipath_hash_seed (Linux < 6.11): routers hash with the kernel's "
+        "boot-time key, so which spine a RoCEv2 QP takes changes with the seed but not "
+        "identically after a reboot")
     return found
 
 

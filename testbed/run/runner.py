@@ -137,6 +137,8 @@ def run(scenario: Scenario, scenario_text: str, options: RunOptions,
                 cluster_preflight(cluster)
                 done += ", cluster tools (sshd, ssh, nsenter, ethtool)"
             info["done"] = done
+        if found.get("ecmp_hash_seed") is not True:
+            progress.say(f"  note: {found['ecmp_hash_seed']}")
         rate_auto = None
         only_fabric = options.verify_only or options.cli or options.hold > 0
         auto = scenario.auto_links()
