@@ -137,8 +137,9 @@ def run(scenario: Scenario, scenario_text: str, options: RunOptions,
                 cluster_preflight(cluster)
                 done += ", cluster tools (sshd, ssh, nsenter, ethtool)"
             info["done"] = done
-        if found.get("ecmp_hash_seed") is not True:
-            progress.say(f"  note: {found['ecmp_hash_seed']}")
+        seeded = found.get("ecmp_hash_seed", True)
+        if seeded is not True:
+            progress.say(f"  note: {seeded}")
         rate_auto = None
         only_fabric = options.verify_only or options.cli or options.hold > 0
         auto = scenario.auto_links()

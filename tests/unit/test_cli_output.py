@@ -70,13 +70,17 @@ def test_report_that_cannot_go_to_the_run_nor_the_cache_exits_3(runs, tmp_path, 
 
 def test_a_reader_that_leaves_early_gets_no_error():
     """`mrc-testbed schema | head -1`: the pipe closes under the command, which ends quietly
-    with SIGPIPE's status, as a shell tool does."""
+    with SIGPIPE's status, as a shell tool does. The pipe holds 4 KiB, so the schema (some
+    60 KiB) cannot fit in it before the reader leaves."""
+    import fcntl
     import subprocess
     import sys
-    proc = subprocess.Popen([sys.executable, "-m", "testbed.cli", "schema"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    assert proc.stdout is not None and proc.stderr is not None
-    proc.stdout.read(10)
-    proc.stdout.close()  # before the schema, larger than a pipe holds, is written
-    err = proc.stderr.read().decode()
-    assert proc.wait(timeout=60) == 141 and err == ""
+    read_end, write_end = os.pipe()
+    fcntl.fcntl(write_end, fcntl.F_SETPIPE_SZ, 4096)
+    proc = subprocess.Popen([sys.executable, "-m", "testbed.cli", "schema"], stdout=write_end,
+                            stderr=subprocess.PIPE)
+    os.close(write_end)
+    assert os.read(read_end, 10)
+    os.close(read_end)  # the reader leaves
+    err = proc.communicate(timeout=60)[1].decode()
+    assert proc.returncode == 141 and err == ""
