@@ -12,6 +12,12 @@ APT_PACKAGES=(mininet iperf3 iproute2 clang llvm libbpf-dev libbpf1 tcpdump iput
               gcc python3-dev zlib1g-dev  # the agents' C extension (hostagent/_fastio.c)
               ruby)  # ruby: only to check the Vagrantfile in the tests
 
+# --stock-kernel: also what `make stock-kernel-test` needs (scripts/stock-kernel/): QEMU, a
+# static busybox for its initramfs, the decompressors of Debian's kernel modules
+if [ "${1:-}" = "--stock-kernel" ]; then
+    APT_PACKAGES+=(qemu-system-x86 busybox-static xz-utils zstd)
+fi
+
 if [ "$(id -u)" -ne 0 ]; then
     echo "install: needs root to install system packages; run it with sudo" >&2
     exit 1
