@@ -159,19 +159,21 @@ def htsim_measure(pairs: list[tuple[Flow, Completion]], inp: Inputs, ideal_s: fl
 
 
 def receivers_spans(iterations: pd.DataFrame, messages: pd.DataFrame) -> pd.DataFrame:
-    """Each iteration of a flows workload at its receivers (the ranks its writes go to): their
-    first start to their last end (`cct`, s) and whether it is a warm-up, by iteration."""
+    """Each iteration of a flows workload at its receivers (the ranks its writes go to): the
+    longest of their own spans of it (a receiver's start to its end: `cct`, s), and whether it
+    is a warm-up, by iteration. Each receiver's own span, not their first start to their last
+    end: flows with no receiver in common (pairs) drift apart over the iterations, and a span
+    across receivers would count the drift; the longest is the slowest flow's, as htsim's CCT
+    (the last flow's completion) is."""
     it = iterations[iterations["rank"].isin(messages["peer"].unique())]
-    spans = it.groupby("iteration").agg(start=("start", "min"), end=("end", "max"),
-                                        warmup=("warmup", "first"))
-    spans["cct"] = spans["end"] - spans["start"]
-    return spans
+    return (it.assign(span=it["end"] - it["start"]).groupby("iteration")
+            .agg(cct=("span", "max"), warmup=("warmup", "first")))
 
 
 def testbed_measure(run_dir: Path, ideal_s: float, rate: float) -> Measure:
     """Ratios from a testbed run: the median timed iteration's CCT, and each write of a timed
     iteration from posted to acknowledged over its bytes at the host link's `rate`. A flows
-    workload's CCT is its receivers' span of the iteration, from their first clear-to-sends to
+    workload's CCT is its slowest receiver's span of the iteration, from its clear-to-send to
     the last byte, as htsim's flows all start at 0: its senders' iterations overlap (a sender
     done early posts its next write, which waits for the receiver)."""
     run = load_run(run_dir)

@@ -316,6 +316,13 @@ def test_a_flows_iteration_is_timed_at_its_receiver():
     spans = receivers_spans(it, messages)
     assert spans["cct"].to_dict() == {0: pytest.approx(2.7), 1: pytest.approx(2.5)}
     assert spans["warmup"].to_dict() == {0: True, 1: False}
+    # pairs: 2 -> 0 and 3 -> 1, no receiver in common; flow 3 -> 1 takes 2 s an iteration,
+    # flow 2 -> 0 1 s, and they drift apart: iteration 1 is rank 1's 2-4, rank 0's 1-2, whose
+    # CCT is the slower flow's 2 s (not 4 - 1 = 3 s, the drift counted)
+    it = pd.DataFrame([{"rank": r, "iteration": i, "warmup": i == 0, "start": i * d,
+                        "end": (i + 1) * d} for r, d in ((0, 1.0), (1, 2.0)) for i in range(3)])
+    spans = receivers_spans(it, pd.DataFrame([{"rank": 2, "peer": 0}, {"rank": 3, "peer": 1}]))
+    assert spans["cct"].to_dict() == {0: 2.0, 1: 2.0, 2: 2.0}
 
 
 def test_a_variant_that_cannot_be_named_stops_the_scenario_before_any_run(tmp_path):
