@@ -325,6 +325,21 @@ def test_a_flows_iteration_is_timed_at_its_receiver():
     assert spans["cct"].to_dict() == {0: 2.0, 1: 2.0, 2: 2.0}
 
 
+def test_a_collectives_iteration_leaves_out_its_early_ranks_wait():
+    """Rank 0 ends iteration 0 at 2.0, rank 1 at 2.6; rank 0 starts iteration 1 at once and
+    both end it at 5.0: 2.4 s from rank 1's end (not 3.0 from rank 0's start)."""
+    import pandas as pd
+
+    from bench.htsim import collective_spans
+    it = pd.DataFrame([
+        {"rank": r, "iteration": i, "warmup": i == 0, "start": s, "end": e, "kind": "all_reduce",
+         "bytes": 8, "verified": True}
+        for r, i, s, e in ((0, 0, 0.0, 2.0), (1, 0, 0.0, 2.6), (0, 1, 2.0, 5.0),
+                           (1, 1, 2.6, 5.0))])
+    spans = collective_spans(it, t0=0.0)
+    assert spans["cct"].to_dict() == {0: pytest.approx(2.6), 1: pytest.approx(2.4)}
+
+
 def test_a_variant_that_cannot_be_named_stops_the_scenario_before_any_run(tmp_path):
     """A scenario name too long for a variant's run name is the scenario's error row, raised
     before htsim or the testbed runs anything (no binaries are given: none may be called)."""
