@@ -69,11 +69,12 @@ test: install lint
 	$(PYTEST) tests
 
 # The integration tests that depend on the kernel's features, run under a stock Debian kernel
-# in QEMU (scripts/stock-kernel/run.sh; VM_KERNEL=backports for 6.12): netem (link latency),
-# seg6local End SIDs, a kernel without the ECMP hash seed (6.1). Not part of `test`: QEMU's
+# in QEMU (scripts/stock-kernel/run.sh; VM_KERNEL=backports for 6.12): netem (link latency,
+# the delay fault), seg6local End SIDs, a kernel without the ECMP hash seed (6.1). Not part of `test`: QEMU's
 # software CPU runs them 2-5x slower (their timing tolerances tripled there), and it would add
 # QEMU to every install.
-STOCK_KERNEL_TESTS ?= tests/integration/test_delay_line.py tests/integration/test_fabric.py
+STOCK_KERNEL_TESTS ?= tests/integration/test_delay_line.py tests/integration/test_fabric.py \
+	tests/integration/test_faults.py::test_delay_adds_to_the_links_round_trip_and_is_undone
 stock-kernel-test: install
 	./scripts/install.sh --stock-kernel
 	./scripts/stock-kernel/run.sh 'MRC_TESTBED_TIMING_SCALE=3 $(PYTEST) -q -p no:cacheprovider \

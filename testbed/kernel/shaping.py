@@ -32,6 +32,7 @@ LINE_CLASS = "1:1"
 DATA_CLASS = "1:10"
 CONTROL_CLASS = "1:20"
 DATA_QDISC = "10:"
+DELAY_QDISC = "11:"  # the delay fault's netem in the FIFO's place: a qdisc's kind cannot change
 ETH_P_IPV6 = 0x86DD
 # the traffic class is bits 20..27 of the IPv6 header's first word; match its DSCP part
 _DSCP_KEY = f"{CONTROL_TCLASS << 20:#010x}/{0xFC << 20:#010x}+0"
@@ -76,10 +77,12 @@ def set_port_rate(ipr, ifindex: int, rate_bps: int, mtu: int) -> None:
 
 def set_port_delay(ipr, ifindex: int, limit_bytes: int, delay_s: float | None, mtu: int) -> None:
     """The FIFO behind a port's shaper replaced by a netem delay of `delay_s` (as many packets
-    as the FIFO's bytes hold), or put back (None): the delay fault and its undoing."""
+    as the FIFO's bytes hold), or put back (None): the delay fault and its undoing. Each under
+    its own handle, grafted in the other's place: the kernel refuses to replace a qdisc by one
+    of another kind under the same handle (EINVAL)."""
     if delay_s is None:
         ipr.tc("replace", "bfifo", index=ifindex, handle=DATA_QDISC, parent=DATA_CLASS,
                limit=limit_bytes)
     else:
-        ipr.tc("replace", "netem", index=ifindex, handle=DATA_QDISC, parent=DATA_CLASS,
+        ipr.tc("replace", "netem", index=ifindex, handle=DELAY_QDISC, parent=DATA_CLASS,
                delay=int(delay_s * 1e6), limit=max(1, limit_bytes // mtu))

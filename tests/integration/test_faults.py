@@ -7,6 +7,7 @@ import time
 from pathlib import Path
 
 import pandas as pd
+import pytest
 
 from testbed import scenario as scenario_mod
 from testbed.emulation.injector import Injector
@@ -78,6 +79,32 @@ def test_baseline_routing_converges_around_a_link_and_back():
         injector.apply(Action(1, False, "routed", ("p0l0-p0s0",), 0))
         assert leaf.cmd("ip -6 route show fd10:0:1::/64").count("nexthop via") == 2
         assert "fd20:0:4::1" in spine.cmd("ip -6 route show fd10::/64")
+
+
+def rtt_ms(ping_output: str) -> float:
+    """The mean round trip of a ping's summary line."""
+    return float(re.search(r"= [\d.]+/([\d.]+)/", ping_output).group(1))
+
+
+def test_delay_adds_to_the_links_round_trip_and_is_undone():
+    """20 ms a way on h0's plane-0 link (both ports' data FIFOs): h0 -> h1 over plane 0 crosses
+    it both ways, so its round trip grows by 40 ms; undone, it is back under a millisecond or
+    so. Needs netem (skips without it; `make stock-kernel-test` runs it)."""
+    from testbed.kernel import features
+    if features.probe_kernel()["netem"] is not True:
+        pytest.skip("this kernel has no sch_netem: the delay fault cannot run here")
+    sc = scenario_mod.parse(QUICK, "test")
+    with fabric(sc) as network:
+        injector = Injector(network, [], [])
+        delay = Action(0, True, "delay", ("h0-p0l0",), 0, (("delay", 0.02),))
+        before = rtt_ms(network.node("h0").cmd("ping -q -c 20 -i 0.05 fd10::101"))
+        injector.apply(delay)
+        during = rtt_ms(network.node("h0").cmd("ping -q -c 20 -i 0.05 fd10::101"))
+        injector.apply(Action(1, False, "delay", ("h0-p0l0",), 0, delay.params))
+        after = rtt_ms(network.node("h0").cmd("ping -q -c 20 -i 0.05 fd10::101"))
+        injector.stop()
+    assert 40 <= during - before <= 40 * 1.25 + 5, (before, during, after)
+    assert after < before + 5, (before, during, after)
 
 
 def test_degrade_lowers_the_rate_and_is_undone():
