@@ -33,12 +33,11 @@ import numpy as np
 import pandas as pd
 
 from analysis.load import RunError, load_run
-from analysis.metrics import cct
+from analysis.steps import iteration_times
 from bench import fair
 from bench.common import ROOT
 from bench.htsim_files import Flow, Inputs, arrival_cct_us, ideal_cct, inputs
 from bench.htsim_output import Completion, completions, event
-from hostagent.workloads.nccl import iteration_begins
 from testbed.errors import ScenarioError
 from testbed.scenario import load
 
@@ -171,30 +170,29 @@ def receivers_spans(iterations: pd.DataFrame, messages: pd.DataFrame) -> pd.Data
             .agg(cct=("span", "max"), warmup=("warmup", "first")))
 
 
-def collective_spans(iterations: pd.DataFrame, t0: float) -> pd.DataFrame:
-    """Each iteration of a collective (`cct`, s, and whether it is a warm-up), from its first
-    rank's start or, when later, the previous iteration's last end, to its last end
-    (nccl.iteration_begins). htsim's flows all start at 0; the testbed's ranks done early
-    start the next iteration at once and wait for the late ones, and counted from their start
-    the iteration would include that skew (0.5-0.9 s of a 2.7 s ring on a degraded spine)."""
-    every = cct(iterations, t0)
-    begins = iteration_begins({int(i): (s, e) for i, s, e in
-                               zip(every.index, every["start"], every["end"], strict=True)})
-    return every.assign(cct=every["end"] - [begins[int(i)] for i in every.index])
+def collective_spans(iterations: pd.DataFrame) -> pd.DataFrame:
+    """Each iteration of a collective (`cct`, s, and whether it is a warm-up), by iteration,
+    from its first rank's start or, when later, the previous iteration's last end, to its last
+    end (analysis.steps.iteration_times). htsim's flows all start at 0; the testbed's ranks
+    done early start the next iteration at once and wait for the late ones, and counted from
+    their start the iteration would include that skew (0.5-0.95 s of a 2.7-3.2 s ring on a
+    degraded spine)."""
+    return (iteration_times(iterations).set_index("iteration")
+            .rename(columns={"time": "cct"})[["cct", "warmup"]])
 
 
 def testbed_measure(run_dir: Path, ideal_s: float, rate: float) -> Measure:
     """Ratios from a testbed run: the median timed iteration's CCT (a collective's:
     `collective_spans`), and each write of a timed iteration from posted to acknowledged over
-    its bytes at the host link's `rate`. A flows
-    workload's CCT is its slowest receiver's span of the iteration, from its clear-to-send to
-    the last byte, as htsim's flows all start at 0: its senders' iterations overlap (a sender
-    done early posts its next write, which waits for the receiver)."""
+    its bytes at the host link's `rate`. A flows workload's CCT is its slowest receiver's span
+    of the iteration, from its clear-to-send to the last byte, as htsim's flows all start at
+    0: its senders' iterations overlap (a sender done early posts its next write, which waits
+    for the receiver)."""
     run = load_run(run_dir)
     if run.meta.status != "complete":
         raise RunError(f"the run {run.meta.status}")
     m = run.tables["messages"]
-    every = (collective_spans(run.tables["iterations"], run.t0) if run.steps.empty
+    every = (collective_spans(run.tables["iterations"]) if run.steps.empty
              else receivers_spans(run.tables["iterations"], m))
     times = every.loc[~every["warmup"], "cct"]
     warm = every.loc[every["warmup"], "cct"]

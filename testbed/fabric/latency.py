@@ -114,10 +114,10 @@ class PortDelay:
 
 def port_delay(plan: FabricPlan, port: Port) -> PortDelay | None:
     """The delay on the link arriving at `port` with latency_by: netem (None otherwise, or
-    where the latency is 0). A link
-    carries its hop latency; a host link also one NIC's latency each way (the sender's going
-    up, the receiver's coming down), so a path's delays add up to its `one_way_latency`. The
-    limit holds everything the link can have in flight, in its smallest frames."""
+    where the latency is 0). A link carries its hop latency; a host link also one NIC's
+    latency each way (the sender's going up, the receiver's coming down), so a path's delays
+    add up to its `one_way_latency`. The limit holds everything the link can have in flight,
+    in its smallest frames."""
     sc = plan.scenario
     if sc.fabric.latency_by != "netem":
         return None

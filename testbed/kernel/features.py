@@ -18,6 +18,7 @@ from pyroute2.netlink.exceptions import NetlinkError
 
 from testbed.errors import EnvironmentProblem
 from testbed.kernel import netns, rtnl, seg6local, shaping, usid_end
+from testbed.scenario import Scenario
 
 
 def require_root() -> None:
@@ -118,16 +119,23 @@ def require_fabric_features() -> dict[str, bool | str]:
     return found
 
 
-def require_link_netem(found: dict[str, bool | str]) -> None:
-    """What `fabric.latency_by: netem` needs of this kernel (testbed/kernel/link_delay.py):
-    sch_netem, and End SIDs as seg6local routes, since the eBPF End SIDs would run at the
+def require_netem(found: dict[str, bool | str], scenario: Scenario) -> None:
+    """What a scenario that uses netem needs of this kernel: sch_netem for its delay faults
+    (shaping.set_port_delay) and for `fabric.latency_by: netem` (testbed/kernel/link_delay.py),
+    which also needs End SIDs as seg6local routes, since the eBPF End SIDs would run at the
     ports' ingress, where the delay takes every packet away first."""
-    if found.get("netem") is not True:
+    delays = [i for i, f in enumerate(scenario.faults) if f.kind == "delay"]
+    by_links = scenario.fabric.latency_by == "netem"
+    if (delays or by_links) and found.get("netem") is not True:
+        what = (f"faults.{delays[0]} adds delay" if delays
+                else "fabric.latency_by: netem delays every link")
+        instead = ("remove the delay faults" if delays
+                   else "latency_by: agents (the default: the agents hold each datagram instead)")
         raise EnvironmentProblem(
-            f"fabric.latency_by: netem delays every link with sch_netem: {found.get('netem')}",
-            "use a kernel with netem (stock Debian/Ubuntu kernels, e.g. the Vagrant VM), or "
-            "latency_by: agents (the default: the agents hold each datagram instead)")
-    if found.get("end_sids") != "seg6local":
+            f"{what}, which needs sch_netem: {found.get('netem')}",
+            f"use a kernel with netem (stock Debian/Ubuntu kernels, e.g. the Vagrant VM), or "
+            f"{instead}")
+    if by_links and found.get("end_sids") != "seg6local":
         raise EnvironmentProblem(
             "fabric.latency_by: netem needs the kernel's seg6local End SIDs: on this kernel "
             "they run in eBPF at the ports' ingress, where the links' delay takes the packets",

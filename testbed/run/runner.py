@@ -117,14 +117,7 @@ def run(scenario: Scenario, scenario_text: str, options: RunOptions,
     with interrupts.deferred(), contextlib.ExitStack() as held:
         with progress.phase("preflight") as info:
             found = preflight(progress, held)
-            delays = [i for i, f in enumerate(scenario.faults) if f.kind == "delay"]
-            if delays and found.get("netem") is not True:
-                raise EnvironmentProblem(
-                    f"faults.{delays[0]} adds delay, which needs sch_netem: {found.get('netem')}",
-                    "use a kernel with netem (stock Ubuntu/Debian kernels, e.g. the Vagrant "
-                    "VM), or remove the delay faults")
-            if scenario.fabric.latency_by == "netem":
-                features.require_link_netem(found)
+            features.require_netem(found, scenario)
             done = ("root, Mininet, " + ("SRv6 next-csid, seg6local counters"
                                          if found["end_sids"] == "seg6local" else
                                          "End SIDs in eBPF (this kernel has no seg6local)")

@@ -77,8 +77,8 @@ def test_netem_latency_on_a_kernel_without_netem_builds_nothing(tmp_path: Path,
     res = run_cli("run", str(file), results=results_dir)
     assert res.returncode == 3, res.stderr
     errors = [line for line in res.stderr.splitlines() if line.startswith(("error", "  fix"))]
-    assert errors[0].startswith("error: fabric.latency_by: netem delays every link with "
-                                "sch_netem: sch_netem missing"), res.stderr
+    assert errors[0].startswith("error: fabric.latency_by: netem delays every link, which "
+                                "needs sch_netem: sch_netem missing"), res.stderr
     assert "latency_by: agents" in errors[1] and "Traceback" not in res.stderr
     assert not results_dir.exists()
 

@@ -336,7 +336,7 @@ def test_a_collectives_iteration_leaves_out_its_early_ranks_wait():
          "bytes": 8, "verified": True}
         for r, i, s, e in ((0, 0, 0.0, 2.0), (1, 0, 0.0, 2.6), (0, 1, 2.0, 5.0),
                            (1, 1, 2.6, 5.0))])
-    spans = collective_spans(it, t0=0.0)
+    spans = collective_spans(it)
     assert spans["cct"].to_dict() == {0: pytest.approx(2.6), 1: pytest.approx(2.4)}
 
 
